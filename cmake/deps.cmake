@@ -1,0 +1,23 @@
+# Optional system libraries (Debian -dev packages). The engine (GGUF, model,
+# eval, bench) needs none of them, so the GPU machine builds it bare; the
+# text, chat and server rooms are compiled only where their library is found.
+find_package(PkgConfig)
+find_package(Threads REQUIRED)
+set(GLIM_HAVE_PCRE2 OFF)
+set(GLIM_HAVE_JANSSON OFF)
+set(GLIM_HAVE_MHD OFF)
+if(PKG_CONFIG_FOUND)
+    pkg_check_modules(PCRE2 IMPORTED_TARGET libpcre2-8)
+    pkg_check_modules(JANSSON IMPORTED_TARGET jansson)
+    pkg_check_modules(MHD IMPORTED_TARGET libmicrohttpd)
+    if(PCRE2_FOUND)
+        set(GLIM_HAVE_PCRE2 ON)
+    endif()
+    if(JANSSON_FOUND)
+        set(GLIM_HAVE_JANSSON ON)
+    endif()
+    if(MHD_FOUND)
+        set(GLIM_HAVE_MHD ON)
+    endif()
+endif()
+message(STATUS "glim: PCRE2=${GLIM_HAVE_PCRE2} jansson=${GLIM_HAVE_JANSSON} microhttpd=${GLIM_HAVE_MHD} CUDA=${GLIM_CUDA}")

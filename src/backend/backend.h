@@ -1,0 +1,126 @@
+/*
+ * backend.h — the only door from model code to hardware.
+ *
+ * A backend owns device memory and runs ops on f32 activations. Model code
+ * (src/model/arch_*.c) never dereferences activation, KV or weight memory:
+ * it allocates buffers here and calls ops, so the same forward pass runs on
+ * the CPU, on CUDA and (later) on Metal. Ops are enqueued in order; results
+ * are visible to the host after `download` (which synchronises).
+ *
+ * Conventions for every op:
+ *   - activations are f32, row-major, rows contiguous: x[n_rows][row_len];
+ *   - pointers are device pointers from `alloc` (host pointers on the CPU);
+ *   - positions are a device array pos[n_rows] (so a captured CUDA graph can
+ *     be replayed with new positions after one small upload);
+ *   - a weight W of GGUF shape [K, N] is `struct be_weight` with k = ne0,
+ *     n = ne1: matmul computes y[r][j] = sum_i x[r][i] * W[j][i].
+ *
+ * Threading: a backend is driven by one thread at a time (the scheduler).
+ */
+#ifndef GLIM_BACKEND_H
+#define GLIM_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/err.h"
+
+struct backend;
+
+/* A model weight as the backend sees it. */
+struct be_weight {
+    const char *name;     /* borrowed: tensor name (for messages) */
+    uint32_t    type;     /* enum glim_type of host data */
+    int64_t     k, n;     /* k = ne0 (row length), n = ne1 * ne2 * ne3 (rows) */
+    size_t      nbytes;   /* bytes of host data */
+    const void *host;     /* borrowed: read-only mapping of the GGUF data */
+    void       *dev;      /* backend's copy or view (CPU: == host unless repacked) */
+    uint32_t    dev_type; /* layout of dev (== type unless repacked); backend-private meaning */
+    void       *aux;      /* backend-private extra data (owned by the backend) */
+};
+
+/* Attention over a KV cache for n_tokens consecutive queries.
+ * Cache layout: k_cache/v_cache [n_slots][n_head_kv * head_dim] in kv_type
+ * (F32/F16/BF16); position u lives in slot u % n_slots. The new rows were
+ * stored (kv_store) before this call. Query at position p attends positions
+ * u with max(0, p - window + 1) <= u <= p (window 0 = unlimited, i.e. 0..p).
+ * Query head h uses KV head h / (n_head / n_head_kv).
+ * Caller guarantees the slots of those positions still hold them. */
+struct be_attn_args {
+    float         *out;        /* [n_tokens][n_head * head_dim] */
+    const float   *q;          /* [n_tokens][n_head * head_dim] */
+    const void    *k_cache, *v_cache;
+    uint32_t       kv_type;
+    int64_t        n_slots;
+    int            n_tokens;
+    const int32_t *pos;        /* device [n_tokens], consecutive */
+    int32_t        pos_host0;  /* host copy of pos[0] (CPU uses it; CUDA graphs must not) */
+    int            n_head, n_head_kv, head_dim;
+    int            window;     /* 0 = global */
+    float          scale;      /* score multiplier, e.g. 1/sqrt(head_dim) */
+    /* bidirectional block mode (DFlash drafts): if > 0, the last `block` queries also see
+     * each other (non-causal within the block). 0 = causal. */
+    int            block;
+};
+
+struct backend_i {
+    const char *name;                                   /* "cpu-ref", "cpu", "cuda" */
+    void (*destroy)(struct backend *be);
+
+    /* ---- memory ---- */
+    void *(*alloc)(struct backend *be, size_t nbytes);  /* zeroed; NULL = out of memory */
+    void  (*release)(struct backend *be, void *p);      /* NULL ok */
+    int   (*upload)(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err);
+    int   (*download)(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err);
+    int   (*sync)(struct backend *be, struct glim_err *err);      /* reports async failures */
+    /* free device memory in bytes (for the memory plan); SIZE_MAX when unknown */
+    size_t (*mem_free)(struct backend *be);
+
+    /* ---- weights ---- */
+    int  (*weight_init)(struct backend *be, struct be_weight *w, struct glim_err *err);
+    void (*weight_clear)(struct backend *be, struct be_weight *w);
+
+    /* ---- ops ---- */
+    /* y[i][:] = dequant(row ids[i] of w)                          (embedding lookup) */
+    void (*get_rows)(struct backend *be, float *y, const struct be_weight *w, const int32_t *ids, int n);
+    /* y[n_rows][w->n] = x[n_rows][w->k] . W^T */
+    void (*matmul)(struct backend *be, float *y, const struct be_weight *w, const float *x, int n_rows);
+    /* y = x / sqrt(mean(x^2) + eps) * w   per row of length n; w NULL = no weight (F32 [n]) */
+    void (*rmsnorm)(struct backend *be, float *y, const float *x, const struct be_weight *w,
+                    int64_t n_rows, int n, float eps);
+    /* rotate x[n_rows][n_head*head_dim] in place; pair (2i,2i+1) (neox: (i, i+n_rot/2));
+     * angle pos[row] * base^(-2i/n_rot) for the first n_rot dims of each head */
+    void (*rope)(struct backend *be, float *x, int n_rows, int n_head, int head_dim, int n_rot,
+                 const int32_t *pos, float base, bool neox);
+    void (*add)(struct backend *be, float *y, const float *x, int64_t n);              /* y += x */
+    void (*mul_sigmoid)(struct backend *be, float *y, const float *g, int64_t n);      /* y *= sigmoid(g) */
+    void (*swiglu)(struct backend *be, float *y, const float *gate, const float *up, int64_t n); /* y = silu(gate)*up */
+    /* y = cap > 0 ? cap * tanh(y * scale / cap) : y * scale */
+    void (*scale_softcap)(struct backend *be, float *y, int64_t n, float scale, float cap);
+    /* dst[r][0..n) = src[r][0..n), with row strides in floats */
+    void (*copy_rows)(struct backend *be, float *dst, int64_t dst_stride, const float *src,
+                      int64_t src_stride, int n_rows, int n);
+    /* store k,v rows [n_tokens][kv_dim] at slots pos[t] % n_slots, converting to kv_type */
+    void (*kv_store)(struct backend *be, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
+                     const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim);
+    void (*attention)(struct backend *be, const struct be_attn_args *a);
+};
+
+struct backend {
+    const struct backend_i *i;
+    void *ctx;            /* owned: backend state */
+    char  desc[128];      /* human description: "cpu (2 threads, AVX2)" */
+};
+
+/* CPU backend with the scalar reference kernels (exact dequant, f32). */
+int  backend_cpu_ref_new(int n_threads, struct backend **out, struct glim_err *err);
+/* CPU backend with the fastest kernels this machine has (falls back to ref). */
+int  backend_cpu_new(int n_threads, struct backend **out, struct glim_err *err);
+/* CUDA backend (only when built with GLIM_CUDA); GLIM_EUNSUPPORTED otherwise. */
+int  backend_cuda_new(int device, struct backend **out, struct glim_err *err);
+bool backend_cuda_available(void);
+
+void backend_free(struct backend *be);   /* NULL ok */
+
+#endif
