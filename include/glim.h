@@ -62,11 +62,33 @@ struct glim_model_params {
     bool        verbose;     /* print the memory plan etc. to stderr */
 };
 
-struct glim_session_params {
-    int64_t n_ctx;       /* 0 = model's context_length */
-    int     n_chunk;     /* prefill chunk, 0 = 512 */
-    int     n_ring_extra;/* extra ring slots beyond the window (speculative rollback); <0 = default */
+enum glim_kv_type {
+    GLIM_KV_DEFAULT = 0,   /* F32 on the reference kernels, F16 elsewhere */
+    GLIM_KV_F32,
+    GLIM_KV_F16,
+    GLIM_KV_BF16,
 };
+
+struct glim_session_params {
+    int64_t n_ctx;        /* 0 = model's context_length */
+    int     n_chunk;      /* prefill chunk, 0 = 512 */
+    int     n_ring_extra; /* extra ring slots beyond the window (speculative rollback); <0 = default 16 */
+    int     kv_type;      /* enum glim_kv_type */
+};
+
+/* Memory a session would need (the plan printed at load). */
+struct glim_mem_plan {
+    size_t weights_bytes;
+    size_t kv_flat_bytes, kv_ring_bytes;   /* global layers, sliding-window layers */
+    int    n_flat_layers, n_ring_layers;
+    int64_t flat_slots, ring_slots;
+    size_t scratch_bytes;
+    size_t total_bytes;
+    size_t available_bytes;                /* SIZE_MAX when unknown */
+};
+int  glim_session_plan(struct glim_model *m, const struct glim_session_params *p,
+                       struct glim_mem_plan *out, struct glim_err *err);
+void glim_mem_plan_print(const struct glim_mem_plan *plan, void *file /* FILE* */);
 
 void glim_model_params_init(struct glim_model_params *p);
 void glim_session_params_init(struct glim_session_params *p);

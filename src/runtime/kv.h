@@ -27,7 +27,9 @@ struct kv_cache {
     int              n_layer;
     int64_t          n_ctx;     /* positions 0 .. n_ctx-1 are valid */
     int              n_chunk;   /* largest batch a forward may store at once */
+    int              n_swa;     /* window of the ring layers */
     int64_t          pos;       /* next position to write (= tokens held) */
+    int64_t          pos_hi;    /* one past the highest position ever stored */
     struct kv_layer *layers;    /* owned [n_layer] */
 };
 
@@ -43,7 +45,8 @@ void kv_plan_compute(const struct model_hparams *hp, int64_t n_ctx, int n_chunk,
 int  kv_cache_new(struct glim_model *m, int64_t n_ctx, int n_chunk, int n_extra, uint32_t type,
                   struct kv_cache **out, struct glim_err *err);
 void kv_cache_free(struct kv_cache *kv);
-/* forget positions >= pos (they will be overwritten) */
+/* Forget positions >= pos (they will be overwritten). Fails with GLIM_ERANGE when a
+ * ring has already overwritten keys that a query at pos would need. */
 int  kv_cache_truncate(struct kv_cache *kv, int64_t pos, struct glim_err *err);
 
 #endif

@@ -1,0 +1,224 @@
+/* arch_common.c — what the llama and muse-glimmer forwards share (see arch_common.h). */
+#include "arch_common.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../base/alloc.h"
+#include "../quant/quant.h"
+
+static size_t carve(char *base, size_t *off, size_t nbytes, void **out)
+{
+    size_t at = (*off + 63) & ~(size_t)63;
+    if (base)
+        *out = base + at;
+    *off = at + nbytes;
+    return *off;
+}
+
+size_t arch_scratch_layout(const struct glim_model *m, int T, void *base, struct fwd_scratch *s)
+{
+    const struct model_hparams *hp = &m->hp;
+    size_t E = hp->n_embd, QD = (size_t)hp->n_head * hp->head_dim,
+           KD = (size_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, f = sizeof(float);
+    size_t off = 0;
+    struct fwd_scratch tmp;
+    if (!s)
+        s = &tmp;
+    char *b = base;
+    carve(b, &off, T * E * f, (void **)&s->x);
+    carve(b, &off, T * E * f, (void **)&s->h);
+    carve(b, &off, T * QD * f, (void **)&s->q);
+    carve(b, &off, T * QD * f, (void **)&s->g);
+    carve(b, &off, T * QD * f, (void **)&s->a);
+    carve(b, &off, T * KD * f, (void **)&s->k);
+    carve(b, &off, T * KD * f, (void **)&s->v);
+    carve(b, &off, T * E * f, (void **)&s->o);
+    carve(b, &off, T * F * f, (void **)&s->f1);
+    carve(b, &off, T * F * f, (void **)&s->f2);
+    carve(b, &off, (size_t)ARCH_OUT_ROWS * hp->n_vocab * f, (void **)&s->logits);
+    carve(b, &off, T * E * f, (void **)&s->embd);
+    carve(b, &off, T * sizeof(int32_t), (void **)&s->ids);
+    return carve(b, &off, T * sizeof(int32_t), (void **)&s->pos);
+}
+
+size_t arch_scratch_bytes(const struct glim_model *m, int n_tokens)
+{
+    return arch_scratch_layout(m, n_tokens, NULL, NULL);
+}
+
+int arch_upload_inputs(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
+                       struct glim_err *err)
+{
+    int32_t pos[256];
+    struct backend *be = m->be;
+    for (int t = 0; t < b->n_tokens; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= m->hp.n_vocab)
+            return glim_fail(err, GLIM_EINVAL, "token id %d at index %d: expected 0..%d",
+                             b->tokens[t], t, m->hp.n_vocab - 1);
+    }
+    int rc = be->i->upload(be, s->ids, b->tokens, (size_t)b->n_tokens * sizeof(int32_t), err);
+    /* positions are uploaded in pieces through a small stack buffer */
+    for (int t0 = 0; rc == GLIM_OK && t0 < b->n_tokens; t0 += 256) {
+        int n = GLIM_MIN(256, b->n_tokens - t0);
+        for (int i = 0; i < n; i++)
+            pos[i] = b->pos0 + t0 + i;
+        rc = be->i->upload(be, s->pos + t0, pos, (size_t)n * sizeof(int32_t), err);
+    }
+    return rc;
+}
+
+int arch_splice_embd(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
+                     struct glim_err *err)
+{
+    if (!b->embd)
+        return GLIM_OK;
+    struct backend *be = m->be;
+    int E = m->hp.n_embd;
+    for (int t = 0; t < b->n_tokens; t++) {
+        if (b->embd_mask && !b->embd_mask[t])
+            continue;
+        int rc = be->i->upload(be, s->x + (size_t)t * E, b->embd + (size_t)t * E,
+                               (size_t)E * sizeof(float), err);
+        if (rc != GLIM_OK)
+            return rc;
+    }
+    return GLIM_OK;
+}
+
+int arch_tap(struct glim_model *m, const struct fwd_batch *b, int il, struct fwd_scratch *s,
+             struct glim_err *err)
+{
+    struct backend *be = m->be;
+    int E = m->hp.n_embd;
+    for (int j = 0; j < b->n_taps; j++) {
+        if (b->tap_layers[j] != il)
+            continue;
+        for (int t = 0; t < b->n_tokens; t++) {
+            float *dst = b->taps + ((size_t)t * b->n_taps + j) * E;
+            int rc = be->i->download(be, dst, s->x + (size_t)t * E, (size_t)E * sizeof(float), err);
+            if (rc != GLIM_OK)
+                return rc;
+        }
+    }
+    return GLIM_OK;
+}
+
+int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
+                struct glim_err *err)
+{
+    const struct model_hparams *hp = &m->hp;
+    struct backend *be = m->be;
+    int E = hp->n_embd, V = hp->n_vocab, T = b->n_tokens;
+    for (int r0 = T - b->n_out; r0 < T; r0 += ARCH_OUT_ROWS) {
+        int n = GLIM_MIN(ARCH_OUT_ROWS, T - r0);
+        be->i->rmsnorm(be, s->h, s->x + (size_t)r0 * E, &m->output_norm, n, E, hp->eps);
+        be->i->matmul(be, s->logits, &m->output, s->h, n);
+        if (hp->logit_scale != 1.0f || hp->softcap > 0)
+            be->i->scale_softcap(be, s->logits, (int64_t)n * V, hp->logit_scale, hp->softcap);
+        float *dst = b->logits + (size_t)(r0 - (T - b->n_out)) * V;
+        int rc = be->i->download(be, dst, s->logits, (size_t)n * V * sizeof(float), err);
+        if (rc != GLIM_OK)
+            return rc;
+    }
+    return GLIM_OK;
+}
+
+/* ---- loading ---------------------------------------------------------- */
+
+static int need_pos(const struct glim_model *m, const char *what, uint32_t v, uint32_t max,
+                    struct glim_err *err)
+{
+    if (v == 0 || v > max)
+        return glim_fail(err, GLIM_EFORMAT, "%s.%s: expected 1..%u, got %u", m->hp.arch, what, max, v);
+    return GLIM_OK;
+}
+
+int arch_read_common(struct glim_model *m, struct glim_err *err)
+{
+    struct model_hparams *hp = &m->hp;
+    uint32_t n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
+    uint32_t n_ctx = 0;
+    int rc;
+    if ((rc = model_get_u32(m, "embedding_length", &n_embd, true, err)) ||
+        (rc = model_get_u32(m, "block_count", &n_layer, true, err)) ||
+        (rc = model_get_u32(m, "attention.head_count", &n_head, true, err)) ||
+        (rc = model_get_u32(m, "feed_forward_length", &n_ff, true, err)) ||
+        (rc = model_get_u32(m, "context_length", &n_ctx, true, err)) ||
+        (rc = model_get_f32(m, "attention.layer_norm_rms_epsilon", &hp->eps, true, err)))
+        return rc;
+    if ((rc = need_pos(m, "embedding_length", n_embd, 1u << 20, err)) ||
+        (rc = need_pos(m, "block_count", n_layer, GLIM_MAX_LAYERS, err)) ||
+        (rc = need_pos(m, "attention.head_count", n_head, 4096, err)) ||
+        (rc = need_pos(m, "feed_forward_length", n_ff, 1u << 22, err)) ||
+        (rc = need_pos(m, "context_length", n_ctx, 0x7fffffffu, err)))
+        return rc;
+    n_head_kv = n_head;
+    if ((rc = model_get_u32(m, "attention.head_count_kv", &n_head_kv, false, err)))
+        return rc;
+    if ((rc = need_pos(m, "attention.head_count_kv", n_head_kv, n_head, err)))
+        return rc;
+    if (n_head % n_head_kv)
+        return glim_fail(err, GLIM_EFORMAT, "attention.head_count %u is not a multiple of head_count_kv %u",
+                         n_head, n_head_kv);
+    head_dim = n_embd / n_head;
+    if ((rc = model_get_u32(m, "attention.key_length", &head_dim, false, err)))
+        return rc;
+    uint32_t v_dim = head_dim;
+    if ((rc = model_get_u32(m, "attention.value_length", &v_dim, false, err)))
+        return rc;
+    if ((rc = need_pos(m, "attention.key_length", head_dim, 1024, err)))
+        return rc;
+    if (v_dim != head_dim)
+        return glim_fail(err, GLIM_EUNSUPPORTED, "attention.value_length %u != key_length %u", v_dim, head_dim);
+    if (!(hp->eps > 0 && hp->eps < 1))
+        return glim_fail(err, GLIM_EFORMAT, "attention.layer_norm_rms_epsilon: expected (0, 1), got %g",
+                         (double)hp->eps);
+    hp->n_embd = (int)n_embd, hp->n_layer = (int)n_layer, hp->n_head = (int)n_head;
+    hp->n_head_kv = (int)n_head_kv, hp->head_dim = (int)head_dim, hp->n_ff = (int)n_ff;
+    hp->n_ctx_train = n_ctx;
+    hp->n_rot = hp->head_dim;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->logit_scale = 1.0f;
+    /* vocabulary size: rows of token_embd (the metadata key, if any, must agree) */
+    const struct gguf_tensor *te = model_tensor(m, "token_embd.weight");
+    if (!te)
+        return glim_fail(err, GLIM_EFORMAT, "required tensor 'token_embd.weight' is missing");
+    if (te->ne[1] < 1 || te->ne[1] > 0x7fffffff)
+        return glim_fail(err, GLIM_EFORMAT, "token_embd.weight: bad vocabulary size %lld", (long long)te->ne[1]);
+    hp->n_vocab = (int)te->ne[1];
+    uint32_t n_vocab = (uint32_t)hp->n_vocab;
+    if ((rc = model_get_u32(m, "vocab_size", &n_vocab, false, err)))
+        return rc;
+    if ((int64_t)n_vocab != hp->n_vocab)
+        return glim_fail(err, GLIM_EFORMAT, "%s.vocab_size %u disagrees with token_embd.weight rows %d",
+                         hp->arch, n_vocab, hp->n_vocab);
+    return GLIM_OK;
+}
+
+int arch_bind_layer_common(struct glim_model *m, int il, struct glim_err *err)
+{
+    const struct model_hparams *hp = &m->hp;
+    struct model_layer *L = &m->layers[il];
+    int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
+            KD = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    char name[96];
+    int rc;
+#define BIND(field, suffix, k, n)                                              \
+    do {                                                                       \
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, suffix);           \
+        if ((rc = model_bind(m, &L->field, name, k, n, true, err)) != GLIM_OK) \
+            return rc;                                                         \
+    } while (0)
+    BIND(attn_norm, "attn_norm", E, 0);
+    BIND(wq, "attn_q", E, QD);
+    BIND(wk, "attn_k", E, KD);
+    BIND(wv, "attn_v", E, KD);
+    BIND(wo, "attn_output", QD, E);
+    BIND(ffn_norm, "ffn_norm", E, 0);
+    BIND(ffn_gate, "ffn_gate", E, F);
+    BIND(ffn_up, "ffn_up", E, F);
+    BIND(ffn_down, "ffn_down", F, E);
+#undef BIND
+    return GLIM_OK;
+}

@@ -1,0 +1,50 @@
+/*
+ * arch_common.h — pieces every architecture's forward shares: the scratch
+ * layout, uploading ids/positions, splicing embedding rows, hidden-state
+ * taps, and the output head. Owner thread of the model's backend.
+ */
+#ifndef GLIM_ARCH_COMMON_H
+#define GLIM_ARCH_COMMON_H
+
+#include "model.h"
+#include "../runtime/kv.h"
+
+#define ARCH_OUT_ROWS 16   /* logits are computed this many rows at a time */
+
+/* Views into one backend allocation, sized for a batch of T tokens. */
+struct fwd_scratch {
+    float   *x;          /* [T][n_embd]   residual stream */
+    float   *h;          /* [T][n_embd]   normalized input of a block */
+    float   *q, *g, *a;  /* [T][n_head*head_dim] query, output gate, attention output */
+    float   *k, *v;      /* [T][n_head_kv*head_dim] */
+    float   *o;          /* [T][n_embd]   block output */
+    float   *f1, *f2;    /* [T][n_ff]     FFN gate/up */
+    float   *logits;     /* [ARCH_OUT_ROWS][n_vocab] */
+    float   *embd;       /* [T][n_embd]   uploaded replacement rows (images) */
+    int32_t *ids, *pos;  /* [T] */
+};
+
+/* Bytes of scratch for T tokens; with base != NULL also fills s. */
+size_t arch_scratch_layout(const struct glim_model *m, int T, void *base, struct fwd_scratch *s);
+size_t arch_scratch_bytes(const struct glim_model *m, int n_tokens);
+
+/* Upload token ids and positions pos0.. of the batch. */
+int arch_upload_inputs(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
+                       struct glim_err *err);
+/* Replace masked rows of s->x by the batch's embedding rows. */
+int arch_splice_embd(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
+                     struct glim_err *err);
+/* If layer il is tapped, copy the residual stream entering it into b->taps. */
+int arch_tap(struct glim_model *m, const struct fwd_batch *b, int il, struct fwd_scratch *s,
+             struct glim_err *err);
+/* Final norm, lm head, logit scale / soft-cap for the last n_out rows; download. */
+int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
+                struct glim_err *err);
+
+/* Common hyperparameters: embedding_length, block_count, head counts, head_dim,
+ * feed_forward_length, context_length, rms eps, vocab from token_embd. */
+int arch_read_common(struct glim_model *m, struct glim_err *err);
+/* Bind the per-layer tensors every arch has (attn_norm, q, k, v, output, ffn). */
+int arch_bind_layer_common(struct glim_model *m, int il, struct glim_err *err);
+
+#endif

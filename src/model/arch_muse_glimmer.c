@@ -1,0 +1,223 @@
+/*
+ * arch_muse_glimmer.c — the Muse Glimmer text model.
+ *
+ * Every hyperparameter comes from the GGUF metadata (spec/gguf-contract.md
+ * §1.2); the forward pass is §2.3 of that contract:
+ *   embedding → weightless RMSNorm →
+ *   52 × [ attention with QK-norm, RoPE on sliding layers only (NoPE on the
+ *          global ones), window mask, sigmoid output gate, sandwich norm;
+ *          SwiGLU FFN with sandwich norm ] →
+ *   final norm → lm head × logit_scale → soft-cap.
+ * Sliding layers keep their K/V in a ring (runtime/kv.c); global layers in
+ * a flat cache. Runs on whatever backend the model was loaded on.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../base/alloc.h"
+#include "arch_common.h"
+
+#define POST_NORM_EPS 1e-8f   /* sandwich norms; hard-coded upstream (gguf-contract §1.2) */
+
+/* sliding_window_pattern: BOOL/INT array of length n_layer (nonzero = sliding), or a
+ * u32 period P (layer l slides iff l % P < P - 1). */
+static int read_swa_pattern(struct glim_model *m, struct glim_err *err)
+{
+    struct model_hparams *hp = &m->hp;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", hp->arch);
+    const struct gguf_kv *kv = gguf_kv_find(m->gguf, key);
+    if (!kv)
+        return glim_fail(err, GLIM_EFORMAT, "required metadata key '%s' is missing", key);
+    if (kv->type != GGUF_VT_ARRAY) {
+        int64_t P;
+        if (gguf_kv_int(kv, &P) != GLIM_OK || P < 0 || P > GLIM_MAX_LAYERS)
+            return glim_fail(err, GLIM_EFORMAT, "%s: expected a bool array or a layer period", key);
+        for (int l = 0; l < hp->n_layer; l++)
+            hp->is_swa[l] = P == 0 ? true : (l % P < P - 1);
+        return GLIM_OK;
+    }
+    if (kv->arr_n != (uint64_t)hp->n_layer)
+        return glim_fail(err, GLIM_EFORMAT, "%s: expected %d entries (block_count), got %llu", key,
+                         hp->n_layer, (unsigned long long)kv->arr_n);
+    for (int l = 0; l < hp->n_layer; l++) {
+        int64_t v;
+        if (gguf_arr_int(kv, (uint64_t)l, &v) != GLIM_OK)
+            return glim_fail(err, GLIM_EFORMAT, "%s: expected bool or integer entries, got %s", key,
+                             gguf_vtype_name(kv->arr_type));
+        hp->is_swa[l] = v != 0;
+    }
+    return GLIM_OK;
+}
+
+static int mg_load_hparams(struct glim_model *m, struct glim_err *err)
+{
+    struct model_hparams *hp = &m->hp;
+    int rc = arch_read_common(m, err);
+    if (rc != GLIM_OK)
+        return rc;
+    uint32_t n_swa = 0;
+    if ((rc = model_get_u32(m, "attention.sliding_window", &n_swa, true, err)))
+        return rc;
+    if (n_swa == 0)
+        return glim_fail(err, GLIM_EFORMAT, "%s.attention.sliding_window: expected > 0", hp->arch);
+    hp->n_swa = (int)GLIM_MIN(n_swa, 0x7fffffffu);
+    if ((rc = read_swa_pattern(m, err)))
+        return rc;
+    hp->rope_base = 10000.0f;
+    if ((rc = model_get_f32(m, "rope.freq_base", &hp->rope_base, false, err)))
+        return rc;
+    hp->rope_base_swa = hp->rope_base;
+    if ((rc = model_get_f32(m, "rope.freq_base_swa", &hp->rope_base_swa, false, err)))
+        return rc;
+    if ((rc = model_get_f32(m, "logit_scale", &hp->logit_scale, true, err)))
+        return rc;
+    hp->softcap = 30.0f;   /* absent means 30, a stored 0 disables (gguf-contract §1.2) */
+    if ((rc = model_get_f32(m, "final_logit_softcapping", &hp->softcap, false, err)))
+        return rc;
+    uint32_t n_rot = (uint32_t)hp->head_dim;
+    if ((rc = model_get_u32(m, "rope.dimension_count", &n_rot, false, err)))
+        return rc;
+    if (n_rot != (uint32_t)hp->head_dim)
+        return glim_fail(err, GLIM_EUNSUPPORTED, "rope.dimension_count %u: only full rotary (%d) is supported",
+                         n_rot, hp->head_dim);
+    if (!(hp->rope_base > 0) || !(hp->rope_base_swa > 0) || hp->softcap < 0 || !isfinite(hp->logit_scale))
+        return glim_fail(err, GLIM_EFORMAT, "rope bases must be > 0, soft-cap >= 0, logit_scale finite");
+    hp->post_eps = POST_NORM_EPS;
+    hp->has_embd_norm = true;
+    hp->rope_neox = false;   /* rows were un-permuted at conversion: NORM pairs (§2.2) */
+    return GLIM_OK;
+}
+
+static int mg_load_tensors(struct glim_model *m, struct glim_err *err)
+{
+    const struct model_hparams *hp = &m->hp;
+    int64_t E = hp->n_embd, D = hp->head_dim, QD = (int64_t)hp->n_head * D;
+    int rc;
+    if ((rc = model_bind(m, &m->tok_embd, "token_embd.weight", E, hp->n_vocab, true, err)) ||
+        (rc = model_bind(m, &m->output_norm, "output_norm.weight", E, 0, true, err)) ||
+        /* no tied-embedding fallback for this arch (gguf-contract §2.1) */
+        (rc = model_bind(m, &m->output, "output.weight", E, hp->n_vocab, true, err)))
+        return rc;
+    m->layers = glim_calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return glim_fail(err, GLIM_ENOMEM, "out of memory for %d layers", hp->n_layer);
+    char name[96];
+    for (int il = 0; il < hp->n_layer; il++) {
+        struct model_layer *L = &m->layers[il];
+        if ((rc = arch_bind_layer_common(m, il, err)))
+            return rc;
+#define BIND(field, suffix, k, n)                                              \
+    do {                                                                       \
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, suffix);           \
+        if ((rc = model_bind(m, &L->field, name, k, n, true, err)) != GLIM_OK) \
+            return rc;                                                         \
+    } while (0)
+        BIND(q_norm, "attn_q_norm", D, 0);
+        BIND(k_norm, "attn_k_norm", D, 0);
+        BIND(post_attn_norm, "post_attention_norm", E, 0);
+        BIND(post_ffw_norm, "post_ffw_norm", E, 0);
+#undef BIND
+        /* the output gate: 30B files say attn_gate, older ones attn_output_gate (model.md §3.2) */
+        snprintf(name, sizeof name, "blk.%d.attn_gate.weight", il);
+        if ((rc = model_bind(m, &L->attn_gate, name, E, QD, false, err)))
+            return rc;
+        snprintf(name, sizeof name, "blk.%d.attn_output_gate.weight", il);
+        bool has_old = model_tensor(m, name) != NULL;
+        if (L->attn_gate.host && has_old)
+            return glim_fail(err, GLIM_EFORMAT, "layer %d has both attn_gate and attn_output_gate", il);
+        if (!L->attn_gate.host && (rc = model_bind(m, &L->attn_gate, name, E, QD, true, err)))
+            return glim_fail(err, GLIM_EFORMAT, "required tensor 'blk.%d.attn_gate.weight' is missing", il);
+    }
+    return GLIM_OK;
+}
+
+/* Attention sub-block: x += post_norm(Wo · (attn(rope?(qknorm(Wq h)), ...) ⊙ σ(Wg h))) */
+static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,
+                            struct fwd_scratch *s)
+{
+    const struct model_hparams *hp = &m->hp;
+    const struct model_layer *L = &m->layers[il];
+    struct backend *be = m->be;
+    const struct backend_i *op = be->i;
+    int E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
+    bool swa = hp->is_swa[il];
+
+    op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, E, hp->eps);
+    op->matmul(be, s->q, &L->wq, s->h, T);          /* [T][H*D]   */
+    op->matmul(be, s->k, &L->wk, s->h, T);          /* [T][Hkv*D] */
+    op->matmul(be, s->v, &L->wv, s->h, T);          /* [T][Hkv*D] */
+    op->matmul(be, s->g, &L->attn_gate, s->h, T);   /* [T][H*D]   */
+    op->rmsnorm(be, s->q, s->q, &L->q_norm, (int64_t)T * H, D, hp->eps);   /* per head */
+    op->rmsnorm(be, s->k, s->k, &L->k_norm, (int64_t)T * Hkv, D, hp->eps);
+    if (swa) {   /* RoPE only on sliding layers; global layers are NoPE */
+        op->rope(be, s->q, T, H, D, hp->n_rot, s->pos, hp->rope_base_swa, hp->rope_neox);
+        op->rope(be, s->k, T, Hkv, D, hp->n_rot, s->pos, hp->rope_base_swa, hp->rope_neox);
+    }
+    struct kv_layer *c = &kv->layers[il];
+    op->kv_store(be, c->k, c->v, kv->type, c->n_slots, s->k, s->v, T, s->pos, Hkv * D);
+    struct be_attn_args a = {
+        .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
+        .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
+        .n_head = H, .n_head_kv = Hkv, .head_dim = D,
+        .window = swa ? hp->n_swa : 0, .scale = hp->attn_scale,
+    };
+    op->attention(be, &a);
+    op->mul_sigmoid(be, s->a, s->g, (int64_t)T * H * D);   /* output gate, before Wo */
+    op->matmul(be, s->o, &L->wo, s->a, T);
+    op->rmsnorm(be, s->o, s->o, &L->post_attn_norm, T, E, hp->post_eps);
+    op->add(be, s->x, s->o, (int64_t)T * E);
+}
+
+/* FFN sub-block: x += post_norm(Wdown · (silu(Wgate h) ⊙ Wup h)) */
+static void ffn_block(struct glim_model *m, int il, int T, struct fwd_scratch *s)
+{
+    const struct model_hparams *hp = &m->hp;
+    const struct model_layer *L = &m->layers[il];
+    struct backend *be = m->be;
+    const struct backend_i *op = be->i;
+    int E = hp->n_embd;
+
+    op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, E, hp->eps);
+    op->matmul(be, s->f1, &L->ffn_gate, s->h, T);
+    op->matmul(be, s->f2, &L->ffn_up, s->h, T);
+    op->swiglu(be, s->f1, s->f1, s->f2, (int64_t)T * hp->n_ff);
+    op->matmul(be, s->o, &L->ffn_down, s->f1, T);
+    op->rmsnorm(be, s->o, s->o, &L->post_ffw_norm, T, E, hp->post_eps);
+    op->add(be, s->x, s->o, (int64_t)T * E);
+}
+
+static int mg_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                      void *scratch, struct glim_err *err)
+{
+    const struct model_hparams *hp = &m->hp;
+    struct backend *be = m->be;
+    int T = b->n_tokens;
+    struct fwd_scratch s;
+    arch_scratch_layout(m, T, scratch, &s);
+    int rc = arch_upload_inputs(m, b, &s, err);
+    if (rc != GLIM_OK)
+        return rc;
+
+    be->i->get_rows(be, s.x, &m->tok_embd, s.ids, T);
+    be->i->rmsnorm(be, s.x, s.x, NULL, T, hp->n_embd, hp->eps);   /* weightless embedding norm */
+    if ((rc = arch_splice_embd(m, b, &s, err)))                    /* image rows come normalized */
+        return rc;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((rc = arch_tap(m, b, il, &s, err)))
+            return rc;
+        attention_block(m, kv, il, T, b->pos0, &s);
+        ffn_block(m, il, T, &s);
+    }
+    if ((rc = arch_tap(m, b, hp->n_layer, &s, err)))
+        return rc;
+    return arch_output(m, b, &s, err);
+}
+
+const struct arch_ops arch_muse_glimmer = {
+    .name = "muse-glimmer",
+    .load_hparams = mg_load_hparams,
+    .load_tensors = mg_load_tensors,
+    .scratch_bytes = arch_scratch_bytes,
+    .forward = mg_forward,
+};

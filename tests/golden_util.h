@@ -1,0 +1,155 @@
+/* golden_util.h — helpers for the golden-logit tests: load f32 arrays, run a
+ * model through the public API, compare. Header-only, included by tests. */
+#ifndef GLIM_GOLDEN_UTIL_H
+#define GLIM_GOLDEN_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glim.h"
+#include "harness.h"
+
+/* whole file into a malloc'ed buffer (NUL-terminated); NULL on failure */
+static char *g_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = '\0';
+        if (len)
+            *len = (size_t)n;
+    }
+    return b;
+}
+
+static float *g_read_f32(const char *path, size_t *n_floats)
+{
+    size_t len = 0;
+    char *b = g_read_file(path, &len);
+    if (b && n_floats)
+        *n_floats = len / sizeof(float);
+    return (float *)b;
+}
+
+/* Parse up to max integers following the first occurrence of `key` in text
+ * (separators: comma, space, newline, '['); stops at the first other char. */
+static int g_parse_ids_after(const char *text, const char *key, int32_t *out, int max)
+{
+    const char *p = strstr(text, key);
+    if (!p)
+        return -1;
+    p += strlen(key);
+    int n = 0;
+    while (n < max) {
+        while (*p == ' ' || *p == ',' || *p == '[' || *p == '\n' || *p == '=' || *p == ':')
+            p++;
+        if (*p < '0' || *p > '9')
+            break;
+        out[n++] = (int32_t)strtol(p, (char **)&p, 10);
+    }
+    return n;
+}
+
+static double g_maxabs(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = a[i] - b[i];
+        if (d < 0)
+            d = -d;
+        if (!(d <= m))   /* NaN propagates */
+            m = d;
+    }
+    return m;
+}
+
+static int g_argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+static struct glim_model *g_load(const char *path, int kernels)
+{
+    struct glim_model_params mp;
+    glim_model_params_init(&mp);
+    mp.kernels = kernels;
+    mp.device = getenv("GLIM_TEST_DEVICE");   /* cuda for the gpu runs */
+    struct glim_model *m = NULL;
+    struct glim_err err = {0};
+    if (glim_model_load(path, &mp, &m, &err) != GLIM_OK)
+        fprintf(stderr, "load %s: %s\n", path, err.msg);
+    return m;
+}
+
+static struct glim_session *g_session(struct glim_model *m, int chunk, int kv_type)
+{
+    struct glim_session_params sp;
+    glim_session_params_init(&sp);
+    sp.n_chunk = chunk;
+    sp.kv_type = kv_type;
+    struct glim_session *s = NULL;
+    struct glim_err err = {0};
+    if (glim_session_new(m, &sp, &s, &err) != GLIM_OK)
+        fprintf(stderr, "session: %s\n", err.msg);
+    return s;
+}
+
+/* Feed ids (in chunks of `chunk`), logits of every position into out[n][V]. */
+static int g_eval_all(struct glim_model *m, const int32_t *ids, int n, int chunk, int kv_type, float *out)
+{
+    struct glim_session *s = g_session(m, chunk, kv_type);
+    if (!s)
+        return -1;
+    struct glim_err err = {0};
+    int rc = glim_session_eval(s, ids, n, out, n, &err);
+    if (rc)
+        fprintf(stderr, "eval: %s\n", err.msg);
+    glim_session_free(s);
+    return rc;
+}
+
+/* Greedy: prompt, then n_gen steps. gen_ids[n_gen]; logits rows [n_gen][V]
+ * (row k = logits that chose gen_ids[k]); either may be NULL. */
+static int g_greedy(struct glim_model *m, const int32_t *ids, int n, int n_gen, int kv_type,
+                    int32_t *gen_ids, float *rows)
+{
+    int V = glim_model_n_vocab(m);
+    struct glim_session *s = g_session(m, 0, kv_type);
+    float *lg = malloc((size_t)V * sizeof(float));
+    struct glim_err err = {0};
+    int rc = (!s || !lg) ? -1 : glim_session_eval(s, ids, n, lg, 1, &err);
+    for (int k = 0; rc == 0 && k < n_gen; k++) {
+        int32_t tok = g_argmax(lg, V);
+        if (gen_ids)
+            gen_ids[k] = tok;
+        if (rows)
+            memcpy(rows + (size_t)k * V, lg, (size_t)V * sizeof(float));
+        if (k + 1 < n_gen)
+            rc = glim_session_eval(s, &tok, 1, lg, 1, &err);
+    }
+    if (rc)
+        fprintf(stderr, "greedy: %s\n", err.msg);
+    free(lg);
+    glim_session_free(s);
+    return rc;
+}
+
+#endif

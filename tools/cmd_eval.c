@@ -1,0 +1,220 @@
+/*
+ * cmd_eval.c — `glim eval`: run token ids through a model, write the logits
+ * of every position (little-endian f32 [n][n_vocab], the goldens' format),
+ * optionally continue greedily. This is how correctness is checked: keep
+ * the interface stable.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "glim.h"
+
+static const char *USAGE =
+    "usage: glim eval [-m MODEL] (--tokens 1,2,3 | --tokens-file F) [options]\n"
+    "\n"
+    "Runs the ids through the model and writes the logits of every position.\n"
+    "\n"
+    "  -m, --model FILE      GGUF model (default: the embedded models/stories260K.gguf)\n"
+    "  --tokens LIST         comma- or space-separated token ids\n"
+    "  --tokens-file F       file with ids (comma/space/newline separated)\n"
+    "  --chunk N             prefill chunk size (default 512)\n"
+    "  --one-by-one          feed one token per forward (same as --chunk 1)\n"
+    "  --logits-out FILE     write f32 logits [n][n_vocab] of every evaluated position\n"
+    "                        (prompt, then each fed generated token)\n"
+    "  --generate N          append N greedy tokens and print their ids\n"
+    "  --ctx N               context size (default: the model's context_length)\n"
+    "  --threads N           CPU threads (default: physical cores)\n"
+    "  --kernels ref|auto    ref = scalar reference kernels (exact dequant, f32)\n"
+    "  --device cpu|cuda     backend (default: cuda when present)\n"
+    "  --kv-type f32|f16|bf16  KV cache type (default: f32 with ref kernels, else f16)\n"
+    "  -v, --verbose         print the memory plan\n";
+
+struct eval_opts {
+    const char *model, *tokens, *tokens_file, *logits_out, *device;
+    long long chunk, generate, ctx, threads;
+    int kernels, kv_type;
+    bool verbose;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_kv_type(const char *v)
+{
+    if (!strcmp(v, "f32") || !strcmp(v, "F32")) return GLIM_KV_F32;
+    if (!strcmp(v, "f16") || !strcmp(v, "F16")) return GLIM_KV_F16;
+    if (!strcmp(v, "bf16") || !strcmp(v, "BF16")) return GLIM_KV_BF16;
+    return -1;
+}
+
+/* 0 ok, 1 error, 2 usage; -1 = --help printed */
+static int parse(int argc, char **argv, struct eval_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VAL() do { if (!(v = cli_value("eval", argc, argv, &i))) return 2; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(USAGE, stdout);
+            return -1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "--tokens")) { VAL(); o->tokens = v; }
+        else if (!strcmp(a, "--tokens-file")) { VAL(); o->tokens_file = v; }
+        else if (!strcmp(a, "--logits-out")) { VAL(); o->logits_out = v; }
+        else if (!strcmp(a, "--device")) { VAL(); o->device = v; }
+        else if (!strcmp(a, "--one-by-one")) o->chunk = 1;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
+        else if (!strcmp(a, "--chunk")) { VAL(); if (!cli_int("eval", a, v, 1, 65536, &o->chunk)) return 2; }
+        else if (!strcmp(a, "--generate")) { VAL(); if (!cli_int("eval", a, v, 0, 1 << 24, &o->generate)) return 2; }
+        else if (!strcmp(a, "--ctx")) { VAL(); if (!cli_int("eval", a, v, 1, 0x7fffffff, &o->ctx)) return 2; }
+        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { VAL(); if (!cli_int("eval", a, v, 0, 1024, &o->threads)) return 2; }
+        else if (!strcmp(a, "--kernels")) {
+            VAL();
+            if (strcmp(v, "ref") && strcmp(v, "auto")) {
+                fprintf(stderr, "glim eval: --kernels: expected ref or auto, got '%s'\n", v);
+                return 2;
+            }
+            o->kernels = strcmp(v, "ref") ? GLIM_KERNELS_AUTO : GLIM_KERNELS_REF;
+        } else if (!strcmp(a, "--kv-type")) {
+            VAL();
+            if ((o->kv_type = parse_kv_type(v)) < 0) {
+                fprintf(stderr, "glim eval: --kv-type: expected f32, f16 or bf16, got '%s'\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "glim eval: unknown option '%s' (see glim eval --help)\n", a);
+            return 2;
+        }
+#undef VAL
+    }
+    if (!o->tokens == !o->tokens_file) {
+        fprintf(stderr, "glim eval: give exactly one of --tokens or --tokens-file\n");
+        return 2;
+    }
+    return 0;
+}
+
+static int argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])   /* ties go to the lowest id */
+            best = i;
+    return best;
+}
+
+static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
+{
+    struct glim_err err = {0};
+    struct glim_model_params mp;
+    glim_model_params_init(&mp);
+    mp.n_threads = (int)o->threads, mp.kernels = o->kernels, mp.device = o->device;
+    mp.verbose = o->verbose;
+    struct glim_model *m = NULL;
+    struct glim_session *s = NULL;
+    float *logits = NULL;
+    FILE *out = NULL;
+    int rc = 1;
+    if (glim_model_load(o->model, &mp, &m, &err) != GLIM_OK)
+        goto fail;
+    struct glim_session_params sp;
+    glim_session_params_init(&sp);
+    sp.n_ctx = o->ctx, sp.n_chunk = (int)o->chunk, sp.kv_type = o->kv_type;
+    if (glim_session_new(m, &sp, &s, &err) != GLIM_OK)
+        goto fail;
+    int V = glim_model_n_vocab(m);
+    logits = malloc((size_t)n_ids * V * sizeof(float));
+    if (!logits) {
+        err.code = GLIM_ENOMEM;
+        snprintf(err.msg, sizeof err.msg, "out of memory for %d x %d logits", n_ids, V);
+        goto fail;
+    }
+    if (o->logits_out && !(out = fopen(o->logits_out, "wb"))) {
+        snprintf(err.msg, sizeof err.msg, "%s: cannot open for writing", o->logits_out);
+        goto fail;
+    }
+    double t0 = now_s();
+    if (glim_session_eval(s, ids, n_ids, logits, n_ids, &err) != GLIM_OK)
+        goto fail;
+    double dt = now_s() - t0;
+    fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f tok/s)\n", n_ids, dt, n_ids / (dt > 0 ? dt : 1e-9));
+    if (out && fwrite(logits, sizeof(float), (size_t)n_ids * V, out) != (size_t)n_ids * V) {
+        snprintf(err.msg, sizeof err.msg, "%s: write failed", o->logits_out);
+        goto fail;
+    }
+    if (o->generate > 0) {
+        int32_t tok = argmax(logits + (size_t)(n_ids - 1) * V, V);
+        printf("generated:");
+        t0 = now_s();
+        for (long long g = 0; g < o->generate; g++) {
+            printf(" %d", tok);
+            fflush(stdout);
+            if (g + 1 == o->generate)
+                break;
+            if (glim_session_eval(s, &tok, 1, logits, 1, &err) != GLIM_OK) {
+                printf("\n");
+                goto fail;
+            }
+            if (out && fwrite(logits, sizeof(float), V, out) != (size_t)V) {
+                snprintf(err.msg, sizeof err.msg, "%s: write failed", o->logits_out);
+                goto fail;
+            }
+            tok = argmax(logits, V);
+        }
+        printf("\n");
+        dt = now_s() - t0;
+        if (o->generate > 1)
+            fprintf(stderr, "decode: %lld tokens in %.3f s (%.2f tok/s)\n", o->generate - 1, dt,
+                    (o->generate - 1) / (dt > 0 ? dt : 1e-9));
+    }
+    rc = 0;
+fail:
+    if (rc)
+        fprintf(stderr, "glim eval: %s\n", err.msg[0] ? err.msg : "failed");
+    if (out && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "glim eval: %s: write failed\n", o->logits_out);
+        rc = 1;
+    }
+    free(logits);
+    glim_session_free(s);
+    glim_model_free(m);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    struct eval_opts o = {0};
+    int prc = parse(argc, argv, &o);
+    if (prc)
+        return prc < 0 ? 0 : prc;
+    if (!o.model)
+        o.model = cli_default_model();
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (o.tokens_file) {
+        char *text;
+        size_t len;
+        if (!cli_read_file("eval", o.tokens_file, &text, &len))
+            return 1;
+        bool ok = cli_parse_ids("eval", text, &ids, &n_ids);
+        free(text);
+        if (!ok)
+            return 1;
+    } else if (!cli_parse_ids("eval", o.tokens, &ids, &n_ids)) {
+        return 2;
+    }
+    if (n_ids == 0) {
+        fprintf(stderr, "glim eval: no token ids given\n");
+        free(ids);
+        return 2;
+    }
+    int rc = run_eval(&o, ids, n_ids);
+    free(ids);
+    return rc;
+}
