@@ -154,6 +154,50 @@ static void test_context_end_is_an_error(void)
     glim_model_free(m);
 }
 
+/* Sliding-window semantics do not depend on how a prompt is chunked, also for
+ * chunks that start past position 0 and ring wrap-arounds (window 8, 120 tokens),
+ * and after a rewind (truncate) inside the ring's spare rows. */
+static void test_chunking_is_exact(void)
+{
+    struct glim_model *m = g_load(testdata("muse-glimmer-tiny/muse-glimmer-tiny.gguf"), GLIM_KERNELS_REF);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    enum { N = 120, V = 256 };
+    int32_t ids[N];
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        ids[i] = (int32_t)(r >> 24);
+    }
+    float *seq = malloc(sizeof(float) * N * V), *out = malloc(sizeof(float) * N * V);
+    CHECK_EQ(g_eval_all(m, ids, N, 1, GLIM_KV_F32, seq), 0);
+    const int chunks[] = {2, 5, 8, 9, 17, 33, 64, 120};
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        /* first 11 tokens one by one, the rest in chunks: chunks start at p0 > 0 */
+        struct glim_session *s = g_session(m, chunks[c], GLIM_KV_F32);
+        struct glim_err err = {0};
+        CHECK(s != NULL);
+        if (!s)
+            continue;
+        for (int t = 0; t < 11; t++)
+            CHECK_EQ(glim_session_eval(s, ids + t, 1, out + (size_t)t * V, 1, &err), 0);
+        CHECK_EQ(glim_session_eval(s, ids + 11, N - 11, out + (size_t)11 * V, N - 11, &err), 0);
+        double d = g_maxabs(out, seq, (size_t)N * V);
+        CHECK(d <= 1e-5);
+        if (d > 1e-5)
+            printf("  chunk %d: maxabs %.3g\n", chunks[c], d);
+        /* rewind 6 tokens and replay them: same logits again */
+        CHECK_EQ(glim_session_truncate(s, N - 6, &err), 0);
+        CHECK_EQ(glim_session_eval(s, ids + N - 6, 6, out, 6, &err), 0);
+        CHECK(g_maxabs(out, seq + (size_t)(N - 6) * V, (size_t)6 * V) <= 1e-5);
+        glim_session_free(s);
+    }
+    free(seq);
+    free(out);
+    glim_model_free(m);
+}
+
 /* The plan of the real 30B shapes at --ctx 131072: about 1.8 GB of F16 KV. */
 static void test_plan_30b(void)
 {
@@ -178,6 +222,7 @@ int main(void)
     RUN(test_muse_glimmer_synth);
     RUN(test_stories260k);
     RUN(test_stories260k_q8_0);
+    RUN(test_chunking_is_exact);
     RUN(test_context_end_is_an_error);
     RUN(test_plan_30b);
     return DONE();

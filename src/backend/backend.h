@@ -59,8 +59,11 @@ struct be_attn_args {
     int            n_head, n_head_kv, head_dim;
     int            window;     /* 0 = global */
     float          scale;      /* score multiplier, e.g. 1/sqrt(head_dim) */
-    /* bidirectional block mode (DFlash drafts): if > 0, the last `block` queries also see
-     * each other (non-causal within the block). 0 = causal. */
+    /* Block mode (DFlash drafts, runtime.md §1.4–1.5): if > 0, the last `block` rows are
+     * a bidirectional block starting at position b0 = pos[n_tokens - block]: each of them
+     * sees every position up to the block's end, and with a window, the context positions
+     * b0 - window .. b0 - 1 (the same for every block query, not a per-query window).
+     * 0 = causal (the rule above). */
     int            block;
 };
 

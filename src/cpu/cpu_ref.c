@@ -143,9 +143,13 @@ void cpu_ref_kv_store(void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_
 static void attn_range(const struct be_attn_args *a, int t, int64_t *lo, int64_t *hi)
 {
     int64_t p = a->pos[t];
-    *hi = p;
-    if (a->block > 0 && t >= a->n_tokens - a->block)   /* bidirectional inside the block */
+    if (a->block > 0 && t >= a->n_tokens - a->block) {   /* bidirectional DFlash block */
+        int64_t b0 = a->pos[a->n_tokens - a->block];
         *hi = a->pos[a->n_tokens - 1];
+        *lo = a->window > 0 ? GLIM_MAX(0, b0 - a->window) : 0;
+        return;
+    }
+    *hi = p;
     *lo = a->window > 0 ? GLIM_MAX(0, p - a->window + 1) : 0;
 }
 

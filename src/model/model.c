@@ -135,14 +135,16 @@ void glim_model_free(struct glim_model *m)
                 free_weight(m, &w[i]);
         }
     }
-    free_weight(m, &m->tok_embd);
+    if (!m->target || m->owns_embd)
+        free_weight(m, &m->tok_embd);
     free_weight(m, &m->output_norm);
-    if (m->output.host != m->tok_embd.host)
+    if (m->output.host != m->tok_embd.host && (!m->target || m->owns_output))
         free_weight(m, &m->output);
     free_weight(m, &m->fc);
     free_weight(m, &m->enc_norm);
     glim_free(m->layers);
-    backend_free(m->be);
+    if (!m->target)
+        backend_free(m->be);   /* a draft borrows its target's */
     gguf_close(m->gguf);
     glim_free(m);
 }
@@ -203,6 +205,42 @@ int glim_model_load(const char *path, const struct glim_model_params *p, struct 
 fail:
     glim_model_free(m);
     return rc;
+}
+
+int glim_draft_load(struct glim_model *target, const char *path, struct glim_model **out,
+                    struct glim_err *err)
+{
+    struct glim_model *d = glim_calloc(1, sizeof *d);
+    if (!d)
+        return glim_fail(err, GLIM_ENOMEM, "out of memory");
+    d->target = target;
+    d->be = target->be;
+    d->verbose = target->verbose;
+    d->arch = &arch_dflash;
+    int rc = gguf_open(path, &d->gguf, err);
+    const char *arch = NULL;
+    size_t n = 0;
+    if (rc == GLIM_OK)
+        rc = gguf_get_str(d->gguf, "general.architecture", &arch, &n, err);
+    if (rc == GLIM_OK && (n != 6 || memcmp(arch, "dflash", 6)))
+        rc = glim_fail(err, GLIM_EUNSUPPORTED, "%s: general.architecture: expected dflash, got '%.*s'",
+                       path, (int)GLIM_MIN(n, 64), arch);
+    else if (rc == GLIM_ENOTFOUND)
+        rc = glim_fail(err, GLIM_EFORMAT, "%s: metadata key 'general.architecture' is missing", path);
+    if (rc == GLIM_OK) {
+        strcpy(d->hp.arch, "dflash");
+        rc = d->arch->load_hparams(d, err);
+    }
+    if (rc == GLIM_OK)
+        rc = d->arch->load_tensors(d, err);
+    if (rc != GLIM_OK) {
+        if (err && !strstr(err->msg, path))
+            glim_err_prefix(err, "%s", path);
+        glim_model_free(d);
+        return rc;
+    }
+    *out = d;
+    return GLIM_OK;
 }
 
 int32_t glim_model_n_vocab(const struct glim_model *m) { return m->hp.n_vocab; }

@@ -96,14 +96,34 @@ struct glim_model {
     struct be_weight         output_norm;
     struct be_weight         output;   /* [n_embd, n_vocab]; tied = copy of tok_embd view */
     struct model_layer      *layers;   /* owned [n_layer] */
-    /* dflash-only */
+    /* dflash-only: the draft runs on its target's backend and borrows its
+     * token_embd/output unless the draft file ships its own */
     struct be_weight         fc, enc_norm;
+    struct glim_model       *target;   /* borrowed; NULL for a target model */
+    bool                     owns_embd, owns_output;
     size_t                   weight_bytes;
     bool                     verbose;
 };
 
 extern const struct arch_ops arch_llama;
 extern const struct arch_ops arch_muse_glimmer;
+extern const struct arch_ops arch_dflash;
+
+/* Load a DFlash draft GGUF for `target` (same backend, shared embeddings/lm head). */
+int glim_draft_load(struct glim_model *target, const char *path, struct glim_model **out,
+                    struct glim_err *err);
+
+/* DFlash draft entry points (arch_dflash.c; runtime.md §1.4). Scratch from
+ * dflash_scratch_bytes(d, n) where n >= rows of any call. */
+struct kv_cache;
+size_t dflash_scratch_bytes(const struct glim_model *d, int n_rows);
+/* Write context K/V for tapped target rows feat[n][n_taps*n_embd] (host) at positions pos0.. */
+int dflash_inject(struct glim_model *d, struct kv_cache *kv, const float *feat, int n, int32_t pos0,
+                  void *scratch, struct glim_err *err);
+/* Draft one block at positions pos0.. (pos0 = rows already injected); logits (host) [T][n_vocab]
+ * raw (no soft-cap). Block K/V are transient. */
+int dflash_draft(struct glim_model *d, struct kv_cache *kv, const int32_t *block, int T, int32_t pos0,
+                 float *logits, void *scratch, struct glim_err *err);
 
 /* helpers for arch files (model.c) */
 const struct gguf_tensor *model_tensor(const struct glim_model *m, const char *name);

@@ -15,6 +15,7 @@
 #include "../quant/quant.h"
 #include "../model/model.h"
 #include "kv.h"
+#include "session.h"
 
 #define DEFAULT_CHUNK 512
 #define DEFAULT_RING_EXTRA 16   /* rows a speculative verify may roll back */
@@ -177,11 +178,13 @@ int glim_session_truncate(struct glim_session *s, int64_t pos, struct glim_err *
 
 /* Internal: one forward over tokens at the current position (n <= n_chunk). */
 static int forward_chunk(struct glim_session *s, const int32_t *tokens, int n, float *logits,
-                         int n_out, struct glim_err *err)
+                         int n_out, int n_taps, const int *tap_layers, float *taps,
+                         struct glim_err *err)
 {
     struct fwd_batch b = {
         .n_tokens = n, .tokens = tokens, .pos0 = (int32_t)s->kv->pos,
         .n_out = n_out, .logits = logits,
+        .n_taps = n_taps, .tap_layers = tap_layers, .taps = taps,
     };
     int rc = s->m->arch->forward(s->m, s->kv, &b, s->scratch, err);
     if (rc != GLIM_OK)
@@ -192,8 +195,8 @@ static int forward_chunk(struct glim_session *s, const int32_t *tokens, int n, f
     return GLIM_OK;
 }
 
-int glim_session_eval(struct glim_session *s, const int32_t *tokens, int n, float *logits,
-                      int n_out, struct glim_err *err)
+int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int n_out,
+                      int n_taps, const int *tap_layers, float *taps, struct glim_err *err)
 {
     if (n < 0 || n_out < 0 || n_out > n)
         return glim_fail(err, GLIM_EINVAL, "eval: bad counts n=%d n_out=%d", n, n_out);
@@ -206,15 +209,26 @@ int glim_session_eval(struct glim_session *s, const int32_t *tokens, int n, floa
                          (long long)(s->kv->pos + n - 1), (long long)s->kv->n_ctx,
                          (long long)s->kv->pos, n);
     int V = s->m->hp.n_vocab;
+    size_t tap_row = (size_t)n_taps * s->m->hp.n_embd;
     for (int t0 = 0; t0 < n; t0 += s->n_chunk) {
         int c = GLIM_MIN(s->n_chunk, n - t0);
         /* rows of this chunk that are among the last n_out of the whole call */
         int first_out = n - n_out;
         int c_out = t0 + c <= first_out ? 0 : t0 + c - GLIM_MAX(first_out, t0);
         float *dst = c_out ? logits + (size_t)(t0 + c - c_out - first_out) * V : NULL;
-        int rc = forward_chunk(s, tokens + t0, c, dst, c_out, err);
+        int rc = forward_chunk(s, tokens + t0, c, dst, c_out, n_taps, tap_layers,
+                               taps ? taps + (size_t)t0 * tap_row : NULL, err);
         if (rc != GLIM_OK)
             return rc;
     }
     return GLIM_OK;
 }
+
+int glim_session_eval(struct glim_session *s, const int32_t *tokens, int n, float *logits,
+                      int n_out, struct glim_err *err)
+{
+    return session_eval_taps(s, tokens, n, logits, n_out, 0, NULL, NULL, err);
+}
+
+struct kv_cache *session_kv(struct glim_session *s) { return s->kv; }
+int session_n_chunk(const struct glim_session *s) { return s->n_chunk; }

@@ -1,0 +1,21 @@
+/*
+ * session.h — internal session calls beyond the public API (DFlash, server).
+ * Owner thread only.
+ */
+#ifndef GLIM_SESSION_H
+#define GLIM_SESSION_H
+
+#include "glim.h"
+
+struct kv_cache;
+
+/* Like glim_session_eval, and also copies the residual stream entering the
+ * layers tap_layers[0..n_taps) of every evaluated row into taps (host,
+ * [n][n_taps * n_embd]). */
+int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int n_out,
+                      int n_taps, const int *tap_layers, float *taps, struct glim_err *err);
+
+struct kv_cache *session_kv(struct glim_session *s);
+int session_n_chunk(const struct glim_session *s);
+
+#endif
