@@ -11,6 +11,8 @@
 
 #include "cli.h"
 #include "glim.h"
+#include "model/model.h"
+#include "runtime/dflash.h"
 
 static const char *USAGE =
     "usage: glim eval [-m MODEL] (--tokens 1,2,3 | --tokens-file F) [options]\n"
@@ -30,11 +32,14 @@ static const char *USAGE =
     "  --kernels ref|auto    ref = scalar reference kernels (exact dequant, f32)\n"
     "  --device cpu|cuda     backend (default: cuda when present)\n"
     "  --kv-type f32|f16|bf16  KV cache type (default: f32 with ref kernels, else f16)\n"
+    "  --draft FILE          DFlash draft GGUF: speculative greedy decoding for --generate\n"
+    "  --block-length B      DFlash block length (2..draft block_size; default block_size)\n"
+    "  --n-draft K           drafts verified per cycle (1..B-1; default B-1)\n"
     "  -v, --verbose         print the memory plan\n";
 
 struct eval_opts {
-    const char *model, *tokens, *tokens_file, *logits_out, *device;
-    long long chunk, generate, ctx, threads;
+    const char *model, *tokens, *tokens_file, *logits_out, *device, *draft;
+    long long chunk, generate, ctx, threads, block_length, n_draft;
     int kernels, kv_type;
     bool verbose;
 };
@@ -68,6 +73,9 @@ static int parse(int argc, char **argv, struct eval_opts *o)
         else if (!strcmp(a, "--tokens-file")) { VAL(); o->tokens_file = v; }
         else if (!strcmp(a, "--logits-out")) { VAL(); o->logits_out = v; }
         else if (!strcmp(a, "--device")) { VAL(); o->device = v; }
+        else if (!strcmp(a, "--draft")) { VAL(); o->draft = v; }
+        else if (!strcmp(a, "--block-length")) { VAL(); if (!cli_int("eval", a, v, 2, DFLASH_MAX_BLOCK, &o->block_length)) return 2; }
+        else if (!strcmp(a, "--n-draft")) { VAL(); if (!cli_int("eval", a, v, 1, DFLASH_MAX_BLOCK - 1, &o->n_draft)) return 2; }
         else if (!strcmp(a, "--one-by-one")) o->chunk = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "--chunk")) { VAL(); if (!cli_int("eval", a, v, 1, 65536, &o->chunk)) return 2; }
@@ -93,6 +101,10 @@ static int parse(int argc, char **argv, struct eval_opts *o)
         }
 #undef VAL
     }
+    if (o->draft && o->logits_out) {
+        fprintf(stderr, "glim eval: --logits-out is not available with --draft\n");
+        return 2;
+    }
     if (!o->tokens == !o->tokens_file) {
         fprintf(stderr, "glim eval: give exactly one of --tokens or --tokens-file\n");
         return 2;
@@ -107,6 +119,49 @@ static int argmax(const float *x, int n)
         if (x[i] > x[best])   /* ties go to the lowest id */
             best = i;
     return best;
+}
+
+/* --draft: prefill, then --generate tokens through DFlash cycles (greedy). */
+static int run_draft(const struct eval_opts *o, struct glim_model *m, struct glim_session *s,
+                     const int32_t *ids, int n_ids, struct glim_err *err)
+{
+    struct glim_model *d = NULL;
+    struct dflash *df = NULL;
+    struct dflash_params p;
+    dflash_params_init(&p);
+    p.block_length = (int)o->block_length, p.n_draft = (int)o->n_draft;
+    int rc = glim_draft_load(m, o->draft, &d, err);
+    if (rc == GLIM_OK)
+        rc = dflash_new(m, d, s, &p, &df, err);
+    double t0 = now_s();
+    if (rc == GLIM_OK)
+        rc = dflash_prefill(df, ids, n_ids, err);
+    double t1 = now_s();
+    if (rc == GLIM_OK) {
+        fprintf(stderr, "prompt: %d tokens in %.3f s (%.2f tok/s)\n", n_ids, t1 - t0, n_ids / (t1 - t0 + 1e-9));
+        printf("generated:");
+        for (long long g = 0; g < o->generate && rc == GLIM_OK; g++) {
+            int32_t tok;
+            bool eos;
+            rc = dflash_next(df, &tok, &eos, err);
+            if (rc == GLIM_OK)
+                printf(" %d", tok);
+        }
+        printf("\n");
+        double dt = now_s() - t1;
+        const struct dflash_stats *st = dflash_get_stats(df);
+        double acc = 0;
+        for (int i = 0; i < st->n_rows; i++)
+            acc += st->accepts_by_row[i];
+        fprintf(stderr, "dflash: %lld cycles, mean accepted length %.2f, draft %.1f ms, verify %.1f ms, "
+                        "%.2f tok/s\n", (long long)st->cycles,
+                st->speculative_cycles ? acc / st->speculative_cycles : 0.0, st->draft_execute_ms,
+                st->target_execute_ms, o->generate / (dt > 0 ? dt : 1e-9));
+        dflash_stats_print(st, stderr);
+    }
+    dflash_free(df);
+    glim_model_free(d);
+    return rc;
 }
 
 static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
@@ -128,6 +183,11 @@ static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
     sp.n_ctx = o->ctx, sp.n_chunk = (int)o->chunk, sp.kv_type = o->kv_type;
     if (glim_session_new(m, &sp, &s, &err) != GLIM_OK)
         goto fail;
+    if (o->draft) {
+        if (run_draft(o, m, s, ids, n_ids, &err) == GLIM_OK)
+            rc = 0;
+        goto fail;
+    }
     int V = glim_model_n_vocab(m);
     logits = malloc((size_t)n_ids * V * sizeof(float));
     if (!logits) {
