@@ -12,7 +12,7 @@
 #include "harness.h"
 
 /* whole file into a malloc'ed buffer (NUL-terminated); NULL on failure */
-static char *g_read_file(const char *path, size_t *len)
+static inline char *g_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -36,7 +36,7 @@ static char *g_read_file(const char *path, size_t *len)
     return b;
 }
 
-static float *g_read_f32(const char *path, size_t *n_floats)
+static inline float *g_read_f32(const char *path, size_t *n_floats)
 {
     size_t len = 0;
     char *b = g_read_file(path, &len);
@@ -47,7 +47,7 @@ static float *g_read_f32(const char *path, size_t *n_floats)
 
 /* Parse up to max integers following the first occurrence of `key` in text
  * (separators: comma, space, newline, '['); stops at the first other char. */
-static int g_parse_ids_after(const char *text, const char *key, int32_t *out, int max)
+static inline int g_parse_ids_after(const char *text, const char *key, int32_t *out, int max)
 {
     const char *p = strstr(text, key);
     if (!p)
@@ -64,7 +64,7 @@ static int g_parse_ids_after(const char *text, const char *key, int32_t *out, in
     return n;
 }
 
-static double g_maxabs(const float *a, const float *b, size_t n)
+static inline double g_maxabs(const float *a, const float *b, size_t n)
 {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -77,7 +77,7 @@ static double g_maxabs(const float *a, const float *b, size_t n)
     return m;
 }
 
-static int g_argmax(const float *x, int n)
+static inline int g_argmax(const float *x, int n)
 {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -86,7 +86,7 @@ static int g_argmax(const float *x, int n)
     return best;
 }
 
-static struct glim_model *g_load(const char *path, int kernels)
+static inline struct glim_model *g_load(const char *path, int kernels)
 {
     struct glim_model_params mp;
     glim_model_params_init(&mp);
@@ -99,7 +99,7 @@ static struct glim_model *g_load(const char *path, int kernels)
     return m;
 }
 
-static struct glim_session *g_session(struct glim_model *m, int chunk, int kv_type)
+static inline struct glim_session *g_session(struct glim_model *m, int chunk, int kv_type)
 {
     struct glim_session_params sp;
     glim_session_params_init(&sp);
@@ -113,7 +113,7 @@ static struct glim_session *g_session(struct glim_model *m, int chunk, int kv_ty
 }
 
 /* Feed ids (in chunks of `chunk`), logits of every position into out[n][V]. */
-static int g_eval_all(struct glim_model *m, const int32_t *ids, int n, int chunk, int kv_type, float *out)
+static inline int g_eval_all(struct glim_model *m, const int32_t *ids, int n, int chunk, int kv_type, float *out)
 {
     struct glim_session *s = g_session(m, chunk, kv_type);
     if (!s)
@@ -128,7 +128,7 @@ static int g_eval_all(struct glim_model *m, const int32_t *ids, int n, int chunk
 
 /* Greedy: prompt, then n_gen steps. gen_ids[n_gen]; logits rows [n_gen][V]
  * (row k = logits that chose gen_ids[k]); either may be NULL. */
-static int g_greedy(struct glim_model *m, const int32_t *ids, int n, int n_gen, int kv_type,
+static inline int g_greedy(struct glim_model *m, const int32_t *ids, int n, int n_gen, int kv_type,
                     int32_t *gen_ids, float *rows)
 {
     int V = glim_model_n_vocab(m);

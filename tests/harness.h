@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-static int t_fail, t_run;
+static int t_fail __attribute__((unused)), t_run __attribute__((unused));
 #define CHECK(c) do { t_run++; if (!(c)) { t_fail++; \
     fprintf(stderr, "%s:%d: CHECK(%s)\n", __FILE__, __LINE__, #c); } } while (0)
 #define CHECK_EQ(a, b) do { long long a_ = (a), b_ = (b); t_run++; if (a_ != b_) { t_fail++; \

@@ -1,0 +1,133 @@
+/*
+ * gemm.c — row-parallel matrix x vector (decode) and matrix x matrix
+ * (prefill) on the pool.
+ *
+ * DESIGN: worker ith owns a contiguous range of weight rows (output
+ * features), so no two threads write the same output and weights stream from
+ * memory exactly once per activation tile. Phase 1: the activation rows are
+ * quantized to the kernel's int8 format into backend scratch (rows shared
+ * round-robin between threads), then a barrier. Phase 2, per thread:
+ *   for each tile of MM_TILE_A activation rows        (tile's int8 rows stay in L2)
+ *     for each chunk of MM_TILE_W weight rows          (chunk stays in L2)
+ *       for each group of CPU_NX activation rows       (group stays in L1)
+ *         for each weight row of the chunk: one kernel call, the weight
+ *         block decoded once for all rows of the group.
+ * Decode (n_rows <= CPU_NX) degenerates to one kernel call per weight row.
+ */
+#include <string.h>
+
+#include "../base/alloc.h"
+#include "cpu_kern.h"
+#include "cpu_ref.h"
+
+enum { MM_TILE_A = 64, MM_TILE_W = 16 };
+
+int cpu_scratch_reserve(struct cpu_scratch *s, size_t n_bytes)
+{
+    if (n_bytes <= s->n_bytes)
+        return GLIM_OK;
+    size_t want = n_bytes + n_bytes / 4;   /* grow with headroom: resizes stay rare */
+    void *p = glim_malloc_aligned(64, want);
+    if (!p)
+        return GLIM_ENOMEM;
+    glim_free_aligned(s->data);
+    s->data = p;
+    s->n_bytes = want;
+    return GLIM_OK;
+}
+
+void cpu_scratch_clear(struct cpu_scratch *s)
+{
+    glim_free_aligned(s->data);
+    s->data = NULL;
+    s->n_bytes = 0;
+}
+
+struct mm_task {
+    struct pool            *pool;
+    const struct cpu_kern  *kern;
+    const struct be_weight *w;
+    cpu_dot_fn   dot;          /* NULL: reference fallback */
+    int          act;          /* enum cpu_act */
+    float       *y;
+    const float *x;
+    int          n_rows;
+    const char  *xa;           /* activations in the kernel's format */
+    size_t       xa_stride;    /* bytes between activation rows */
+    size_t       w_row_bytes;
+};
+
+static void mm_quantize(const struct mm_task *t, int ith, int nth)
+{
+    int64_t k = t->w->k;
+    for (int r = ith; r < t->n_rows; r += nth) {
+        const float *xr = t->x + (size_t)r * k;
+        void *dst = (char *)t->xa + (size_t)r * t->xa_stride;
+        if (t->act == CPU_ACT_Q8_K)
+            t->kern->quant_q8_k(xr, dst, k);
+        else
+            t->kern->quant_q8_32(xr, dst, k);
+    }
+}
+
+static void mm_rows(const struct mm_task *t, int64_t j0, int64_t j1)
+{
+    const char *wd = t->w->dev;
+    int64_t n = t->w->n, k = t->w->k;
+    for (int a0 = 0; a0 < t->n_rows; a0 += MM_TILE_A) {
+        int a1 = GLIM_MIN(a0 + MM_TILE_A, t->n_rows);
+        for (int64_t jc = j0; jc < j1; jc += MM_TILE_W) {
+            int64_t jc1 = GLIM_MIN(jc + MM_TILE_W, j1);
+            for (int a = a0; a < a1; a += CPU_NX) {
+                int nx = GLIM_MIN(CPU_NX, a1 - a);
+                const char *xg = t->xa + (size_t)a * t->xa_stride;
+                for (int64_t j = jc; j < jc1; j++)
+                    t->dot(wd + (size_t)j * t->w_row_bytes, xg, t->xa_stride, nx, k,
+                           t->y + (size_t)a * n + j, (size_t)n);
+            }
+        }
+    }
+}
+
+static void mm_task_run(void *arg, int ith, int nth)
+{
+    const struct mm_task *t = arg;
+    int64_t j0, j1;
+    pool_split(t->w->n, ith, nth, &j0, &j1);
+    if (!t->dot) {
+        if (j1 > j0)
+            cpu_ref_matmul_rows(t->y, t->w, t->x, t->n_rows, j0, j1);
+        return;
+    }
+    if (t->act != CPU_ACT_F32) {
+        mm_quantize(t, ith, nth);
+        pool_barrier(t->pool);
+    }
+    if (j1 > j0)
+        mm_rows(t, j0, j1);
+}
+
+void cpu_matmul(struct pool *pool, const struct cpu_kern *kern, struct cpu_scratch *scratch,
+                float *y, const struct be_weight *w, const float *x, int n_rows)
+{
+    struct mm_task t = {.pool = pool, .kern = kern, .w = w, .y = y, .x = x, .n_rows = n_rows};
+    if (n_rows <= 0 || w->n <= 0)
+        return;
+    uint32_t type = w->dev_type;
+    if (type < GLIM_TYPE_COUNT && kern->dot[type] && w->dev) {
+        t.act = kern->act[type];
+        t.xa_stride = cpu_act_row_bytes(t.act, w->k);
+        t.w_row_bytes = quant_row_bytes(type, w->k);
+        if (t.xa_stride && t.w_row_bytes)
+            t.dot = kern->dot[type];
+    }
+    if (t.dot && t.act == CPU_ACT_F32) {
+        t.xa = (const char *)x;
+    } else if (t.dot) {
+        if (cpu_scratch_reserve(scratch, t.xa_stride * (size_t)n_rows) != GLIM_OK)
+            t.dot = NULL;   /* no memory for int8 activations: the reference needs none */
+        else
+            t.xa = scratch->data;
+    }
+    pool_run(pool, mm_task_run, &t);
+}

@@ -1,0 +1,282 @@
+/*
+ * attn_decode.cu — attention over the KV cache (split-K flash decoding) and
+ * kv_store.
+ *
+ * One CTA handles (query token t, KV head, group of up to 16 query heads of
+ * that KV head, split s): every K/V tile it loads to shared memory serves all
+ * query heads of the group (GQA), one warp per query head. The positions a
+ * query may see, [lo, hi] (backend.h: window and DFlash block rules), are read
+ * from the device array pos and divided evenly among the splits, so the
+ * launch shape never depends on the position and a CUDA graph replays at any
+ * step. Per split: online softmax (running max, fp32, expf); a combine kernel
+ * merges the splits' (max, sum, acc). Position u lives in slot u % n_slots.
+ * Prefill uses the same kernel (each query token its own CTA row); a tiled
+ * tensor-core prefill kernel is future work (docs/CUDA.md).
+ */
+#include "cuda_util.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#define ATTN_TILE 32          /* keys per tile: one per lane when scoring */
+#define ATTN_MAX_HEADS 16     /* query heads (warps) per CTA */
+#define ATTN_MAX_DIM 256
+
+struct attn_params {
+    float         *out;
+    const float   *q;
+    const void    *k_cache, *v_cache;
+    uint32_t       kv_type;
+    int64_t        n_slots;
+    int            n_tokens;
+    const int32_t *pos;
+    int            n_head, n_head_kv, head_dim, group, heads_per_cta;
+    int            window, block, n_splits;
+    float          scale;
+    float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
+};
+
+static __device__ __forceinline__ float kv_get(const void *p, uint32_t type, int64_t i)
+{
+    if (type == GLIM_TYPE_F32)
+        return ((const float *)p)[i];
+    if (type == GLIM_TYPE_F16)
+        return __half2float(((const __half *)p)[i]);
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+/* grid: x = split, y = kv head * head groups, z = token.  block: 32 * heads_per_cta */
+static __global__ void attn_split_kernel(attn_params a)
+{
+    extern __shared__ float smem[];
+    const int D = a.head_dim;
+    float *ks = smem;                          /* [ATTN_TILE][D + 1] */
+    float *vs = ks + ATTN_TILE * (D + 1);      /* [ATTN_TILE][D] */
+    float *qs = vs + ATTN_TILE * D;            /* [heads_per_cta][D] */
+
+    int n_groups = (a.group + a.heads_per_cta - 1) / a.heads_per_cta;
+    int kvh = blockIdx.y / n_groups, hg = blockIdx.y % n_groups;
+    int t = blockIdx.z, s = blockIdx.x;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int hl = hg * a.heads_per_cta + warp;                 /* head within the KV group */
+    bool head_ok = hl < a.group;
+    int h = kvh * a.group + (head_ok ? hl : 0);
+    int kv_dim = a.n_head_kv * D;
+
+    /* visible positions [lo, hi], as cpu_ref.c attn_range: causal (with window), or the
+     * DFlash block rule: rows of the block see up to its end and the window before b0 */
+    int p = a.pos[t], hi = p, lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    if (a.block > 0 && t >= a.n_tokens - a.block) {
+        int b0 = a.pos[a.n_tokens - a.block];
+        hi = a.pos[a.n_tokens - 1];
+        lo = a.window > 0 ? max(0, b0 - a.window) : 0;
+    }
+    int n_keys = hi - lo + 1;
+    int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
+    int k_begin = lo + s * chunk, k_end = min(hi + 1, k_begin + chunk);   /* [k_begin, k_end) */
+
+    const float *qrow = a.q + ((int64_t)t * a.n_head + h) * D;
+    for (int d = lane; d < D; d += 32)
+        qs[warp * D + d] = qrow[d];
+
+    float m = -INFINITY, l = 0.0f, acc[ATTN_MAX_DIM / 32];
+#pragma unroll
+    for (int i = 0; i < ATTN_MAX_DIM / 32; i++)
+        acc[i] = 0.0f;
+
+    for (int u0 = k_begin; u0 < k_end; u0 += ATTN_TILE) {
+        int n_tile = min(ATTN_TILE, k_end - u0);
+        __syncthreads();                                   /* previous tile fully used */
+        for (int e = threadIdx.x; e < ATTN_TILE * D; e += blockDim.x) {
+            int j = e / D, d = e % D;
+            float kv = 0.0f, vv = 0.0f;
+            if (j < n_tile) {
+                int64_t slot = (int64_t)(u0 + j) % a.n_slots;
+                int64_t off = slot * kv_dim + (int64_t)kvh * D + d;
+                kv = kv_get(a.k_cache, a.kv_type, off);
+                vv = kv_get(a.v_cache, a.kv_type, off);
+            }
+            ks[j * (D + 1) + d] = kv;
+            vs[j * D + d] = vv;
+        }
+        __syncthreads();
+        float sc = -INFINITY;
+        if (lane < n_tile) {
+            const float *kr = ks + lane * (D + 1), *qr = qs + warp * D;
+            float dot = 0.0f;
+            for (int d = 0; d < D; d++)
+                dot = fmaf(qr[d], kr[d], dot);
+            sc = dot * a.scale;
+        }
+        float mt = sc;
+        for (int o = 16; o > 0; o >>= 1)
+            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+        float m_new = fmaxf(m, mt);                        /* finite: the tile has >= 1 key */
+        float alpha = expf(m - m_new);                     /* 0 when m = -inf */
+        float pk = lane < n_tile ? expf(sc - m_new) : 0.0f;
+        float ps = pk;
+        for (int o = 16; o > 0; o >>= 1)
+            ps += __shfl_xor_sync(0xffffffffu, ps, o);
+        l = l * alpha + ps;
+        m = m_new;
+#pragma unroll
+        for (int i = 0; i < ATTN_MAX_DIM / 32; i++)
+            acc[i] *= alpha;
+        for (int j = 0; j < n_tile; j++) {
+            float pj = __shfl_sync(0xffffffffu, pk, j);
+#pragma unroll
+            for (int i = 0; i < ATTN_MAX_DIM / 32; i++) {
+                int d = lane + 32 * i;
+                if (d < D)
+                    acc[i] = fmaf(pj, vs[j * D + d], acc[i]);
+            }
+        }
+    }
+    if (!head_ok)
+        return;
+    if (a.n_splits == 1) {
+        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        float *o = a.out + ((int64_t)t * a.n_head + h) * D;
+#pragma unroll
+        for (int i = 0; i < ATTN_MAX_DIM / 32; i++)
+            if (lane + 32 * i < D)
+                o[lane + 32 * i] = acc[i] * inv;
+        return;
+    }
+    float *pp = a.part + (((int64_t)s * a.n_tokens + t) * a.n_head + h) * (D + 2);
+#pragma unroll
+    for (int i = 0; i < ATTN_MAX_DIM / 32; i++)
+        if (lane + 32 * i < D)
+            pp[lane + 32 * i] = acc[i];
+    if (lane == 0) {
+        pp[D] = m;
+        pp[D + 1] = l;
+    }
+}
+
+/* one warp per (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s */
+static __global__ void attn_combine_kernel(attn_params a)
+{
+    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;   /* t * n_head + h */
+    int lane = threadIdx.x & 31, D = a.head_dim;
+    if (row >= (int64_t)a.n_tokens * a.n_head)
+        return;
+    int64_t stride = (int64_t)a.n_tokens * a.n_head * (D + 2);
+    const float *p0 = a.part + row * (D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < a.n_splits; s++)
+        M = fmaxf(M, p0[s * stride + D]);
+    float L = 0.0f;
+    for (int s = 0; s < a.n_splits; s++) {
+        float ms = p0[s * stride + D];
+        if (ms != -INFINITY)
+            L += expf(ms - M) * p0[s * stride + D + 1];
+    }
+    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = lane; d < D; d += 32) {
+        float v = 0.0f;
+        for (int s = 0; s < a.n_splits; s++) {
+            float ms = p0[s * stride + D];
+            if (ms != -INFINITY)
+                v = fmaf(expf(ms - M), p0[s * stride + d], v);
+        }
+        a.out[row * D + d] = v * inv;
+    }
+}
+
+void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
+{
+    if (x->n_tokens <= 0)
+        return;
+    if (x->head_dim > ATTN_MAX_DIM || x->n_head_kv <= 0 || x->n_head % x->n_head_kv != 0) {
+        cuda_check(c, cudaErrorInvalidValue, "attention: head_dim > 256 or n_head % n_head_kv != 0", __FILE__,
+                   __LINE__);
+        return;
+    }
+    attn_params a;
+    a.out = x->out;
+    a.q = x->q;
+    a.k_cache = x->k_cache;
+    a.v_cache = x->v_cache;
+    a.kv_type = x->kv_type;
+    a.n_slots = x->n_slots;
+    a.n_tokens = x->n_tokens;
+    a.pos = x->pos;
+    a.n_head = x->n_head;
+    a.n_head_kv = x->n_head_kv;
+    a.head_dim = x->head_dim;
+    a.group = x->n_head / x->n_head_kv;
+    a.heads_per_cta = GLIM_MIN(a.group, ATTN_MAX_HEADS);
+    a.window = x->window;
+    a.block = x->block;
+    a.scale = x->scale;
+    int n_groups = (a.group + a.heads_per_cta - 1) / a.heads_per_cta;
+
+    /* splits from an upper bound of the keys a query can see (never from the position) */
+    int64_t max_keys = x->n_slots;
+    if (x->window > 0)
+        max_keys = GLIM_MIN(max_keys, (int64_t)x->window + GLIM_MAX(x->block, 0));
+    int64_t n_splits = GLIM_MIN((max_keys + 511) / 512, (int64_t)64);
+    int64_t ctas = (int64_t)x->n_tokens * x->n_head_kv * n_groups;
+    n_splits = GLIM_MAX((int64_t)1, GLIM_MIN(n_splits, 2048 / ctas));
+    a.n_splits = (int)n_splits;
+    a.part = NULL;
+    if (n_splits > 1) {
+        size_t nbytes = (size_t)n_splits * x->n_tokens * x->n_head * (x->head_dim + 2) * sizeof(float);
+        if (!cuda_buf_reserve(c, &c->attn_part, nbytes))
+            return;
+        a.part = (float *)c->attn_part.p;
+    }
+    size_t smem = (size_t)(ATTN_TILE * (2 * x->head_dim + 1) + a.heads_per_cta * x->head_dim) * sizeof(float);
+    if (smem > 48 * 1024 &&
+        CUDA_TRY(c, cudaFuncSetAttribute(attn_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+        return;
+    dim3 grid((unsigned)n_splits, (unsigned)(x->n_head_kv * n_groups), (unsigned)x->n_tokens);
+    attn_split_kernel<<<grid, 32 * a.heads_per_cta, smem, c->stream>>>(a);
+    if (CUDA_LAUNCHED(c, "attention"))
+        return;
+    if (n_splits > 1) {
+        int64_t rows = (int64_t)x->n_tokens * x->n_head;
+        attn_combine_kernel<<<cuda_blocks(rows, 4), 128, 0, c->stream>>>(a);
+        CUDA_LAUNCHED(c, "attention combine");
+    }
+}
+
+/* ---- kv_store -------------------------------------------------------------------- */
+
+static __global__ void kv_store_kernel(void *kc, void *vc, uint32_t type, int64_t n_slots, const float *k,
+                                       const float *v, int n_tokens, const int32_t *pos, int kv_dim)
+{
+    int64_t total = (int64_t)n_tokens * kv_dim;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = e / kv_dim, i = e % kv_dim;
+        int64_t o = ((int64_t)pos[t] % n_slots) * kv_dim + i;
+        if (type == GLIM_TYPE_F32) {
+            ((float *)kc)[o] = k[e];
+            ((float *)vc)[o] = v[e];
+        } else if (type == GLIM_TYPE_F16) {
+            ((__half *)kc)[o] = __float2half_rn(k[e]);
+            ((__half *)vc)[o] = __float2half_rn(v[e]);
+        } else {
+            ((__nv_bfloat16 *)kc)[o] = __float2bfloat16_rn(k[e]);
+            ((__nv_bfloat16 *)vc)[o] = __float2bfloat16_rn(v[e]);
+        }
+    }
+}
+
+void cuda_kv_store(struct cuda_ctx *c, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
+                   const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim)
+{
+    if (n_tokens <= 0 || kv_dim <= 0)
+        return;
+    if (kv_type != GLIM_TYPE_F32 && kv_type != GLIM_TYPE_F16 && kv_type != GLIM_TYPE_BF16) {
+        cuda_check(c, cudaErrorInvalidValue, "kv_store: kv_type must be F32/F16/BF16", __FILE__, __LINE__);
+        return;
+    }
+    int64_t total = (int64_t)n_tokens * kv_dim;
+    kv_store_kernel<<<cuda_blocks(total, 256), 256, 0, c->stream>>>(k_cache, v_cache, kv_type, n_slots, k, v,
+                                                                     n_tokens, pos, kv_dim);
+    CUDA_LAUNCHED(c, "kv_store");
+}

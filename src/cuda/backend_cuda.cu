@@ -1,0 +1,382 @@
+/*
+ * backend_cuda.cu — struct backend_i for NVIDIA GPUs: device, stream, cuBLAS
+ * handle, memory, weight upload and the op table.
+ *
+ * DESIGN. Every op is enqueued on one stream (ctx->stream) and returns at
+ * once; nothing inside an op synchronises with the host or reads a host copy
+ * of per-step values, so a decode step can be captured in a CUDA graph (the
+ * only host syncs are upload/download/sync). Ops return void (backend.h), so
+ * a failed launch is recorded in ctx->first_err and reported as
+ * GLIM_EBACKEND by the next sync/download; nothing here exits.
+ * Weights are uploaded once in weight_init; GGUF block types whose block
+ * size is not a multiple of 16 bytes (Q8_0, Q4_0, Q6_K) are repacked
+ * losslessly into structure-of-arrays layouts (cuda_util.cuh) so the GEMV can
+ * use aligned 16-byte loads. Kernels: gemv_kquant.cu (matmul, get_rows),
+ * attn_decode.cu (attention, kv_store), ops.cu (the rest).
+ * Threading: one thread drives a backend at a time (the scheduler).
+ */
+#include "cuda_util.cuh"
+
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "base/alloc.h"
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line)
+{
+    if (e == cudaSuccess)
+        return false;
+    if (c->first_err == cudaSuccess) {
+        c->first_err = e;
+        snprintf(c->first_msg, sizeof c->first_msg, "%s:%d: %s: %s", file, line, what, cudaGetErrorString(e));
+    }
+    return true;
+}
+
+bool cuda_check_blas(struct cuda_ctx *c, cublasStatus_t s, const char *what, const char *file, int line)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return false;
+    if (c->first_err == cudaSuccess) {
+        c->first_err = cudaErrorUnknown;
+        snprintf(c->first_msg, sizeof c->first_msg, "%s:%d: %s: cuBLAS status %d", file, line, what, (int)s);
+    }
+    return true;
+}
+
+/* GLIM_OK, or GLIM_EBACKEND with the first recorded failure (which stays sticky:
+ * after a failed kernel the stream's results cannot be trusted). */
+static int ctx_status(struct cuda_ctx *c, struct glim_err *err)
+{
+    if (c->first_err == cudaSuccess)
+        return GLIM_OK;
+    return glim_fail(err, GLIM_EBACKEND, "cuda: %s", c->first_msg);
+}
+
+bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
+{
+    if (b->nbytes >= nbytes)
+        return true;
+    if (b->p)
+        CUDA_TRY(c, cudaFreeAsync(b->p, c->stream));
+    b->p = NULL;
+    b->nbytes = 0;
+    nbytes = (nbytes + 4095) & ~(size_t)4095;
+    if (CUDA_TRY(c, cudaMallocAsync(&b->p, nbytes, c->stream))) {
+        b->p = NULL;
+        return false;
+    }
+    b->nbytes = nbytes;
+    return true;
+}
+
+void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b)
+{
+    if (b->p)
+        cudaFreeAsync(b->p, c->stream);
+    b->p = NULL;
+    b->nbytes = 0;
+}
+
+static struct cuda_ctx *ctx_of(struct backend *be)
+{
+    return (struct cuda_ctx *)be->ctx;
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+static void *be_alloc(struct backend *be, size_t nbytes)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    void *p = NULL;
+    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) {
+        cudaGetLastError();   /* out of memory is an answer (NULL), not a sticky failure */
+        return NULL;
+    }
+    if (CUDA_TRY(c, cudaMemsetAsync(p, 0, nbytes, c->stream))) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void be_release(struct backend *be, void *p)
+{
+    if (!p)
+        return;
+    struct cuda_ctx *c = ctx_of(be);
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* queued ops may still read p */
+    CUDA_TRY(c, cudaFree(p));
+}
+
+static int be_upload(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
+    return ctx_status(c, err);
+}
+
+static int be_download(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    return ctx_status(c, err);
+}
+
+static int be_sync(struct backend *be, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    return ctx_status(c, err);
+}
+
+static size_t be_mem_free(struct backend *be)
+{
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        cudaGetLastError();
+        return SIZE_MAX;
+    }
+    return free_b;
+}
+
+/* ---- weights ------------------------------------------------------------------ */
+
+/* 1-D F16/BF16 vectors (norm gains) become F32 so rmsnorm reads plain floats. */
+static int weight_upload_vector_f32(struct cuda_ctx *c, struct be_weight *w, struct glim_err *err)
+{
+    int64_t n = w->k * w->n;
+    float *tmp = (float *)glim_malloc((size_t)n * sizeof(float));
+    if (!tmp)
+        return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': staging buffer", w->name);
+    quant_traits(w->type)->to_f32(w->host, tmp, n);
+    void *d = NULL;
+    if (cudaMalloc(&d, (size_t)n * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        glim_free(tmp);
+        return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': out of device memory", w->name);
+    }
+    CUDA_TRY(c, cudaMemcpyAsync(d, tmp, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, c->stream));
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    glim_free(tmp);
+    w->dev = d;
+    w->dev_type = GLIM_TYPE_F32;
+    return ctx_status(c, err);
+}
+
+static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    w->dev = NULL;
+    w->aux = NULL;
+    if (!cuda_type_supported(w->type))
+        return glim_fail(err, GLIM_EUNSUPPORTED,
+                         "cuda: weight '%s': expected type F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, got %s",
+                         w->name ? w->name : "?", quant_type_name(w->type));
+    if ((w->type == GLIM_TYPE_F16 || w->type == GLIM_TYPE_BF16) && (w->n == 1 || w->k == 1))
+        return weight_upload_vector_f32(c, w, err);
+    uint32_t dev_type = w->type;
+    size_t dev_bytes = cuda_weight_dev_bytes(w->type, w->k, w->n, &dev_type);
+    if (dev_bytes == 0 || dev_bytes < w->nbytes)
+        return glim_fail(err, GLIM_EINVAL, "cuda: weight '%s': %lld x %lld %s does not fit %zu bytes",
+                         w->name ? w->name : "?", (long long)w->k, (long long)w->n,
+                         quant_type_name(w->type), w->nbytes);
+    void *d = NULL;
+    if (cudaMalloc(&d, dev_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': out of device memory (%zu bytes)",
+                         w->name ? w->name : "?", dev_bytes);
+    }
+    if (dev_type == w->type) {
+        CUDA_TRY(c, cudaMemcpyAsync(d, w->host, dev_bytes, cudaMemcpyHostToDevice, c->stream));
+        CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    } else {
+        void *tmp = glim_malloc(dev_bytes);
+        if (!tmp) {
+            cudaFree(d);
+            return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': staging buffer", w->name);
+        }
+        cuda_weight_repack(w->type, w->host, tmp, w->k, w->n);
+        CUDA_TRY(c, cudaMemcpyAsync(d, tmp, dev_bytes, cudaMemcpyHostToDevice, c->stream));
+        CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+        glim_free(tmp);
+    }
+    w->dev = d;
+    w->dev_type = dev_type;
+    int rc = ctx_status(c, err);
+    if (rc != GLIM_OK) {
+        cudaFree(d);
+        w->dev = NULL;
+    }
+    return rc;
+}
+
+static void be_weight_clear(struct backend *be, struct be_weight *w)
+{
+    if (!w || !w->dev)
+        return;
+    struct cuda_ctx *c = ctx_of(be);
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    CUDA_TRY(c, cudaFree(w->dev));
+    w->dev = NULL;
+}
+
+/* ---- ops --------------------------------------------------------------------------- */
+
+static void be_get_rows(struct backend *be, float *y, const struct be_weight *w, const int32_t *ids, int n)
+{
+    cuda_get_rows(ctx_of(be), y, w, ids, n);
+}
+
+static void be_matmul(struct backend *be, float *y, const struct be_weight *w, const float *x, int n_rows)
+{
+    cuda_matmul(ctx_of(be), y, w, x, n_rows);
+}
+
+static void be_rmsnorm(struct backend *be, float *y, const float *x, const struct be_weight *w,
+                       int64_t n_rows, int n, float eps)
+{
+    cuda_rmsnorm(ctx_of(be), y, x, w ? (const float *)w->dev : NULL, n_rows, n, eps);
+}
+
+static void be_rope(struct backend *be, float *x, int n_rows, int n_head, int head_dim, int n_rot,
+                    const int32_t *pos, float base, bool neox)
+{
+    cuda_rope(ctx_of(be), x, n_rows, n_head, head_dim, n_rot, pos, base, neox);
+}
+
+static void be_add(struct backend *be, float *y, const float *x, int64_t n)
+{
+    cuda_add(ctx_of(be), y, x, n);
+}
+
+static void be_mul_sigmoid(struct backend *be, float *y, const float *g, int64_t n)
+{
+    cuda_mul_sigmoid(ctx_of(be), y, g, n);
+}
+
+static void be_swiglu(struct backend *be, float *y, const float *gate, const float *up, int64_t n)
+{
+    cuda_swiglu(ctx_of(be), y, gate, up, n);
+}
+
+static void be_scale_softcap(struct backend *be, float *y, int64_t n, float scale, float cap)
+{
+    cuda_scale_softcap(ctx_of(be), y, n, scale, cap);
+}
+
+static void be_copy_rows(struct backend *be, float *dst, int64_t dst_stride, const float *src,
+                         int64_t src_stride, int n_rows, int n)
+{
+    cuda_copy_rows(ctx_of(be), dst, dst_stride, src, src_stride, n_rows, n);
+}
+
+static void be_kv_store(struct backend *be, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
+                        const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim)
+{
+    cuda_kv_store(ctx_of(be), k_cache, v_cache, kv_type, n_slots, k, v, n_tokens, pos, kv_dim);
+}
+
+static void be_attention(struct backend *be, const struct be_attn_args *a)
+{
+    cuda_attention(ctx_of(be), a);
+}
+
+/* ---- lifetime ---------------------------------------------------------------------- */
+
+/* Frees everything, `be` included. */
+static void be_destroy(struct backend *be)
+{
+    if (!be)
+        return;
+    struct cuda_ctx *c = ctx_of(be);
+    if (c) {
+        cudaSetDevice(c->device);
+        if (c->stream) {
+            cuda_buf_release(c, &c->wtile);
+            cuda_buf_release(c, &c->xbf);
+            cuda_buf_release(c, &c->attn_part);
+            cudaStreamSynchronize(c->stream);
+        }
+        if (c->cublas)
+            cublasDestroy(c->cublas);
+        if (c->stream)
+            cudaStreamDestroy(c->stream);
+        glim_free(c);
+    }
+    glim_free(be);
+}
+
+static const struct backend_i CUDA_I = {
+    /* .name = */ "cuda",
+    /* .destroy = */ be_destroy,
+    /* .alloc = */ be_alloc,
+    /* .release = */ be_release,
+    /* .upload = */ be_upload,
+    /* .download = */ be_download,
+    /* .sync = */ be_sync,
+    /* .mem_free = */ be_mem_free,
+    /* .weight_init = */ be_weight_init,
+    /* .weight_clear = */ be_weight_clear,
+    /* .get_rows = */ be_get_rows,
+    /* .matmul = */ be_matmul,
+    /* .rmsnorm = */ be_rmsnorm,
+    /* .rope = */ be_rope,
+    /* .add = */ be_add,
+    /* .mul_sigmoid = */ be_mul_sigmoid,
+    /* .swiglu = */ be_swiglu,
+    /* .scale_softcap = */ be_scale_softcap,
+    /* .copy_rows = */ be_copy_rows,
+    /* .kv_store = */ be_kv_store,
+    /* .attention = */ be_attention,
+};
+
+extern "C" bool backend_cuda_available(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return n > 0;
+}
+
+extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_err *err)
+{
+    int n_dev = 0;
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess || n_dev == 0)
+        return glim_fail(err, GLIM_EBACKEND, "cuda: no CUDA device (%s)",
+                         e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+    if (device < 0 || device >= n_dev)
+        return glim_fail(err, GLIM_EINVAL, "cuda: device %d: expected 0..%d", device, n_dev - 1);
+    struct backend *be = (struct backend *)glim_calloc(1, sizeof *be);
+    struct cuda_ctx *c = (struct cuda_ctx *)glim_calloc(1, sizeof *c);
+    if (!be || !c) {
+        glim_free(be);
+        glim_free(c);
+        return glim_fail(err, GLIM_ENOMEM, "cuda: backend context");
+    }
+    be->i = &CUDA_I;
+    be->ctx = c;
+    c->device = device;
+    cudaDeviceProp prop;
+    if (CUDA_TRY(c, cudaSetDevice(device)) || CUDA_TRY(c, cudaGetDeviceProperties(&prop, device)) ||
+        CUDA_TRY(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) ||
+        CUBLAS_TRY(c, cublasCreate(&c->cublas)) || CUBLAS_TRY(c, cublasSetStream(c->cublas, c->stream))) {
+        int rc = ctx_status(c, err);
+        be_destroy(be);
+        return rc;
+    }
+    c->n_sm = prop.multiProcessorCount;
+    snprintf(be->desc, sizeof be->desc, "cuda:%d %s (sm_%d%d, %d SMs, %.0f GiB)", device, prop.name,
+             prop.major, prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
+    *out = be;
+    return GLIM_OK;
+}

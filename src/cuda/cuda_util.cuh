@@ -1,0 +1,101 @@
+/*
+ * cuda_util.cuh — private to src/cuda: the CUDA backend's context, error
+ * helpers and the launchers each .cu file exports to backend_cuda.cu.
+ *
+ * Errors: CUDA calls go through CUDA_TRY, which records the first failure in
+ * the context (ops return void: backend.h) and never exits. sync/download
+ * report the recorded failure as GLIM_EBACKEND.
+ *
+ * Threading: one backend is driven by one thread (backend.h); everything is
+ * enqueued on ctx->stream in order, so scratch buffers are reused freely.
+ */
+#ifndef GLIM_CUDA_UTIL_CUH
+#define GLIM_CUDA_UTIL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* the C headers use C11's _Static_assert; C++ spells it static_assert */
+#ifndef _Static_assert
+#define _Static_assert static_assert
+#endif
+extern "C" {
+#include "backend/backend.h"
+#include "base/err.h"
+#include "quant/quant.h"
+}
+
+/* Repacked device layouts (be_weight.dev_type): lossless structure-of-arrays
+ * versions of the GGUF blocks whose size is not a multiple of 16 bytes, so
+ * every 16-byte load is aligned. Values above every ggml id. */
+enum cuda_dev_type {
+    CUDA_DT_Q8_0_SOA = 0x100, /* qs[n_blocks][32] int8, then d[n_blocks] fp16 */
+    CUDA_DT_Q4_0_SOA = 0x101, /* qs[n_blocks][16], then d[n_blocks] fp16 */
+    CUDA_DT_Q6_K_SOA = 0x102, /* ql[nb][128], qh[nb][64], sc[nb][16], d[nb] fp16 */
+};
+
+/* A scratch buffer that grows on demand (stream-ordered, so it may be
+ * replaced while earlier kernels that used it are still queued). */
+struct cuda_buf {
+    void  *p;
+    size_t nbytes;
+};
+
+struct cuda_ctx {
+    int            device;
+    cudaStream_t   stream;
+    cublasHandle_t cublas;
+    int            n_sm;
+    cudaError_t    first_err;      /* sticky: first failure of an op */
+    char           first_msg[256];
+    struct cuda_buf wtile;         /* dequantized weight tile (bf16) for GEMM */
+    struct cuda_buf xbf;           /* activations as bf16 for GEMM */
+    struct cuda_buf attn_part;     /* split-K partial results */
+};
+
+/* Record err (if it is the first) with the call site; returns true on failure. */
+bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
+bool cuda_check_blas(struct cuda_ctx *c, cublasStatus_t s, const char *what, const char *file, int line);
+
+#define CUDA_TRY(c, call) cuda_check((c), (call), #call, __FILE__, __LINE__)
+#define CUDA_LAUNCHED(c, what) cuda_check((c), cudaGetLastError(), what, __FILE__, __LINE__)
+#define CUBLAS_TRY(c, call) cuda_check_blas((c), (call), #call, __FILE__, __LINE__)
+
+/* Grow b to at least nbytes (stream-ordered); false on failure (recorded). */
+bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes);
+void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b);
+
+static inline unsigned cuda_blocks(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > 1048576 ? 1048576 : b);  /* kernels grid-stride */
+}
+
+/* ---- gemv_kquant.cu ---- */
+/* bytes of the device copy for a weight of this (host) type, 0 = unsupported */
+size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, uint32_t *dev_type);
+/* host-side lossless repack of GGUF blocks into the dev_type layout (dst: host staging) */
+void cuda_weight_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n);
+bool cuda_type_supported(uint32_t type);
+void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
+void cuda_get_rows(struct cuda_ctx *c, float *y, const struct be_weight *w, const int32_t *ids, int n);
+
+/* ---- attn_decode.cu ---- */
+void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *a);
+void cuda_kv_store(struct cuda_ctx *c, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
+                   const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim);
+
+/* ---- ops.cu ---- */
+void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, int64_t n_rows, int n,
+                  float eps);
+void cuda_rope(struct cuda_ctx *c, float *x, int n_rows, int n_head, int head_dim, int n_rot,
+               const int32_t *pos, float base, bool neox);
+void cuda_add(struct cuda_ctx *c, float *y, const float *x, int64_t n);
+void cuda_mul_sigmoid(struct cuda_ctx *c, float *y, const float *g, int64_t n);
+void cuda_swiglu(struct cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
+void cuda_scale_softcap(struct cuda_ctx *c, float *y, int64_t n, float scale, float cap);
+void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const float *src,
+                    int64_t src_stride, int n_rows, int n);
+
+#endif

@@ -1,0 +1,455 @@
+// ctest-label: gpu
+/*
+ * test_cuda_ops.c — every CUDA backend op against the CPU reference op
+ * (src/cpu/cpu_ref.c) on random inputs and shapes. Without a CUDA build or
+ * device it prints "skipped: no CUDA device" and passes.
+ *
+ * Tolerances (relative L2 error ||gpu - ref|| / ||ref||, and every element
+ * within 10x that bound times the reference's RMS):
+ *   f32 paths (GEMV n_rows <= 16, F32 GEMM, norms, rope, attention): 1e-5
+ *   bf16 GEMM (n_rows > 16, quantized/F16/BF16 weights):             1e-2
+ *   get_rows, kv_store, copy_rows: exact (dequant is bit-exact).
+ * Attention with F16/BF16 caches uses the same cache values and the same
+ * rounded query on both sides, so it keeps the f32 bound.
+ */
+#include "harness.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "cpu/cpu_ref.h"
+#include "quant/quant.h"
+
+#ifndef GLIM_HAVE_CUDA
+int main(void)
+{
+    printf("skipped: no CUDA device (built without GLIM_CUDA)\n");
+    return 0;
+}
+#else
+
+static struct backend *be;
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float rndf(void)   /* uniform in [-1, 1) */
+{
+    return (float)(rnd() % 2000001) / 1000000.0f - 1.0f;
+}
+
+static int rndi(int lo, int hi)   /* inclusive */
+{
+    return lo + (int)(rnd() % (uint32_t)(hi - lo + 1));
+}
+
+static float *rand_vec(int64_t n, float amp)
+{
+    float *v = malloc((size_t)n * sizeof(float) + 16);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = amp * rndf();
+    return v;
+}
+
+static void *to_dev(const void *h, size_t nbytes)
+{
+    struct glim_err err = {0};
+    void *d = be->i->alloc(be, nbytes ? nbytes : 4);
+    if (!d)
+        return NULL;
+    if (nbytes && be->i->upload(be, d, h, nbytes, &err) != GLIM_OK)
+        fprintf(stderr, "upload: %s\n", err.msg);
+    return d;
+}
+
+static void from_dev(void *h, const void *d, size_t nbytes)
+{
+    struct glim_err err = {0};
+    int rc = be->i->download(be, h, d, nbytes, &err);
+    CHECK_EQ(rc, GLIM_OK);
+    if (rc != GLIM_OK)
+        fprintf(stderr, "download: %s\n", err.msg);
+}
+
+/* relative L2 error plus a per-element bound; NaN never passes */
+static bool close_enough(const float *got, const float *ref, int64_t n, double tol, const char *what)
+{
+    double num = 0, den = 0, worst = 0;
+    int64_t worst_i = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        if (got[i] != got[i]) {
+            fprintf(stderr, "%s: NaN at %lld\n", what, (long long)i);
+            return false;
+        }
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+        if (fabs(d) > worst) {
+            worst = fabs(d);
+            worst_i = i;
+        }
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    double rms = n ? sqrt(den / n) : 0;
+    bool ok = rel <= tol && worst <= 10 * tol * (rms > 0 ? rms : 1);
+    if (!ok)
+        fprintf(stderr, "%s: rel L2 %.3g (tol %.1g), worst |d| %.3g at %lld (got %g want %g)\n", what, rel, tol,
+                worst, (long long)worst_i, got[worst_i], ref[worst_i]);
+    return ok;
+}
+
+/* ---- weights ---- */
+
+static const uint32_t TYPES[] = {GLIM_TYPE_F32,  GLIM_TYPE_F16,  GLIM_TYPE_BF16, GLIM_TYPE_Q8_0,
+                                 GLIM_TYPE_Q4_0, GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K, GLIM_TYPE_Q6_K};
+#define N_TYPES (int)(sizeof TYPES / sizeof TYPES[0])
+
+/* host weight of random values quantized with the reference quantizer */
+static struct be_weight make_weight(uint32_t type, int64_t k, int64_t n)
+{
+    const struct quant_traits *qt = quant_traits(type);
+    struct be_weight w = {0};
+    w.name = "test";
+    w.type = type;
+    w.k = k;
+    w.n = n;
+    w.nbytes = quant_row_bytes(type, k) * (size_t)n;
+    void *h = malloc(w.nbytes);
+    float *f = rand_vec(k, 1.0f);
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t i = 0; i < k; i++)
+            f[i] = rndf() * (1.0f + (float)(r % 3));
+        qt->from_f32(f, (uint8_t *)h + r * quant_row_bytes(type, k), k);
+    }
+    free(f);
+    w.host = h;
+    w.dev = (void *)h;
+    w.dev_type = type;
+    return w;
+}
+
+static int64_t rand_k(uint32_t type)
+{
+    int be_ = quant_traits(type)->block_elems;
+    if (be_ == 1)
+        return rnd() % 3 == 0 ? rndi(1, 300) : 8 * rndi(1, 200);   /* ragged rows for plain types */
+    return (int64_t)be_ * rndi(1, be_ == 256 ? 12 : 40);
+}
+
+static void check_matmul(uint32_t type, int64_t k, int64_t n, int n_rows, int x_off)
+{
+    struct glim_err err = {0};
+    struct be_weight hw = make_weight(type, k, n), dw = hw;
+    int rc = be->i->weight_init(be, &dw, &err);
+    CHECK_EQ(rc, GLIM_OK);
+    if (rc != GLIM_OK) {
+        fprintf(stderr, "weight_init: %s\n", err.msg);
+        free((void *)hw.host);
+        return;
+    }
+    float *x = rand_vec((int64_t)n_rows * k + x_off, 1.0f);
+    float *ref = malloc((size_t)n_rows * n * sizeof(float)), *got = malloc((size_t)n_rows * n * sizeof(float));
+    cpu_ref_matmul(ref, &hw, x + x_off, n_rows);
+    float *dx = to_dev(x, ((size_t)n_rows * k + x_off) * sizeof(float));
+    float *dy = be->i->alloc(be, (size_t)n_rows * n * sizeof(float));
+    be->i->matmul(be, dy, &dw, dx + x_off, n_rows);
+    from_dev(got, dy, (size_t)n_rows * n * sizeof(float));
+    double tol = (n_rows <= 16 || type == GLIM_TYPE_F32) ? 1e-5 : 1e-2;
+    char what[128];
+    snprintf(what, sizeof what, "matmul %s k=%lld n=%lld rows=%d off=%d", quant_type_name(type), (long long)k,
+             (long long)n, n_rows, x_off);
+    CHECK(close_enough(got, ref, (int64_t)n_rows * n, tol, what));
+    be->i->release(be, dx);
+    be->i->release(be, dy);
+    be->i->weight_clear(be, &dw);
+    free(x);
+    free(ref);
+    free(got);
+    free((void *)hw.host);
+}
+
+static void test_matmul_all_types(void)
+{
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int n_rows = 1; n_rows <= 40; n_rows++)
+            check_matmul(TYPES[ti], rand_k(TYPES[ti]), rndi(1, 300), n_rows, 0);
+}
+
+static void test_matmul_shapes(void)
+{
+    /* Muse Glimmer-like rows (K = 6656), a misaligned x view, N not a multiple of the block of 4 warps */
+    check_matmul(GLIM_TYPE_Q4_K, 6656, 259, 1, 0);
+    check_matmul(GLIM_TYPE_Q6_K, 6656, 130, 3, 0);
+    check_matmul(GLIM_TYPE_Q5_K, 4096, 67, 2, 0);
+    check_matmul(GLIM_TYPE_Q4_K, 512, 33, 5, 1);
+    check_matmul(GLIM_TYPE_F16, 64, 33, 2, 3);
+    check_matmul(GLIM_TYPE_Q8_0, 2048, 513, 24, 0);
+    check_matmul(GLIM_TYPE_Q6_K, 1024, 1000, 64, 0);
+}
+
+static void test_get_rows(void)
+{
+    struct glim_err err = {0};
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        int64_t k = rand_k(TYPES[ti]), n = rndi(1, 50);
+        struct be_weight hw = make_weight(TYPES[ti], k, n), dw = hw;
+        CHECK_EQ(be->i->weight_init(be, &dw, &err), GLIM_OK);
+        int n_ids = rndi(1, 9);
+        int32_t ids[9];
+        for (int i = 0; i < n_ids; i++)
+            ids[i] = (int32_t)(rnd() % n);
+        float *ref = malloc((size_t)n_ids * k * sizeof(float)), *got = malloc((size_t)n_ids * k * sizeof(float));
+        cpu_ref_get_rows(ref, &hw, ids, n_ids);
+        int32_t *dids = to_dev(ids, sizeof ids);
+        float *dy = be->i->alloc(be, (size_t)n_ids * k * sizeof(float));
+        be->i->get_rows(be, dy, &dw, dids, n_ids);
+        from_dev(got, dy, (size_t)n_ids * k * sizeof(float));
+        int bad = 0;
+        for (int64_t i = 0; i < n_ids * k; i++)
+            bad += got[i] != ref[i];
+        if (bad)
+            fprintf(stderr, "get_rows %s: %d of %lld values differ\n", quant_type_name(TYPES[ti]), bad,
+                    (long long)(n_ids * k));
+        CHECK_EQ(bad, 0);
+        be->i->release(be, dids);
+        be->i->release(be, dy);
+        be->i->weight_clear(be, &dw);
+        free(ref);
+        free(got);
+        free((void *)hw.host);
+    }
+}
+
+static void test_rmsnorm(void)
+{
+    struct glim_err err = {0};
+    static const int NS[] = {1, 7, 128, 1000, 6659};
+    for (int ni = 0; ni < 5; ni++)
+        for (int weighted = 0; weighted < 2; weighted++) {
+            int n = NS[ni], rows = rndi(1, 6);
+            float *x = rand_vec((int64_t)rows * n, 3.0f), *g = rand_vec(n, 2.0f);
+            float *ref = malloc((size_t)rows * n * sizeof(float)), *got = malloc((size_t)rows * n * sizeof(float));
+            struct be_weight hw = {.name = "norm", .type = GLIM_TYPE_F32, .k = n, .n = 1,
+                                   .nbytes = (size_t)n * 4, .host = g, .dev = g, .dev_type = GLIM_TYPE_F32};
+            struct be_weight dw = hw;
+            CHECK_EQ(be->i->weight_init(be, &dw, &err), GLIM_OK);
+            cpu_ref_rmsnorm(ref, x, weighted ? &hw : NULL, rows, n, 1e-5f);
+            float *dx = to_dev(x, (size_t)rows * n * 4), *dy = be->i->alloc(be, (size_t)rows * n * 4);
+            be->i->rmsnorm(be, dy, dx, weighted ? &dw : NULL, rows, n, 1e-5f);
+            from_dev(got, dy, (size_t)rows * n * 4);
+            CHECK(close_enough(got, ref, (int64_t)rows * n, 1e-5, "rmsnorm"));
+            be->i->release(be, dx);
+            be->i->release(be, dy);
+            be->i->weight_clear(be, &dw);
+            free(x), free(g), free(ref), free(got);
+        }
+}
+
+static void test_rope(void)
+{
+    for (int it = 0; it < 12; it++) {
+        int rows = rndi(1, 5), n_head = rndi(1, 6), head_dim = 32 * rndi(1, 4);
+        int n_rot = it % 3 == 0 ? head_dim / 2 : head_dim;
+        bool neox = it % 2;
+        float base = it % 4 < 2 ? 10000.0f : 500000.0f;
+        int32_t pos[5];
+        int32_t p0 = it % 3 == 2 ? 131000 : rndi(0, 5000);
+        for (int r = 0; r < rows; r++)
+            pos[r] = p0 + r;
+        int64_t n = (int64_t)rows * n_head * head_dim;
+        float *x = rand_vec(n, 1.0f), *got = malloc((size_t)n * 4);
+        float *dx = to_dev(x, (size_t)n * 4);
+        int32_t *dpos = to_dev(pos, sizeof pos);
+        cpu_ref_rope(x, rows, n_head, head_dim, n_rot, pos, base, neox);
+        be->i->rope(be, dx, rows, n_head, head_dim, n_rot, dpos, base, neox);
+        from_dev(got, dx, (size_t)n * 4);
+        CHECK(close_enough(got, x, n, 1e-5, "rope"));
+        be->i->release(be, dx);
+        be->i->release(be, dpos);
+        free(x), free(got);
+    }
+}
+
+static void test_elementwise(void)
+{
+    int64_t n = rndi(1, 5000) + 100000;
+    float *a = rand_vec(n, 8.0f), *b = rand_vec(n, 8.0f), *c = rand_vec(n, 3.0f), *got = malloc((size_t)n * 4);
+    float *ref = malloc((size_t)n * 4);
+    float *da = to_dev(a, (size_t)n * 4), *db = to_dev(b, (size_t)n * 4), *dc = to_dev(c, (size_t)n * 4);
+    float *dy = be->i->alloc(be, (size_t)n * 4);
+
+    memcpy(ref, a, (size_t)n * 4);
+    cpu_ref_add(ref, b, n);
+    be->i->upload(be, dy, a, (size_t)n * 4, NULL);
+    be->i->add(be, dy, db, n);
+    from_dev(got, dy, (size_t)n * 4);
+    CHECK(close_enough(got, ref, n, 1e-6, "add"));
+
+    memcpy(ref, a, (size_t)n * 4);
+    cpu_ref_mul_sigmoid(ref, b, n);
+    be->i->upload(be, dy, a, (size_t)n * 4, NULL);
+    be->i->mul_sigmoid(be, dy, db, n);
+    from_dev(got, dy, (size_t)n * 4);
+    CHECK(close_enough(got, ref, n, 1e-6, "mul_sigmoid"));
+
+    cpu_ref_swiglu(ref, a, c, n);
+    be->i->swiglu(be, dy, da, dc, n);
+    from_dev(got, dy, (size_t)n * 4);
+    CHECK(close_enough(got, ref, n, 1e-6, "swiglu"));
+
+    for (int capped = 0; capped < 2; capped++) {
+        memcpy(ref, a, (size_t)n * 4);
+        cpu_ref_scale_softcap(ref, n, 0.19611613513f, capped ? 20.0f : 0.0f);
+        be->i->upload(be, dy, a, (size_t)n * 4, NULL);
+        be->i->scale_softcap(be, dy, n, 0.19611613513f, capped ? 20.0f : 0.0f);
+        from_dev(got, dy, (size_t)n * 4);
+        CHECK(close_enough(got, ref, n, 1e-6, "scale_softcap"));
+    }
+
+    /* copy_rows: 7 rows of 100 from stride 130 into stride 111 (exact) */
+    memcpy(ref, c, (size_t)n * 4);
+    be->i->upload(be, dy, c, (size_t)n * 4, NULL);
+    cpu_ref_copy_rows(ref + 5, 111, a + 3, 130, 7, 100);
+    be->i->copy_rows(be, dy + 5, 111, da + 3, 130, 7, 100);
+    from_dev(got, dy, (size_t)n * 4);
+    CHECK(memcmp(got, ref, (size_t)n * 4) == 0);
+
+    be->i->release(be, da), be->i->release(be, db), be->i->release(be, dc), be->i->release(be, dy);
+    free(a), free(b), free(c), free(got), free(ref);
+}
+
+/* ---- attention ---- */
+
+struct attn_case {
+    uint32_t kv_type;
+    int n_head, n_head_kv, head_dim;
+    int64_t n_slots;
+    int window, block;
+    int n_tokens;
+    int32_t p_last;    /* position of the last query */
+};
+
+static size_t kv_elem(uint32_t t)
+{
+    return t == GLIM_TYPE_F32 ? 4 : 2;
+}
+
+static void check_attention(struct attn_case ac)
+{
+    int kv_dim = ac.n_head_kv * ac.head_dim, q_dim = ac.n_head * ac.head_dim;
+    size_t cache_bytes = (size_t)ac.n_slots * kv_dim * kv_elem(ac.kv_type);
+    void *hk = calloc(1, cache_bytes), *hv = calloc(1, cache_bytes);
+    void *dk = be->i->alloc(be, cache_bytes), *dv = be->i->alloc(be, cache_bytes);
+    /* store positions 0..p_last in chunks of up to 64 tokens, as a prefill would */
+    int32_t first = GLIM_MAX(0, ac.p_last + 1 - (int32_t)GLIM_MIN(ac.n_slots, 100000));
+    for (int32_t p0 = first; p0 <= ac.p_last; p0 += 64) {
+        int nt = (int)GLIM_MIN(64, ac.p_last + 1 - p0);
+        int32_t pos[64];
+        for (int t = 0; t < nt; t++)
+            pos[t] = p0 + t;
+        float *k = rand_vec((int64_t)nt * kv_dim, 3.0f), *v = rand_vec((int64_t)nt * kv_dim, 2.0f);
+        cpu_ref_kv_store(hk, hv, ac.kv_type, ac.n_slots, k, v, nt, pos, kv_dim);
+        float *dkk = to_dev(k, (size_t)nt * kv_dim * 4), *dvv = to_dev(v, (size_t)nt * kv_dim * 4);
+        int32_t *dpos = to_dev(pos, (size_t)nt * 4);
+        be->i->kv_store(be, dk, dv, ac.kv_type, ac.n_slots, dkk, dvv, nt, dpos, kv_dim);
+        be->i->release(be, dkk), be->i->release(be, dvv), be->i->release(be, dpos);
+        free(k), free(v);
+    }
+    void *gk = malloc(cache_bytes), *gv = malloc(cache_bytes);
+    from_dev(gk, dk, cache_bytes);
+    from_dev(gv, dv, cache_bytes);
+    CHECK(memcmp(gk, hk, cache_bytes) == 0 && memcmp(gv, hv, cache_bytes) == 0);
+
+    int32_t pos[64];
+    for (int t = 0; t < ac.n_tokens; t++)
+        pos[t] = ac.p_last - ac.n_tokens + 1 + t;
+    float *q = rand_vec((int64_t)ac.n_tokens * q_dim, 1.0f);
+    float *ref = malloc((size_t)ac.n_tokens * q_dim * 4), *got = malloc((size_t)ac.n_tokens * q_dim * 4);
+    struct be_attn_args a = {.out = ref, .q = q, .k_cache = hk, .v_cache = hv, .kv_type = ac.kv_type,
+                             .n_slots = ac.n_slots, .n_tokens = ac.n_tokens, .pos = pos, .pos_host0 = pos[0],
+                             .n_head = ac.n_head, .n_head_kv = ac.n_head_kv, .head_dim = ac.head_dim,
+                             .window = ac.window, .scale = 1.0f / sqrtf((float)ac.head_dim), .block = ac.block};
+    cpu_ref_attention(&a);
+    float *dq = to_dev(q, (size_t)ac.n_tokens * q_dim * 4);
+    float *dout = be->i->alloc(be, (size_t)ac.n_tokens * q_dim * 4);
+    int32_t *dpos = to_dev(pos, (size_t)ac.n_tokens * 4);
+    a.out = dout, a.q = dq, a.k_cache = dk, a.v_cache = dv, a.pos = dpos;
+    be->i->attention(be, &a);
+    from_dev(got, dout, (size_t)ac.n_tokens * q_dim * 4);
+    char what[160];
+    snprintf(what, sizeof what, "attention %s heads %d/%d dim %d slots %lld window %d block %d tokens %d p %d",
+             quant_type_name(ac.kv_type), ac.n_head, ac.n_head_kv, ac.head_dim, (long long)ac.n_slots, ac.window,
+             ac.block, ac.n_tokens, ac.p_last);
+    CHECK(close_enough(got, ref, (int64_t)ac.n_tokens * q_dim, 1e-5, what));
+    be->i->release(be, dq), be->i->release(be, dout), be->i->release(be, dpos);
+    be->i->release(be, dk), be->i->release(be, dv);
+    free(hk), free(hv), free(gk), free(gv), free(q), free(ref), free(got);
+}
+
+static void test_attention(void)
+{
+    static const uint32_t KV[] = {GLIM_TYPE_F32, GLIM_TYPE_F16, GLIM_TYPE_BF16};
+    for (int i = 0; i < 3; i++) {
+        uint32_t kt = KV[i];
+        /* decode, global, GQA 16:1 (Muse Glimmer shape), several positions */
+        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 37});
+        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 2999});
+        /* sliding window on a ring that has wrapped several times */
+        check_attention((struct attn_case){kt, 8, 2, 64, 96, 48, 0, 1, 1000});
+        check_attention((struct attn_case){kt, 8, 2, 64, 96, 48, 0, 7, 517});
+        check_attention((struct attn_case){kt, 4, 4, 80, 64, 16, 0, 3, 10});
+        /* prefill chunks, global and windowed, MHA and GQA */
+        check_attention((struct attn_case){kt, 6, 3, 64, 700, 0, 0, 40, 650});
+        check_attention((struct attn_case){kt, 16, 1, 128, 2100, 0, 0, 33, 2049});
+        check_attention((struct attn_case){kt, 32, 2, 128, 4096, 2048, 0, 17, 6000});
+        /* DFlash block (bidirectional tail), head_dim 256, more than 16 heads per KV head */
+        check_attention((struct attn_case){kt, 8, 2, 128, 512, 0, 5, 5, 300});
+        check_attention((struct attn_case){kt, 8, 2, 64, 96, 32, 4, 6, 500});
+        check_attention((struct attn_case){kt, 40, 1, 256, 300, 0, 0, 2, 200});
+    }
+}
+
+static void test_errors(void)
+{
+    struct glim_err err = {0};
+    struct be_weight w = {.name = "blk.0.bad", .type = GLIM_TYPE_Q2_K, .k = 256, .n = 1, .nbytes = 84};
+    static uint8_t junk[84];
+    w.host = junk;
+    CHECK_EQ(be->i->weight_init(be, &w, &err), GLIM_EUNSUPPORTED);
+    CHECK(strstr(err.msg, "blk.0.bad") != NULL);
+    CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
+}
+
+int main(void)
+{
+    if (!backend_cuda_available()) {
+        printf("skipped: no CUDA device\n");
+        return 0;
+    }
+    struct glim_err err = {0};
+    if (backend_cuda_new(0, &be, &err) != GLIM_OK) {
+        fprintf(stderr, "backend_cuda_new: %s\n", err.msg);
+        return 1;
+    }
+    printf("%s\n", be->desc);
+    RUN(test_get_rows);
+    RUN(test_matmul_shapes);
+    RUN(test_matmul_all_types);
+    RUN(test_rmsnorm);
+    RUN(test_rope);
+    RUN(test_elementwise);
+    RUN(test_attention);
+    RUN(test_errors);
+    CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
+    backend_free(be);
+    return DONE();
+}
+#endif

@@ -1,0 +1,228 @@
+/*
+ * cmd_run.c — `glim run`: tokenize a prompt (optionally through the model's
+ * chat template), prefill, then sample and stream text to stdout until an
+ * end-of-generation token or -n tokens. Stats go to stderr.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "glim.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+
+#ifdef GLIM_HAVE_TEXT
+#include "text/chat_prompt.h"
+#include "text/tok.h"
+
+static const char *USAGE =
+    "usage: glim run [-m MODEL] [-p TEXT | -f FILE] [options]\n"
+    "\n"
+    "Generates text from a prompt and streams it to stdout.\n"
+    "\n"
+    "  -m, --model FILE     GGUF model (default: the embedded models/stories260K.gguf)\n"
+    "  -p, --prompt TEXT    prompt (default: \"Once upon a time\")\n"
+    "  -f, --file FILE      read the prompt from FILE\n"
+    "  --chat               render the prompt as a user message with the model's chat template\n"
+    "  --system TEXT        system message (with --chat)\n"
+    "  -n N                 tokens to generate (default 128; stops earlier at end of generation)\n"
+    "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+    "  --top-k K            (default 40; 0 = off)\n"
+    "  --top-p P            (default 0.95; 1 = off)\n"
+    "  --min-p P            (default 0.05; 0 = off)\n"
+    "  --repeat-penalty R   (default 1 = off)\n"
+    "  --seed S             RNG seed (default: random)\n"
+    "  --ctx N              context size (default: the model's, at most 8192 here)\n"
+    "  --threads N          CPU threads (default: physical cores)\n"
+    "  --kernels ref|auto   scalar reference kernels or the fast ones (default auto)\n"
+    "  --device cpu|cuda    backend (default: cuda when present)\n"
+    "  --tokenizer FILE     tokenizer.json for models whose GGUF has no vocabulary\n"
+    "  --special            print control tokens as text\n";
+
+struct run_opts {
+    const char *model, *prompt, *file, *system, *device, *tokenizer;
+    bool chat, special;
+    long long n_predict, ctx, threads;
+    int kernels;
+    struct sampler_params sp;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse(int argc, char **argv, struct run_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        double d;
+        long long n;
+#define VAL() do { if (!(v = cli_value("run", argc, argv, &i))) return 2; } while (0)
+#define FLT(lo, hi, dst) do { VAL(); if (!cli_float("run", a, v, lo, hi, &d)) return 2; dst = (float)d; } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(USAGE, stdout);
+            return -1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); o->file = v; }
+        else if (!strcmp(a, "--system")) { VAL(); o->system = v; }
+        else if (!strcmp(a, "--device")) { VAL(); o->device = v; }
+        else if (!strcmp(a, "--tokenizer")) { VAL(); o->tokenizer = v; }
+        else if (!strcmp(a, "--chat")) o->chat = true;
+        else if (!strcmp(a, "--special")) o->special = true;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { VAL(); if (!cli_int("run", a, v, 0, 1 << 24, &o->n_predict)) return 2; }
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) { VAL(); if (!cli_int("run", a, v, 1, 0x7fffffff, &o->ctx)) return 2; }
+        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { VAL(); if (!cli_int("run", a, v, 0, 1024, &o->threads)) return 2; }
+        else if (!strcmp(a, "--temp")) FLT(0, 2, o->sp.temperature);
+        else if (!strcmp(a, "--top-p")) FLT(0, 1, o->sp.top_p);
+        else if (!strcmp(a, "--min-p")) FLT(0, 1, o->sp.min_p);
+        else if (!strcmp(a, "--repeat-penalty")) FLT(0.01, 100, o->sp.repeat_penalty);
+        else if (!strcmp(a, "--top-k")) { VAL(); if (!cli_int("run", a, v, 0, 1 << 30, &n)) return 2; o->sp.top_k = (int32_t)n; }
+        else if (!strcmp(a, "--seed")) { VAL(); if (!cli_int("run", a, v, 0, INT64_MAX, &n)) return 2; o->sp.seed = (uint64_t)n; }
+        else if (!strcmp(a, "--kernels")) {
+            VAL();
+            if (strcmp(v, "ref") && strcmp(v, "auto")) {
+                fprintf(stderr, "glim run: --kernels: expected ref or auto, got '%s'\n", v);
+                return 2;
+            }
+            o->kernels = strcmp(v, "ref") ? GLIM_KERNELS_AUTO : GLIM_KERNELS_REF;
+        } else {
+            fprintf(stderr, "glim run: unknown option '%s' (see glim run --help)\n", a);
+            return 2;
+        }
+#undef VAL
+#undef FLT
+    }
+    if (o->prompt && o->file) {
+        fprintf(stderr, "glim run: give -p or -f, not both\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The prompt as ids: raw text (BOS per the vocabulary) or a rendered chat. */
+static int build_prompt(const struct run_opts *o, const struct glim_model *m, const struct tok_vocab *v,
+                        const char *text, struct tok_ids *ids, struct glim_err *err)
+{
+    if (!o->chat)
+        return tok_encode(v, text, strlen(text), TOK_ADD_SPECIAL, ids, err);
+    return chat_encode_user_prompt(m->gguf, v, o->system, text, ids, err);
+}
+
+static int generate(const struct run_opts *o, struct glim_model *m, const struct tok_vocab *v,
+                    const struct tok_ids *prompt, struct glim_err *err)
+{
+    struct glim_session_params sp;
+    glim_session_params_init(&sp);
+    int64_t n_need = (int64_t)prompt->n + o->n_predict;
+    sp.n_ctx = o->ctx ? o->ctx : GLIM_MIN(glim_model_n_ctx_train(m), GLIM_MAX(n_need, 8192));
+    struct glim_session *s = NULL;
+    struct sampler *smp = NULL;
+    int V = glim_model_n_vocab(m);
+    float *logits = malloc((size_t)V * sizeof(float));
+    struct strbuf text;
+    strbuf_init(&text);
+    int rc = logits ? GLIM_OK : glim_fail(err, GLIM_ENOMEM, "out of memory");
+    if (rc == GLIM_OK)
+        rc = glim_session_new(m, &sp, &s, err);
+    if (rc == GLIM_OK)
+        rc = sampler_new(&o->sp, V, &smp, err);
+    if (rc != GLIM_OK)
+        goto done;
+    fprintf(stderr, "Prompt tokens: %zu\n", prompt->n);
+    for (size_t i = 0; i < prompt->n; i++)
+        sampler_accept(smp, prompt->data[i]);
+    double t0 = now_s();
+    if ((rc = glim_session_eval(s, prompt->data, (int)prompt->n, logits, 1, err)) != GLIM_OK)
+        goto done;
+    double t_first = now_s(), t_prefill = t_first - t0;
+    struct tok_stream ts;
+    tok_stream_init(&ts, v, o->special ? TOK_DECODE_SPECIAL : 0);
+    long long n_gen = 0;
+    while (n_gen < o->n_predict) {
+        int32_t id;
+        if ((rc = sampler_sample(smp, logits, V, &id, err)) != GLIM_OK)
+            goto done;
+        n_gen++;
+        if (tok_is_eog(v, id))
+            break;
+        sampler_accept(smp, id);
+        strbuf_reset(&text);
+        if ((rc = tok_stream_feed(&ts, id, &text)) != GLIM_OK)
+            goto done;
+        fwrite(text.data ? text.data : "", 1, text.len, stdout);
+        fflush(stdout);
+        if (n_gen == o->n_predict || glim_session_pos(s) >= glim_session_n_ctx(s))
+            break;
+        if ((rc = glim_session_eval(s, &id, 1, logits, 1, err)) != GLIM_OK)
+            goto done;
+    }
+    strbuf_reset(&text);
+    tok_stream_flush(&ts, &text);
+    fwrite(text.data ? text.data : "", 1, text.len, stdout);
+    fputc('\n', stdout);
+    double t_dec = now_s() - t_first;
+    fprintf(stderr, "prefill %.2f tok/s | decode %.2f tok/s (%lld tokens) | time to first token %.1f ms\n",
+            prompt->n / (t_prefill > 0 ? t_prefill : 1e-9), n_gen / (t_dec > 0 ? t_dec : 1e-9), n_gen,
+            t_prefill * 1e3);
+done:
+    strbuf_clear(&text);
+    sampler_free(smp);
+    glim_session_free(s);
+    free(logits);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run_opts o = {0};
+    sampler_params_init(&o.sp);
+    o.sp.temperature = 0.8f, o.sp.top_k = 40, o.sp.top_p = 0.95f, o.sp.min_p = 0.05f;
+    o.n_predict = 128;
+    int prc = parse(argc, argv, &o);
+    if (prc)
+        return prc < 0 ? 0 : prc;
+    if (!o.model)
+        o.model = cli_default_model();
+    char *file_text = NULL;
+    size_t file_len = 0;
+    if (o.file && !cli_read_file("run", o.file, &file_text, &file_len))
+        return 1;
+    const char *prompt = o.file ? file_text : o.prompt ? o.prompt : "Once upon a time";
+
+    struct glim_err err = {0};
+    struct glim_model_params mp;
+    glim_model_params_init(&mp);
+    mp.n_threads = (int)o.threads, mp.kernels = o.kernels, mp.device = o.device;
+    struct glim_model *m = NULL;
+    struct tok_vocab *v = NULL;
+    struct tok_ids ids;
+    tok_ids_init(&ids);
+    int rc = glim_model_load(o.model, &mp, &m, &err);
+    if (rc == GLIM_OK)
+        rc = o.tokenizer ? tok_vocab_from_json(o.tokenizer, &v, &err) : tok_vocab_from_gguf(m->gguf, &v, &err);
+    if (rc == GLIM_ENOTFOUND)
+        glim_err_prefix(&err, "%s has no vocabulary; pass --tokenizer tokenizer.json", o.model);
+    if (rc == GLIM_OK && tok_n_vocab(v) > glim_model_n_vocab(m))
+        rc = glim_fail(&err, GLIM_EINVAL, "tokenizer has %d tokens, the model only %d", tok_n_vocab(v),
+                       glim_model_n_vocab(m));
+    if (rc == GLIM_OK)
+        rc = build_prompt(&o, m, v, prompt, &ids, &err);
+    if (rc == GLIM_OK && ids.n == 0)
+        rc = glim_fail(&err, GLIM_EINVAL, "the prompt is empty");
+    if (rc == GLIM_OK)
+        rc = generate(&o, m, v, &ids, &err);
+    if (rc != GLIM_OK)
+        fprintf(stderr, "glim run: %s\n", err.msg);
+    tok_ids_clear(&ids);
+    tok_vocab_free(v);
+    glim_model_free(m);
+    free(file_text);
+    return rc == GLIM_OK ? 0 : 1;
+}
+#endif /* GLIM_HAVE_TEXT */
