@@ -60,6 +60,7 @@ struct glim_model_params {
     int         kernels;     /* enum glim_kernels */
     const char *device;      /* "cpu", "cuda" or NULL = default */
     bool        verbose;     /* print the memory plan etc. to stderr */
+    bool        no_graph;    /* do not capture decode steps as CUDA graphs */
 };
 
 enum glim_kv_type {

@@ -65,6 +65,95 @@ done:
     glim_model_free(m);
 }
 
+static double manifest_tol(const char *v)
+{
+    char *man = g_read_file(testdata("glimmer-tiny/MANIFEST"), NULL);
+    char key[64];
+    snprintf(key, sizeof key, "glimmer-tiny-%s.gguf", v);
+    double tol = -1;
+    const char *p = man ? strstr(man, key) : NULL;
+    const char *nl = p ? strchr(p, '\n') : NULL;
+    if (p && nl) {
+        const char *q = nl;
+        while (q > p && q[-1] != ' ')
+            q--;
+        tol = strtod(q, NULL);
+    }
+    free(man);
+    return tol;
+}
+
+static void check_variant_fast(const char *v, const int32_t *prompt, int n_prompt)
+{
+    enum { V = 512, NG = 32 };
+    char rel[256];
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.gguf", v);
+    struct glim_model *m = g_load(testdata(rel), GLIM_KERNELS_AUTO);
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.golden.json", v);
+    char *json = g_read_file(testdata(rel), NULL);
+    float *pre = load_golden(v, "prefill", (size_t)80 * V), *gre = load_golden(v, "greedy", (size_t)NG * V);
+    float *out = malloc(sizeof(float) * 80 * V), *row = malloc(sizeof(float) * V);
+    double tol = manifest_tol(v);
+    CHECK(tol > 0);
+    struct glim_session *s = NULL;
+    if (!m || !json || !pre || !gre)
+        goto done;
+    int32_t ids[NG];
+    float margin[NG];
+    const char *g = strstr(json, "\"greedy\"");
+    CHECK_EQ(g_parse_ids_after(g ? g : json, "\"torch\":", ids, NG), NG);
+    const char *mg = strstr(json, "\"torch_top1_minus_top2\":");
+    for (int k = 0; mg && k < NG; k++) {
+        mg = strpbrk(mg + (k ? 1 : 25), "0123456789");
+        margin[k] = mg ? strtof(mg, (char **)&mg) : 0;
+    }
+    CHECK(mg != NULL);
+    CHECK_EQ(g_eval_all(m, prompt, n_prompt, 16, GLIM_KV_F32, out), 0);
+    double d_pre = g_maxabs(out, pre, (size_t)80 * V), d_gre = 0;
+    /* teacher-forced greedy: feed the golden ids, compare every step's logits */
+    s = g_session(m, 0, GLIM_KV_F32);
+    struct glim_err err = {0};
+    CHECK_EQ(glim_session_eval(s, prompt, n_prompt, row, 1, &err), 0);
+    int checked = 0, agree = 0;
+    for (int k = 0; k < NG; k++) {
+        double d = g_maxabs(row, gre + (size_t)k * V, V);
+        if (d > d_gre)
+            d_gre = d;
+        if (margin[k] > tol) {
+            checked++;
+            agree += g_argmax(row, V) == ids[k];
+        }
+        if (k + 1 < NG)
+            CHECK_EQ(glim_session_eval(s, &ids[k], 1, row, 1, &err), 0);
+    }
+    printf("  %-7s fast path: prefill %.3g  greedy %.3g  (tol %.3g)  argmax on %d steps with margin > tol: %d equal\n",
+           v, d_pre, d_gre, tol, checked, agree);
+    CHECK(d_pre <= tol);
+    CHECK(d_gre <= tol);
+    CHECK_EQ(agree, checked);
+done:
+    glim_session_free(s);
+    free(out);
+    free(row);
+    free(pre);
+    free(gre);
+    free(json);
+    glim_model_free(m);
+}
+
+static void test_glimmer_tiny_fast(void)
+{
+    char *ids_txt = g_read_file(testdata("glimmer-tiny/prompt.ids"), NULL);
+    CHECK(ids_txt != NULL);
+    if (!ids_txt)
+        return;
+    int32_t prompt[128];
+    int n = g_parse_ids_after(ids_txt, "", prompt, 128);
+    for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
+        check_variant_fast(VARIANTS[i], prompt, n);
+    free(ids_txt);
+}
+
 static void test_glimmer_tiny(void)
 {
     char *ids_txt = g_read_file(testdata("glimmer-tiny/prompt.ids"), NULL);
@@ -82,5 +171,6 @@ static void test_glimmer_tiny(void)
 int main(void)
 {
     RUN(test_glimmer_tiny);
+    RUN(test_glimmer_tiny_fast);
     return DONE();
 }

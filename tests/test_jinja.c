@@ -112,6 +112,15 @@ static const struct render_case CASES[] = {
     {"{% set a, b = [1, 2] %}{{ a }}{{ b }}{% set x = 1, 2 %}{{ x | length }}|{% filter upper %}shout{% endfilter %}|{{ range(3) | list }}{{ range(1, 10, 3) | list }}|{{ dict(a=1) }}",
      "{}",
      "122|SHOUT|[0, 1, 2][1, 4, 7]|{'a': 1}"},
+    {"{{ [3, 1, 2, 1] | sort(reverse=true) }}|{{ users | sort(attribute='age') | map(attribute='n') | join }}|{{ users | sort(attribute='age', reverse=true) | map(attribute='n') | join }}|{{ ['b', 'B', 'a'] | sort(case_sensitive=true) }}|{{ d | dictsort(by='value', reverse=true) }}",
+     "{\"users\": [{\"n\": \"a\", \"age\": 3}, {\"n\": \"b\", \"age\": 1}, {\"n\": \"c\", \"age\": 3}, {\"n\": \"d\", \"age\": 1}], \"d\": {\"x\": 1, \"y\": 3, \"z\": 2}}",
+     "[3, 2, 1, 1]|bdac|acbd|['B', 'a', 'b']|[('y', 3), ('z', 2), ('x', 1)]"},
+    {"{{ 'ab'.replace('', '-') }}|{{ 'ab'.replace('', '-', 1) }}|{{ 'abcabc'.find('c') }}|{{ 'abcabc'.count('bc') }}|{{ 'abc'.count('') }}|{{ 'x'.find('y') }}|{{ 'a.b.c'.split('.', 1) }}|{{ '' in 'abc' }}|{{ 'héllo wörld'.upper() }}",
+     "{}",
+     "-a-b-|-ab|2|2|4|-1|['a', 'b.c']|True|HÉLLO WÖRLD"},
+    {"{{ x | tojson(ensure_ascii=true) }}|{{ x | tojson(separators=(',', ':')) }}|{{ x | tojson(indent=1, sort_keys=true) }}|{{ [[], {}, [1, [2]]] | tojson(indent=2) }}",
+     "{\"x\": {\"\\u00e9\": \"\\ud83d\\ude00 \\u00fc\\u0001\", \"a\": [1.0, -2]}}",
+     "{\"\\u00e9\": \"\\ud83d\\ude00 \\u00fc\\u0001\", \"a\": [1.0, -2]}|{\"é\":\"😀 ü\\u0001\",\"a\":[1.0,-2]}|{\n \"a\": [\n  1.0,\n  -2\n ],\n \"é\": \"😀 ü\\u0001\"\n}|[\n  [],\n  {},\n  [\n    1,\n    [\n      2\n    ]\n  ]\n]"},
 };
 
 /* Render tmpl with the JSON context; returns the status, output in sb, message in err. */
@@ -232,6 +241,15 @@ static void test_limits(void)
     expect_error("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
                  NULL, 16 << 20, GLIM_ENOMEM, "out of memory", NULL);
     expect_error("{{ range(100000000) | length }}", NULL, 0, GLIM_ERANGE, "range too big", NULL);
+    expect_error("{{ range(300000) | reverse | sort | unique | length }}", &small, 0, GLIM_ERANGE,
+                 "render exceeded 200000 steps", NULL);
+    /* printing multiplies sizes without allocating them: bounded as well */
+    expect_error("{% set a = ['x' * 1000] * 1000 %}{% set b = [a] * 1000 %}{{ b }}", NULL, 0, GLIM_ERANGE,
+                 "too large to print", NULL);
+    expect_error("{% set a = ['x' * 1000] * 1000 %}{{ ([a] * 1000) | join }}", &small, 0, GLIM_ERANGE,
+                 "join result exceeds 1048576 bytes", NULL);
+    expect_error("{% set a = 'x' * 100000 %}{{ a.join([a] * 10000) }}", &small, 0, GLIM_ERANGE,
+                 "join result exceeds 1048576 bytes", NULL);
     /* a namespace holding itself prints without recursing forever */
     struct strbuf sb;
     struct glim_err err = {0};
@@ -251,7 +269,7 @@ static void test_json_input(void)
     CHECK_EQ(jinja_json_parse(a, doc, strlen(doc), &v, &err), GLIM_OK);
     struct strbuf sb;
     strbuf_init(&sb);
-    CHECK_EQ(jinja_to_json(&sb, v, -1, false, &err), GLIM_OK);
+    CHECK_EQ(jinja_to_json(&sb, v, NULL, &err), GLIM_OK);
     CHECK(!strcmp(strbuf_cstr(&sb), "{\"b\": [1, -2500.0, true, null, \"\xc3\xa9\xf0\x9f\x98\x80\\n\"], \"a\": {}}"));
     strbuf_reset(&sb);
     CHECK_EQ(jinja_to_str(&sb, v, &err), GLIM_OK);
@@ -309,7 +327,7 @@ static void test_c_values(void)
     struct strbuf sb;
     strbuf_init(&sb);
     CHECK_EQ(jinja_render(t, a, ctx, NULL, &sb, &err), GLIM_OK);
-    CHECK(!strcmp(strbuf_cstr(&sb), "['héllo', 0.5] [\"héllo\", 0.5] HéLLO"));
+    CHECK(!strcmp(strbuf_cstr(&sb), "['héllo', 0.5] [\"héllo\", 0.5] HÉLLO"));
     strbuf_clear(&sb);
     jinja_template_free(t);
     jinja_arena_free(a);

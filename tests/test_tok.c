@@ -17,6 +17,8 @@ int main(void)
 #include <stdint.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "base/alloc.h"
 #include "gguf/gguf.h"
 #include "text/tok.h"
@@ -537,6 +539,30 @@ static void test_stories_spm(void)
     tok_vocab_free(v);
 }
 
+/* glimmer-tiny: a muse-glimmer GGUF with the stories260K SPM vocabulary
+ * (no Muse table for it); prompt.json holds llama.cpp's ids of its text */
+static void test_glimmer_tiny_prompt(void)
+{
+    struct tok_vocab *v = load_gguf_vocab("glimmer-tiny/glimmer-tiny-F32.gguf");
+    json_t *j = json_load_file(testdata("glimmer-tiny/prompt.json"), 0, NULL);
+    CHECK(v != NULL && j != NULL);
+    if (v && j) {
+        const char *text = json_string_value(json_object_get(j, "text"));
+        const json_t *want = json_object_get(j, "ids");
+        struct tok_ids ids;
+        tok_ids_init(&ids);
+        CHECK_EQ(tok_n_vocab(v), 512);
+        CHECK_EQ(tok_encode(v, text, strlen(text), TOK_ADD_SPECIAL, &ids, NULL), GLIM_OK);
+        CHECK_EQ(ids.n, json_integer_value(json_object_get(j, "n_tokens_full")));
+        CHECK_EQ(json_array_size(want), 80);
+        for (size_t i = 0; i < json_array_size(want) && i < ids.n; i++)
+            CHECK_EQ(ids.data[i], json_integer_value(json_array_get(want, i)));
+        tok_ids_clear(&ids);
+    }
+    json_decref(j);
+    tok_vocab_free(v);
+}
+
 static void test_errors(void)
 {
     struct gguf_file *f = NULL;
@@ -620,6 +646,7 @@ int main(void)
     RUN(test_muse_goldens);
     RUN(test_stream);
     RUN(test_stories_spm);
+    RUN(test_glimmer_tiny_prompt);
     RUN(test_errors);
     RUN(test_alloc_failures);
     tok_vocab_free(llama4);

@@ -41,6 +41,7 @@ static void usage(FILE *out)
             "  -t, --threads N    threads, comma list (default: glim's default, physical cores)\n"
             "  --device D         cpu | cuda (default: glim's default)\n"
             "  --kernels K        auto | ref (default auto)\n"
+            "  --no-graph         do not replay decode steps as CUDA graphs\n"
             "  --json             print a JSON array (llama-bench field names) instead of the table\n"
             "  -o md|json         same as llama-bench's -o\n"
             "  --membw            measure memory read bandwidth; alone: only that, with a model:\n"
@@ -62,7 +63,7 @@ struct opts {
     int  reps;
     const char *device;
     int  kernels;
-    bool json, membw, model_given;
+    bool json, membw, model_given, no_graph;
     long long membw_mib;
     unsigned long long seed;
 };
@@ -145,6 +146,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         if (is_flag(f, "--membw", NULL)) {
             o->membw = true;
+            continue;
+        }
+        if (is_flag(f, "--no-graph", NULL)) {
+            o->no_graph = true;
             continue;
         }
         const char *v = cli_value(CMD, argc, argv, &i);
@@ -513,6 +518,7 @@ static int bench_threads(const struct opts *o, const struct model_facts *mf, int
     mp.n_threads = n_threads;
     mp.kernels = o->kernels;
     mp.device = o->device;
+    mp.no_graph = o->no_graph;
     struct glim_model *m = NULL;
     int rc = glim_model_load(o->model, &mp, &m, err);
     int shown_threads = n_threads > 0 ? n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);

@@ -31,6 +31,7 @@ static const char *USAGE =
     "  --threads N           CPU threads (default: physical cores)\n"
     "  --kernels ref|auto    ref = scalar reference kernels (exact dequant, f32)\n"
     "  --device cpu|cuda     backend (default: cuda when present)\n"
+    "  --no-graph            do not replay decode steps as CUDA graphs\n"
     "  --kv-type f32|f16|bf16  KV cache type (default: f32 with ref kernels, else f16)\n"
     "  --draft FILE          DFlash draft GGUF: speculative greedy decoding for --generate\n"
     "  --block-length B      DFlash block length (2..draft block_size; default block_size)\n"
@@ -41,7 +42,7 @@ struct eval_opts {
     const char *model, *tokens, *tokens_file, *logits_out, *device, *draft;
     long long chunk, generate, ctx, threads, block_length, n_draft;
     int kernels, kv_type;
-    bool verbose;
+    bool verbose, no_graph;
 };
 
 static double now_s(void)
@@ -73,6 +74,7 @@ static int parse(int argc, char **argv, struct eval_opts *o)
         else if (!strcmp(a, "--tokens-file")) { VAL(); o->tokens_file = v; }
         else if (!strcmp(a, "--logits-out")) { VAL(); o->logits_out = v; }
         else if (!strcmp(a, "--device")) { VAL(); o->device = v; }
+        else if (!strcmp(a, "--no-graph")) o->no_graph = true;
         else if (!strcmp(a, "--draft")) { VAL(); o->draft = v; }
         else if (!strcmp(a, "--block-length")) { VAL(); if (!cli_int("eval", a, v, 2, DFLASH_MAX_BLOCK, &o->block_length)) return 2; }
         else if (!strcmp(a, "--n-draft")) { VAL(); if (!cli_int("eval", a, v, 1, DFLASH_MAX_BLOCK - 1, &o->n_draft)) return 2; }
@@ -169,7 +171,7 @@ static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
     struct glim_err err = {0};
     struct glim_model_params mp;
     glim_model_params_init(&mp);
-    mp.n_threads = (int)o->threads, mp.kernels = o->kernels, mp.device = o->device;
+    mp.n_threads = (int)o->threads, mp.kernels = o->kernels, mp.device = o->device, mp.no_graph = o->no_graph;
     mp.verbose = o->verbose;
     struct glim_model *m = NULL;
     struct glim_session *s = NULL;

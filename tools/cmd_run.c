@@ -38,12 +38,13 @@ static const char *USAGE =
     "  --threads N          CPU threads (default: physical cores)\n"
     "  --kernels ref|auto   scalar reference kernels or the fast ones (default auto)\n"
     "  --device cpu|cuda    backend (default: cuda when present)\n"
+    "  --no-graph           do not replay decode steps as CUDA graphs\n"
     "  --tokenizer FILE     tokenizer.json for models whose GGUF has no vocabulary\n"
     "  --special            print control tokens as text\n";
 
 struct run_opts {
     const char *model, *prompt, *file, *system, *device, *tokenizer;
-    bool chat, special;
+    bool chat, special, no_graph;
     long long n_predict, ctx, threads;
     int kernels;
     struct sampler_params sp;
@@ -72,6 +73,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { VAL(); o->file = v; }
         else if (!strcmp(a, "--system")) { VAL(); o->system = v; }
         else if (!strcmp(a, "--device")) { VAL(); o->device = v; }
+        else if (!strcmp(a, "--no-graph")) o->no_graph = true;
         else if (!strcmp(a, "--tokenizer")) { VAL(); o->tokenizer = v; }
         else if (!strcmp(a, "--chat")) o->chat = true;
         else if (!strcmp(a, "--special")) o->special = true;
@@ -199,6 +201,7 @@ int cmd_run(int argc, char **argv)
     struct glim_model_params mp;
     glim_model_params_init(&mp);
     mp.n_threads = (int)o.threads, mp.kernels = o.kernels, mp.device = o.device;
+    mp.no_graph = o.no_graph;
     struct glim_model *m = NULL;
     struct tok_vocab *v = NULL;
     struct tok_ids ids;

@@ -52,7 +52,7 @@ static int parse(int argc, char **argv, struct srv_config *c)
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { INT(0, 1024); c->n_threads = (int)n; }
         else if (!strcmp(a, "--max-body-bytes")) { INT(1024, 1LL << 32); c->max_body_bytes = (size_t)n; }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) c->verbose = true;
-        else if (!strcmp(a, "--test-output")) { VAL(); c->test_output_path = v; }
+        else if (!strcmp(a, "--test-output") || !strcmp(a, "--test-output-tokens")) { VAL(); c->test_output_path = v; }
         else if (!strcmp(a, "--test-mode")) c->test_mode = true;
         else {
             fprintf(stderr, "glim serve: unknown option '%s' (see glim serve --help)\n", a);

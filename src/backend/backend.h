@@ -108,6 +108,16 @@ struct backend_i {
     void (*kv_store)(struct backend *be, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
                      const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim);
     void (*attention)(struct backend *be, const struct be_attn_args *a);
+
+    /* ---- optional: graph capture of a whole decode step (CUDA graphs) ----
+     * NULL on backends without it. Between graph_begin and graph_end only ops are
+     * called (no upload/download/alloc); every per-step value they read (ids, pos,
+     * KV contents) lives in device memory, so the graph is replayed after the host
+     * uploads the new ids/positions. graph_end returns an opaque handle. */
+    int  (*graph_begin)(struct backend *be, struct glim_err *err);
+    int  (*graph_end)(struct backend *be, void **graph, struct glim_err *err);
+    int  (*graph_launch)(struct backend *be, void *graph, struct glim_err *err);
+    void (*graph_free)(struct backend *be, void *graph);
 };
 
 struct backend {

@@ -82,9 +82,17 @@ size_t jinja_len(struct jinja_value v);     /* items of a list/dict, code points
 int jinja_json_parse(struct jinja_arena *a, const char *text, size_t len,
                      struct jinja_value *out, struct glim_err *err);
 
-/* Append Python's str(v) / json.dumps(v) (ensure_ascii=False) to sb. indent < 0 = none. */
+/* json.dumps options; {0} with indent = -1 is HF's tojson default. */
+struct jinja_json_opts {
+    int indent;                /* < 0: one line */
+    bool sort_keys;
+    bool ensure_ascii;         /* escape non-ASCII as \uXXXX */
+    const char *item_sep;      /* NULL: ", " (one line) or "," (indented) */
+    const char *key_sep;       /* NULL: ": " */
+};
+/* Append Python's str(v) / json.dumps(v, ...) to sb. */
 int jinja_to_str(struct strbuf *sb, struct jinja_value v, struct glim_err *err);
-int jinja_to_json(struct strbuf *sb, struct jinja_value v, int indent, bool sort_keys,
+int jinja_to_json(struct strbuf *sb, struct jinja_value v, const struct jinja_json_opts *o,
                   struct glim_err *err);
 
 struct jinja_template;

@@ -193,10 +193,7 @@ int jinja_contains(struct jenv *env, const struct jnode *n, struct jinja_value h
         if (needle.type != JINJA_STR)
             return jinja_fail_at(env, n, GLIM_EINVAL, "'in <string>' requires string as left operand, not %s",
                                  jinja_type_name(needle));
-        if (needle.u.s->len == 0)
-            *out = true;
-        for (size_t i = 0; !*out && i + needle.u.s->len <= hay.u.s->len; i++)
-            *out = !memcmp(hay.u.s->s + i, needle.u.s->s, needle.u.s->len);
+        *out = jinja_find(hay.u.s->s, hay.u.s->len, needle.u.s->s, needle.u.s->len) != NULL;
         return GLIM_OK;
     case JINJA_LIST:
         for (size_t i = 0; i < hay.u.l->n && !*out; i++)

@@ -68,11 +68,19 @@ static int f_trim(const struct fctx *c, struct jinja_value in, const struct jarg
 
 static int f_tojson(const struct fctx *c, struct jinja_value in, const struct jargs *a, struct jinja_value *out)
 {
-    struct jinja_value ind = jinja_arg(a, 1, "indent");
-    int indent = ind.type == JINJA_INT ? (int)GLIM_MIN(GLIM_MAX(ind.u.i, 0), 64) : -1;
+    /* HF: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+    struct jinja_value ind = jinja_arg(a, 1, "indent"), seps = jinja_arg(a, 2, "separators");
+    struct jinja_json_opts o = {
+        .indent = ind.type == JINJA_INT ? (int)GLIM_MIN(GLIM_MAX(ind.u.i, 0), 64) : -1,
+        .sort_keys = opt_true(a, 3, "sort_keys"),
+        .ensure_ascii = opt_true(a, 0, "ensure_ascii"),
+    };
+    if (seps.type == JINJA_LIST && seps.u.l->n == 2 && seps.u.l->v[0].type == JINJA_STR &&
+        seps.u.l->v[1].type == JINJA_STR)
+        o.item_sep = seps.u.l->v[0].u.s->s, o.key_sep = seps.u.l->v[1].u.s->s;
     struct strbuf sb;
     strbuf_init(&sb);
-    int rc = jinja_to_json(&sb, in, indent, opt_true(a, 3, "sort_keys"), c->env->err);
+    int rc = jinja_to_json(&sb, in, &o, c->env->err);
     if (rc)
         rc = jinja_fail_at(c->env, c->n, rc, "%s", c->env->err ? c->env->err->msg : "tojson failed");
     else if (jinja_str(c->env->a, strbuf_cstr(&sb), sb.len, out))
@@ -149,6 +157,8 @@ static int f_join(const struct fctx *c, struct jinja_value in, const struct jarg
             rc = OOM(c);
         if (!rc && jinja_to_str(&sb, v, c->env->err))
             rc = ECODE(c);
+        if (!rc && sb.len > c->env->o.max_output_bytes)
+            rc = jinja_fail_at(c->env, c->n, GLIM_ERANGE, "join result exceeds %zu bytes", c->env->o.max_output_bytes);
     }
     if (!rc && jinja_str(c->env->a, strbuf_cstr(&sb), sb.len, out))
         rc = OOM(c);
@@ -286,24 +296,42 @@ static int sort_key(const struct fctx *c, struct jinja_value v, bool cs, struct 
     return GLIM_OK;
 }
 
-/* Stable insertion sort of items by keys (lists in chat templates are short). */
+static int key_less(const struct fctx *c, struct jinja_value x, struct jinja_value y, bool *lt)
+{
+    if (jinja_step(c->env, c->n))
+        return ECODE(c);
+    if (jinja_less(x, y, lt, c->env->err))
+        return jinja_fail_at(c->env, c->n, GLIM_EINVAL, "%s", c->env->err ? c->env->err->msg : "unorderable");
+    return GLIM_OK;
+}
+
+/* Stable bottom-up merge sort of items by keys, like Python's sorted(); every
+ * comparison costs a step, so sorting is bounded like loops are. */
 static int sort_by(const struct fctx *c, struct jinja_value *items, struct jinja_value *keys, size_t n,
                    bool reverse)
 {
-    for (size_t i = 1; i < n; i++) {
-        for (size_t j = i; j > 0; j--) {
-            bool lt;
-            struct jinja_value x = keys[j], y = keys[j - 1];
-            if (jinja_less(reverse ? y : x, reverse ? x : y, &lt, c->env->err))
-                return jinja_fail_at(c->env, c->n, GLIM_EINVAL, "%s", c->env->err ? c->env->err->msg : "unorderable");
-            if (!lt)
-                break;
-            struct jinja_value t = items[j];
-            items[j] = items[j - 1], items[j - 1] = t;
-            keys[j] = keys[j - 1], keys[j - 1] = x;
+    if (n < 2)
+        return GLIM_OK;
+    struct jinja_value *ti = jinja_alloc(c->env->a, n * sizeof *ti), *tk = jinja_alloc(c->env->a, n * sizeof *tk);
+    if (!ti || !tk)
+        return OOM(c);
+    for (size_t w = 1; w < n; w = w > n / 2 ? n : w * 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = GLIM_MIN(lo + w, n), hi = GLIM_MIN(lo + 2 * w, n), i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                bool take_j;
+                if (key_less(c, reverse ? keys[i] : keys[j], reverse ? keys[j] : keys[i], &take_j))
+                    return ECODE(c);
+                size_t from = take_j ? j++ : i++;
+                ti[k] = items[from], tk[k++] = keys[from];
+            }
+            for (; i < mid; i++, k++)
+                ti[k] = items[i], tk[k] = keys[i];
+            for (; j < hi; j++, k++)
+                ti[k] = items[j], tk[k] = keys[j];
         }
-        if (jinja_step(c->env, c->n))
-            return ECODE(c);
+        memcpy(items, ti, n * sizeof *ti);
+        memcpy(keys, tk, n * sizeof *tk);
     }
     return GLIM_OK;
 }
@@ -361,12 +389,13 @@ static int f_unique(const struct fctx *c, struct jinja_value in, const struct ja
         bool dup = false;
         if ((attr.type != JINJA_UNDEFINED && get_path(c, k, attr, &k)) || sort_key(c, k, cs, &k))
             return ECODE(c);
-        for (size_t j = 0; j < seen.u.l->n && !dup; j++)
+        for (size_t j = 0; j < seen.u.l->n && !dup; j++) {
+            if (jinja_step(c->env, c->n))
+                return ECODE(c);
             dup = jinja_equal(seen.u.l->v[j], k);
+        }
         if (!dup && (jinja_list_push(c->env->a, seen, k) || jinja_list_push(c->env->a, *out, items->v[i])))
             return OOM(c);
-        if (jinja_step(c->env, c->n))
-            return ECODE(c);
     }
     return GLIM_OK;
 }

@@ -12,6 +12,9 @@
 
 #define JINJA_MAX_NEST 128        /* value printing/compare/JSON depth */
 #define JINJA_MAX_EVAL_DEPTH 600  /* statement + expression recursion while rendering */
+/* jinja_dict_set replaces an equal key only while the dict is smaller than this: the
+ * lookup is linear, and a hostile JSON object with 10^5 keys must not cost 10^10 compares */
+#define JINJA_DEDUPE_MAX 1024
 
 struct jlist {
     size_t n, cap;
@@ -37,6 +40,8 @@ bool jinja_is_number(struct jinja_value v);                 /* int, float or boo
 double jinja_num(struct jinja_value v);
 int jinja_dict_find(const struct jdict *d, struct jinja_value key);   /* index or -1 */
 const char *jinja_type_name(struct jinja_value v);
+/* First occurrence of needle in hay (linear time); NULL if absent. */
+const char *jinja_find(const char *hay, size_t hay_len, const char *needle, size_t needle_len);
 /* UTF-8 code point helpers (invalid bytes count as one code point each). */
 size_t jinja_utf8_count(const char *s, size_t n);
 size_t jinja_utf8_next(const char *s, size_t n, size_t i);  /* offset after the code point at i */

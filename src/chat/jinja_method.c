@@ -3,7 +3,7 @@
  * templates call on strings and dicts (.strip() .split() .startswith() .items()
  * .get() ...), and the global functions HF provides: range, namespace, dict,
  * raise_exception and strftime_now. Mutating methods (append, update, pop) are
- * refused, as in HF's ImmutableSandboxedEnvironment. Case mapping is ASCII-only.
+ * refused, as in HF's ImmutableSandboxedEnvironment.
  */
 #include <ctype.h>
 #include <string.h>
@@ -201,10 +201,7 @@ static int str_split(struct jenv *env, const struct jnode *n, const struct jstr 
     if (p->len == 0)
         return jinja_fail_at(env, n, GLIM_EINVAL, "empty separator");
     for (;;) {
-        const char *hit = NULL;
-        for (size_t k = i; max != 0 && k + p->len <= len && !hit; k++)
-            if (!memcmp(s->s + k, p->s, p->len))
-                hit = s->s + k;
+        const char *hit = max != 0 ? jinja_find(s->s + i, len - i, p->s, p->len) : NULL;
         if (!hit)
             return push_str(env, n, *out, s->s + i, len - i);
         if (push_str(env, n, *out, s->s + i, (size_t)(hit - s->s) - i))
@@ -239,22 +236,95 @@ static int str_affix(struct jenv *env, const struct jnode *n, const struct jstr 
     return GLIM_OK;
 }
 
-/* upper / lower / title / capitalize (ASCII letters only) */
+/* Simple case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic: what
+ * chat text mostly holds. Other scripts pass through unchanged. */
+static uint32_t case_map(uint32_t c, bool up)
+{
+    if (c < 0x80)
+        return up ? (uint32_t)toupper((int)c) : (uint32_t)tolower((int)c);
+    if (up) {
+        if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) ||
+            (c >= 0x430 && c <= 0x44F))
+            return c - 0x20;
+        if (c == 0x3C2)
+            return 0x3A3;
+        if (c >= 0x450 && c <= 0x45F)
+            return c - 0x50;
+        if (c == 0xFF)
+            return 0x178;
+        if (c >= 0x100 && c <= 0x17F && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+            bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+            if (odd_lower ? (c & 1) == 0 : (c & 1) == 1)
+                return c - 1;
+        }
+        return c;
+    }
+    if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) ||
+        (c >= 0x410 && c <= 0x42F))
+        return c + 0x20;
+    if (c >= 0x400 && c <= 0x40F)
+        return c + 0x50;
+    if (c == 0x178)
+        return 0xFF;
+    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x138 && c != 0x149 && c != 0x178 && c != 0x17F) {
+        bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+        if (odd_upper ? (c & 1) == 1 : (c & 1) == 0)
+            return c + 1;
+    }
+    return c;
+}
+
+static uint32_t utf8_decode(const char *s, size_t len, size_t i, size_t next)
+{
+    unsigned char b = (unsigned char)s[i];
+    size_t n = next - i;
+    if (n == 1)
+        return b;
+    uint32_t c = b & (0x7F >> n);
+    for (size_t k = 1; k < n && i + k < len; k++)
+        c = c << 6 | ((unsigned char)s[i + k] & 0x3F);
+    return c;
+}
+
+static int put_cp(struct strbuf *sb, uint32_t c)
+{
+    char b[4];
+    size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (n == 1)
+        b[0] = (char)c;
+    else {
+        for (size_t k = n - 1; k > 0; k--, c >>= 6)
+            b[k] = (char)(0x80 | (c & 0x3F));
+        b[0] = (char)((0xF00 >> n) | c);
+    }
+    return strbuf_append(sb, b, n);
+}
+
+/* upper (0) / lower (1) / title (2) / capitalize (3) */
 static int str_case(struct jenv *env, const struct jnode *n, const struct jstr *s, int mode,
                     struct jinja_value *out)
 {
-    if (jinja_str(env->a, s->s, s->len, out))
-        return OOM(env, n);
-    char *p = out->u.s->s;
-    bool prev_alpha = false;
-    for (size_t i = 0; i < s->len; i++) {
-        unsigned char c = (unsigned char)p[i];
-        bool up = mode == 0 || (mode == 2 && !prev_alpha) || (mode == 3 && i == 0);
-        if (c < 0x80)
-            p[i] = (char)(up ? toupper(c) : tolower(c));
-        prev_alpha = isalpha(c) || c >= 0x80;
+    struct strbuf sb;
+    strbuf_init(&sb);
+    bool prev_cased = false;
+    int rc = GLIM_OK;
+    for (size_t i = 0, j; i < s->len && !rc; i = j) {
+        j = jinja_utf8_next(s->s, s->len, i);
+        uint32_t c = utf8_decode(s->s, s->len, i, j);
+        bool up = mode == 0 || (mode == 2 && !prev_cased) || (mode == 3 && i == 0);
+        uint32_t m = case_map(c, up);
+        prev_cased = case_map(c, true) != case_map(c, false) || c == 0xDF;
+        if (j - i == 1 && c >= 0x80)
+            rc = strbuf_append(&sb, s->s + i, 1);   /* invalid byte: keep it */
+        else if (up && c == 0xDF)
+            rc = strbuf_append(&sb, mode == 0 ? "SS" : "Ss", 2);   /* Python: 'ß'.upper() == 'SS' */
+        else
+            rc = put_cp(&sb, m);
     }
-    return GLIM_OK;
+    if (!rc)
+        rc = jinja_str(env->a, strbuf_cstr(&sb), sb.len, out);
+    strbuf_clear(&sb);
+    return rc ? OOM(env, n) : GLIM_OK;
 }
 
 int jinja_str_replace(struct jenv *env, const struct jnode *n, const struct jstr *s,
@@ -269,20 +339,18 @@ int jinja_str_replace(struct jenv *env, const struct jnode *n, const struct jstr
     int rc = GLIM_OK;
     size_t i = 0;
     while (i <= s->len && !rc) {
-        bool hit = count != 0 && i + a->len <= s->len && !memcmp(s->s + i, a->s, a->len);
-        if (hit) {
-            rc = strbuf_append(&sb, b->s, b->len);
-            count--;
-            if (a->len == 0) {   /* Python inserts between every character */
-                if (i < s->len)
-                    rc = rc ? rc : strbuf_append(&sb, s->s + i, 1);
-                i++;
-            } else {
-                i += a->len;
-            }
-        } else {
-            if (i < s->len)
-                rc = strbuf_append(&sb, s->s + i, 1);
+        const char *hit = count != 0 ? jinja_find(s->s + i, s->len - i, a->s, a->len) : NULL;
+        size_t at = hit ? (size_t)(hit - s->s) : s->len;
+        rc = strbuf_append(&sb, s->s + i, at - i);
+        if (!hit || rc)
+            break;
+        rc = strbuf_append(&sb, b->s, b->len);
+        count--;
+        i = at + a->len;
+        if (a->len == 0) {   /* Python inserts between every character */
+            if (i >= s->len)
+                break;
+            rc = rc ? rc : strbuf_append(&sb, s->s + i, 1);
             i++;
         }
         if (!rc && sb.len > env->o.max_output_bytes)
@@ -298,17 +366,17 @@ static int str_find(const struct jstr *s, const struct jstr *sub, int64_t *count
 {
     int64_t first = -1;
     *count = 0;
-    for (size_t i = 0; i + sub->len <= s->len;) {
-        if (!memcmp(s->s + i, sub->s, sub->len)) {
-            if (first < 0)
-                first = (int64_t)jinja_utf8_count(s->s, i);
-            (*count)++;
-            i += sub->len ? sub->len : 1;
-        } else {
-            i++;
-        }
+    for (size_t i = 0; i <= s->len;) {
+        const char *hit = jinja_find(s->s + i, s->len - i, sub->s, sub->len);
+        if (!hit)
+            break;
+        i = (size_t)(hit - s->s);
+        if (first < 0)
+            first = (int64_t)jinja_utf8_count(s->s, i);
+        (*count)++;
+        i += sub->len ? sub->len : 1;
     }
-    return (int)first;
+    return (int)GLIM_MIN(first, INT32_MAX);
 }
 
 static int str_method(struct jenv *env, const struct jnode *n, const struct jstr *s,
@@ -348,6 +416,8 @@ static int str_method(struct jenv *env, const struct jnode *n, const struct jstr
             else if ((i && strbuf_append(&sb, s->s, s->len)) ||
                      strbuf_append(&sb, items->v[i].u.s->s, items->v[i].u.s->len))
                 rc = OOM(env, n);
+            else if (sb.len > env->o.max_output_bytes)
+                rc = jinja_fail_at(env, n, GLIM_ERANGE, "join result exceeds %zu bytes", env->o.max_output_bytes);
         }
         if (!rc && jinja_str(env->a, strbuf_cstr(&sb), sb.len, out))
             rc = OOM(env, n);

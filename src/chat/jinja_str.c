@@ -71,8 +71,13 @@ void jinja_fmt_float(double d, char buf[40])
     *o = '\0';
 }
 
+/* Printing is bounded too: [[x] * 1000] * 1000 ... multiplies without allocating. */
+#define MAX_PRINT_BYTES ((size_t)64 << 20)
+
 static int put(struct strbuf *sb, const char *s, size_t n, struct glim_err *err)
 {
+    if (n > MAX_PRINT_BYTES || sb->len > MAX_PRINT_BYTES - n)
+        return glim_fail(err, GLIM_ERANGE, "value too large to print (over %zu bytes)", MAX_PRINT_BYTES);
     if (strbuf_append(sb, s, n))
         return glim_fail(err, GLIM_ENOMEM, "out of memory printing a value");
     return GLIM_OK;
@@ -188,17 +193,44 @@ int jinja_stringify(struct jinja_arena *a, struct jinja_value v, struct jinja_va
 
 /* ---- json.dumps ---- */
 
-static int json_str(struct strbuf *sb, const char *s, size_t n, struct glim_err *err)
+/* \uXXXX for one code point (a surrogate pair above the BMP), as ensure_ascii does */
+static int json_u_escape(struct strbuf *sb, uint32_t c, struct glim_err *err)
+{
+    char esc[16];
+    if (c >= 0x10000) {
+        c -= 0x10000;
+        snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xD800 + (c >> 10), 0xDC00 + (c & 0x3FF));
+    } else {
+        snprintf(esc, sizeof esc, "\\u%04x", c);
+    }
+    return puts_(sb, esc, err);
+}
+
+static int json_str(struct strbuf *sb, const char *s, size_t n, bool ascii, struct glim_err *err)
 {
     if (puts_(sb, "\"", err))
         return GLIM_ENOMEM;
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (c >= 0x20 && c != '"' && c != '\\' && (c < 0x80 || !ascii))
             continue;
         if (put(sb, s + run, i - run, err))
             return GLIM_ENOMEM;
+        if (c >= 0x80) {
+            size_t next = jinja_utf8_next(s, n, i);
+            uint32_t cp = c;
+            if (next - i > 1) {
+                cp = c & (0x7F >> (next - i));
+                for (size_t k = i + 1; k < next; k++)
+                    cp = cp << 6 | ((unsigned char)s[k] & 0x3F);
+            }
+            if (json_u_escape(sb, cp, err))
+                return GLIM_ENOMEM;
+            run = next;
+            i = next - 1;
+            continue;
+        }
         char esc[8];
         switch (c) {
         case '"': strcpy(esc, "\\\""); break;
@@ -231,7 +263,13 @@ static int json_newline(struct strbuf *sb, int indent, int level, struct glim_er
     return GLIM_OK;
 }
 
-struct json_out { struct strbuf *sb; int indent; bool sort_keys; struct glim_err *err; };
+struct json_out {
+    struct strbuf *sb;
+    int indent;
+    bool sort_keys, ascii;
+    const char *item_sep, *key_sep;
+    struct glim_err *err;
+};
 
 static int json_value(const struct json_out *jo, struct jinja_value v, int level);
 
@@ -239,7 +277,7 @@ static int json_key(const struct json_out *jo, struct jinja_value k)
 {
     char buf[48], num[40];
     switch (k.type) {
-    case JINJA_STR: return json_str(jo->sb, k.u.s->s, k.u.s->len, jo->err);
+    case JINJA_STR: return json_str(jo->sb, k.u.s->s, k.u.s->len, jo->ascii, jo->err);
     case JINJA_INT: snprintf(buf, sizeof buf, "\"%lld\"", (long long)k.u.i); break;
     case JINJA_BOOL: strcpy(buf, k.u.b ? "\"true\"" : "\"false\""); break;
     case JINJA_NONE: strcpy(buf, "\"null\""); break;
@@ -283,10 +321,10 @@ static int json_dict(const struct json_out *jo, const struct jdict *d, int level
         rc = puts_(jo->sb, "{", jo->err);
     for (size_t i = 0; !rc && i < d->n; i++) {
         if (i)
-            rc = puts_(jo->sb, jo->indent < 0 ? ", " : ",", jo->err);
+            rc = puts_(jo->sb, jo->item_sep, jo->err);
         rc = rc ? rc : json_newline(jo->sb, jo->indent, level + 1, jo->err);
         rc = rc ? rc : json_key(jo, d->k[idx[i]]);
-        rc = rc ? rc : puts_(jo->sb, ": ", jo->err);
+        rc = rc ? rc : puts_(jo->sb, jo->key_sep, jo->err);
         rc = rc ? rc : json_value(jo, d->v[idx[i]], level + 1);
     }
     rc = rc ? rc : json_newline(jo->sb, jo->indent, level, jo->err);
@@ -311,14 +349,14 @@ static int json_value(const struct json_out *jo, struct jinja_value v, int level
             return puts_(jo->sb, v.u.f < 0 ? "-Infinity" : "Infinity", jo->err);
         jinja_fmt_float(v.u.f, buf);
         return puts_(jo->sb, buf, jo->err);
-    case JINJA_STR: return json_str(jo->sb, v.u.s->s, v.u.s->len, jo->err);
+    case JINJA_STR: return json_str(jo->sb, v.u.s->s, v.u.s->len, jo->ascii, jo->err);
     case JINJA_LIST: {
         if (v.u.l->n == 0)
             return puts_(jo->sb, "[]", jo->err);
         if (puts_(jo->sb, "[", jo->err))
             return GLIM_ENOMEM;
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i && puts_(jo->sb, jo->indent < 0 ? ", " : ",", jo->err))
+            if (i && puts_(jo->sb, jo->item_sep, jo->err))
                 return GLIM_ENOMEM;
             int rc = json_newline(jo->sb, jo->indent, level + 1, jo->err);
             rc = rc ? rc : json_value(jo, v.u.l->v[i], level + 1);
@@ -339,9 +377,14 @@ static int json_value(const struct json_out *jo, struct jinja_value v, int level
     }
 }
 
-int jinja_to_json(struct strbuf *sb, struct jinja_value v, int indent, bool sort_keys,
+int jinja_to_json(struct strbuf *sb, struct jinja_value v, const struct jinja_json_opts *o,
                   struct glim_err *err)
 {
-    struct json_out jo = {sb, indent, sort_keys, err};
+    struct jinja_json_opts def = {.indent = -1};
+    if (!o)
+        o = &def;
+    struct json_out jo = {sb, o->indent, o->sort_keys, o->ensure_ascii,
+                          o->item_sep ? o->item_sep : o->indent < 0 ? ", " : ",",
+                          o->key_sep ? o->key_sep : ": ", err};
     return json_value(&jo, v, 0);
 }

@@ -6,6 +6,7 @@
  * owner (macro results, concatenations, filter outputs). One budgeted arena per
  * render makes cleanup a single free and turns runaway templates into GLIM_ENOMEM.
  */
+#define _GNU_SOURCE   /* memmem */
 #include <math.h>
 #include <string.h>
 
@@ -166,7 +167,7 @@ int jinja_dict_set(struct jinja_arena *a, struct jinja_value dict, struct jinja_
                    struct jinja_value v)
 {
     struct jdict *d = dict.u.d;
-    int at = jinja_dict_find(d, key);
+    int at = d->n < JINJA_DEDUPE_MAX ? jinja_dict_find(d, key) : -1;
     if (at >= 0) {
         d->v[at] = v;
         return GLIM_OK;
@@ -201,6 +202,13 @@ struct jinja_value jinja_dict_getc(struct jinja_value dict, const char *key)
         if (d->k[i].type == JINJA_STR && d->k[i].u.s->len == n && !memcmp(d->k[i].u.s->s, key, n))
             return d->v[i];
     return jinja_undefined();
+}
+
+const char *jinja_find(const char *hay, size_t hay_len, const char *needle, size_t needle_len)
+{
+    if (needle_len == 0)
+        return hay;
+    return memmem(hay, hay_len, needle, needle_len);   /* linear time, unlike a naive scan */
 }
 
 size_t jinja_utf8_next(const char *s, size_t n, size_t i)

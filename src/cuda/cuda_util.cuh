@@ -52,7 +52,19 @@ struct cuda_ctx {
     struct cuda_buf wtile;         /* dequantized weight tile (bf16) for GEMM */
     struct cuda_buf xbf;           /* activations as bf16 for GEMM */
     struct cuda_buf attn_part;     /* split-K partial results */
+    struct cuda_buf xq;            /* int8 activations + scales for the dp4a GEMV (gemv_q8.cu) */
+    const float    *xq_src;        /* x that xq holds (NULL = none): reused by the next matmul of it */
+    int64_t         xq_k;
+    int             xq_nr, xq_layout;
+    bool            exact;         /* f32 GEMV only (GLIM_CUDA_EXACT=1, backend_cuda_set_exact) */
+    bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
+
+/* Any op that may write device memory makes the quantized copy of x stale. */
+static inline void cuda_xq_forget(struct cuda_ctx *c)
+{
+    c->xq_src = NULL;
+}
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
@@ -80,6 +92,12 @@ void cuda_weight_repack(uint32_t type, const void *src, void *dst, int64_t k, in
 bool cuda_type_supported(uint32_t type);
 void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
 void cuda_get_rows(struct cuda_ctx *c, float *y, const struct be_weight *w, const int32_t *ids, int n);
+
+/* ---- gemv_q8.cu ---- */
+/* dev_type has an int8-activation dp4a GEMV (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0) */
+bool cuda_q8_supported(uint32_t dev_type);
+/* y[n_rows][N] = x . W^T with x quantized to int8 per 32 (n_rows <= 16) */
+void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
 
 /* ---- attn_decode.cu ---- */
 void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *a);

@@ -11,7 +11,9 @@
  * Decoding computes each weight in fp32 exactly as quant_ref.c does
  * ((d*sc)*q - dmin*m, no contraction), so get_rows is bit-exact.
  *
- *  - n_rows <= GEMV_MAX_ROWS: GEMV. One warp per weight row, lanes walk the
+ *  - n_rows <= GEMV_MAX_ROWS, quantized weights: int8-activation dp4a GEMV
+ *    (gemv_q8.cu), unless the backend is exact (GLIM_CUDA_EXACT=1).
+ *  - n_rows <= GEMV_MAX_ROWS otherwise (and exact): GEMV. One warp per weight row, lanes walk the
  *    row's units (consecutive lanes read consecutive bytes), each decoded
  *    unit is multiplied with up to 8 activation rows (f32 FMA), warp-shuffle
  *    reduction. The weights stream once per 8 activation rows.
@@ -523,9 +525,16 @@ void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const 
 {
     if (n_rows <= 0 || w->n <= 0)
         return;
-    if (n_rows <= GEMV_MAX_ROWS)
+    if (n_rows <= GEMV_MAX_ROWS && !c->exact && cuda_q8_supported(w->dev_type))
+        cuda_matmul_q8(c, y, w, x, n_rows);   /* int8 activations, dp4a: gemv_q8.cu */
+    else if (n_rows <= GEMV_MAX_ROWS)
         matmul_gemv(c, y, w, x, n_rows);
     else
         matmul_gemm(c, y, w, x, n_rows);
     CUDA_LAUNCHED(c, "matmul");
+    /* y written over the x whose int8 copy is cached: the copy is stale */
+    const char *ys = (const char *)y, *ye = ys + (size_t)n_rows * w->n * sizeof(float);
+    const char *xs = (const char *)c->xq_src, *xe = xs + (size_t)c->xq_nr * c->xq_k * sizeof(float);
+    if (c->xq_src && ys < xe && xs < ye)
+        cuda_xq_forget(c);
 }

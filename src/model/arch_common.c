@@ -104,24 +104,69 @@ int arch_tap(struct glim_model *m, const struct fwd_batch *b, int il, struct fwd
     return GLIM_OK;
 }
 
-int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
-                struct glim_err *err)
+/* Final norm, lm head and logit scale / soft-cap for rows [r0, r0+n) into s->logits. */
+static void arch_head(struct glim_model *m, struct fwd_scratch *s, int r0, int n)
 {
     const struct model_hparams *hp = &m->hp;
     struct backend *be = m->be;
-    int E = hp->n_embd, V = hp->n_vocab, T = b->n_tokens;
+    int E = hp->n_embd;
+    be->i->rmsnorm(be, s->h, s->x + (size_t)r0 * E, &m->output_norm, n, E, hp->eps);
+    be->i->matmul(be, s->logits, &m->output, s->h, n);
+    if (hp->logit_scale != 1.0f || hp->softcap > 0)
+        be->i->scale_softcap(be, s->logits, (int64_t)n * hp->n_vocab, hp->logit_scale, hp->softcap);
+}
+
+int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
+                struct glim_err *err)
+{
+    struct backend *be = m->be;
+    int V = m->hp.n_vocab, T = b->n_tokens;
     for (int r0 = T - b->n_out; r0 < T; r0 += ARCH_OUT_ROWS) {
         int n = GLIM_MIN(ARCH_OUT_ROWS, T - r0);
-        be->i->rmsnorm(be, s->h, s->x + (size_t)r0 * E, &m->output_norm, n, E, hp->eps);
-        be->i->matmul(be, s->logits, &m->output, s->h, n);
-        if (hp->logit_scale != 1.0f || hp->softcap > 0)
-            be->i->scale_softcap(be, s->logits, (int64_t)n * V, hp->logit_scale, hp->softcap);
+        arch_head(m, s, r0, n);
         float *dst = b->logits + (size_t)(r0 - (T - b->n_out)) * V;
         int rc = be->i->download(be, dst, s->logits, (size_t)n * V * sizeof(float), err);
         if (rc != GLIM_OK)
             return rc;
     }
     return GLIM_OK;
+}
+
+/* A single-token decode step without taps or image rows is captured once as a
+ * backend graph (CUDA graphs) and replayed: the second such call of a session
+ * captures, later ones launch. ids/pos were uploaded to fixed device buffers
+ * before, so one graph serves every position. */
+static bool graphable(const struct glim_model *m, const struct kv_cache *kv, const struct fwd_batch *b)
+{
+    return b->n_tokens == 1 && b->n_out == 1 && b->n_taps == 0 && !b->embd && !m->no_graph &&
+           m->be->i->graph_begin && kv->graph_ok;
+}
+
+int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
+                arch_body_fn body, struct glim_err *err)
+{
+    struct backend *be = m->be;
+    int rc;
+    if (!graphable(m, kv, b) || kv->n_decode++ < 1) {
+        if ((rc = body(m, kv, b, s, err)) != GLIM_OK)
+            return rc;
+        return b->n_out ? arch_output(m, b, s, err) : GLIM_OK;
+    }
+    if (!kv->graph) {
+        if ((rc = be->i->graph_begin(be, err)) != GLIM_OK)
+            return rc;
+        int brc = body(m, kv, b, s, err);
+        if (brc == GLIM_OK)
+            arch_head(m, s, 0, 1);
+        rc = be->i->graph_end(be, &kv->graph, err);   /* always end the capture */
+        if (brc != GLIM_OK || rc != GLIM_OK) {
+            kv->graph_ok = false;   /* this backend/model cannot be captured: stay eager */
+            return brc != GLIM_OK ? brc : rc;
+        }
+    }
+    if ((rc = be->i->graph_launch(be, kv->graph, err)) != GLIM_OK)
+        return rc;
+    return be->i->download(be, b->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float), err);
 }
 
 /* ---- loading ---------------------------------------------------------- */

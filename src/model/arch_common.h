@@ -41,6 +41,14 @@ int arch_tap(struct glim_model *m, const struct fwd_batch *b, int il, struct fwd
 int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
                 struct glim_err *err);
 
+/* The part of a forward from the embedding through the last layer (taps included). */
+typedef int (*arch_body_fn)(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                            struct fwd_scratch *s, struct glim_err *err);
+/* Run body and the output head, replaying a captured graph for decode steps when the
+ * backend supports it (inputs must already be uploaded). */
+int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
+                arch_body_fn body, struct glim_err *err);
+
 /* Common hyperparameters: embedding_length, block_count, head counts, head_dim,
  * feed_forward_length, context_length, rms eps, vocab from token_embd. */
 int arch_read_common(struct glim_model *m, struct glim_err *err);

@@ -96,28 +96,32 @@ static void ffn_block(struct glim_model *m, int il, int T, struct fwd_scratch *s
     op->add(be, s->x, s->o, (int64_t)T * hp->n_embd);
 }
 
+static int llama_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                      struct fwd_scratch *s, struct glim_err *err)
+{
+    struct backend *be = m->be;
+    int T = b->n_tokens, rc;
+    be->i->get_rows(be, s->x, &m->tok_embd, s->ids, T);
+    if ((rc = arch_splice_embd(m, b, s, err)))
+        return rc;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        if ((rc = arch_tap(m, b, il, s, err)))
+            return rc;
+        attention_block(m, kv, il, T, b->pos0, s);
+        ffn_block(m, il, T, s);
+    }
+    return arch_tap(m, b, m->hp.n_layer, s, err);
+}
+
 static int llama_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
                          void *scratch, struct glim_err *err)
 {
-    struct backend *be = m->be;
-    int T = b->n_tokens;
     struct fwd_scratch s;
-    arch_scratch_layout(m, T, scratch, &s);
+    arch_scratch_layout(m, b->n_tokens, scratch, &s);
     int rc = arch_upload_inputs(m, b, &s, err);
     if (rc != GLIM_OK)
         return rc;
-    be->i->get_rows(be, s.x, &m->tok_embd, s.ids, T);
-    if ((rc = arch_splice_embd(m, b, &s, err)))
-        return rc;
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        if ((rc = arch_tap(m, b, il, &s, err)))
-            return rc;
-        attention_block(m, kv, il, T, b->pos0, &s);
-        ffn_block(m, il, T, &s);
-    }
-    if ((rc = arch_tap(m, b, m->hp.n_layer, &s, err)))
-        return rc;
-    return arch_output(m, b, &s, err);
+    return arch_finish(m, kv, b, &s, llama_body, err);
 }
 
 const struct arch_ops arch_llama = {

@@ -187,31 +187,34 @@ static void ffn_block(struct glim_model *m, int il, int T, struct fwd_scratch *s
     op->add(be, s->x, s->o, (int64_t)T * E);
 }
 
-static int mg_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
-                      void *scratch, struct glim_err *err)
+static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                   struct fwd_scratch *s, struct glim_err *err)
 {
     const struct model_hparams *hp = &m->hp;
     struct backend *be = m->be;
-    int T = b->n_tokens;
+    int T = b->n_tokens, rc;
+    be->i->get_rows(be, s->x, &m->tok_embd, s->ids, T);
+    be->i->rmsnorm(be, s->x, s->x, NULL, T, hp->n_embd, hp->eps);   /* weightless embedding norm */
+    if ((rc = arch_splice_embd(m, b, s, err)))                       /* image rows come normalized */
+        return rc;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((rc = arch_tap(m, b, il, s, err)))
+            return rc;
+        attention_block(m, kv, il, T, b->pos0, s);
+        ffn_block(m, il, T, s);
+    }
+    return arch_tap(m, b, hp->n_layer, s, err);
+}
+
+static int mg_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                      void *scratch, struct glim_err *err)
+{
     struct fwd_scratch s;
-    arch_scratch_layout(m, T, scratch, &s);
+    arch_scratch_layout(m, b->n_tokens, scratch, &s);
     int rc = arch_upload_inputs(m, b, &s, err);
     if (rc != GLIM_OK)
         return rc;
-
-    be->i->get_rows(be, s.x, &m->tok_embd, s.ids, T);
-    be->i->rmsnorm(be, s.x, s.x, NULL, T, hp->n_embd, hp->eps);   /* weightless embedding norm */
-    if ((rc = arch_splice_embd(m, b, &s, err)))                    /* image rows come normalized */
-        return rc;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if ((rc = arch_tap(m, b, il, &s, err)))
-            return rc;
-        attention_block(m, kv, il, T, b->pos0, &s);
-        ffn_block(m, il, T, &s);
-    }
-    if ((rc = arch_tap(m, b, hp->n_layer, &s, err)))
-        return rc;
-    return arch_output(m, b, &s, err);
+    return arch_finish(m, kv, b, &s, mg_body, err);
 }
 
 const struct arch_ops arch_muse_glimmer = {

@@ -12,10 +12,6 @@
 #include "../base/alloc.h"
 #include "../quant/quant.h"
 
-/* Backends that may be absent from this build (CUDA, the fast CPU room). */
-#pragma weak backend_cpu_new
-#pragma weak backend_cuda_new
-#pragma weak backend_cuda_available
 
 static const struct arch_ops *const ARCHES[] = {&arch_muse_glimmer, &arch_llama};
 
@@ -104,16 +100,12 @@ static int make_backend(const struct glim_model_params *p, struct backend **be, 
 {
     const char *dev = p->device;
     if (!dev || !*dev)
-        dev = (backend_cuda_available && backend_cuda_available()) ? "cuda" : "cpu";
-    if (!strcmp(dev, "cuda")) {
-        if (!backend_cuda_new)
-            return glim_fail(err, GLIM_EUNSUPPORTED,
-                             "--device cuda: this glim was built without CUDA (-DGLIM_CUDA=ON)");
+        dev = backend_cuda_available() ? "cuda" : "cpu";
+    if (!strcmp(dev, "cuda"))
         return backend_cuda_new(0, be, err);
-    }
     if (strcmp(dev, "cpu"))
         return glim_fail(err, GLIM_EINVAL, "--device: expected cpu or cuda, got '%s'", dev);
-    if (p->kernels == GLIM_KERNELS_REF || !backend_cpu_new)
+    if (p->kernels == GLIM_KERNELS_REF)
         return backend_cpu_ref_new(p->n_threads, be, err);
     return backend_cpu_new(p->n_threads, be, err);
 }
@@ -161,6 +153,7 @@ int glim_model_load(const char *path, const struct glim_model_params *p, struct 
     if (!m)
         return glim_fail(err, GLIM_ENOMEM, "out of memory");
     m->verbose = p->verbose;
+    m->no_graph = p->no_graph;
     int rc = gguf_open(path, &m->gguf, err);
     if (rc != GLIM_OK)
         goto fail;

@@ -103,6 +103,7 @@ struct glim_model {
     bool                     owns_embd, owns_output;
     size_t                   weight_bytes;
     bool                     verbose;
+    bool                     no_graph;   /* --no-graph: never capture decode steps */
 };
 
 extern const struct arch_ops arch_llama;

@@ -43,6 +43,8 @@ void kv_cache_free(struct kv_cache *kv)
 {
     if (!kv)
         return;
+    if (kv->graph && kv->be->i->graph_free)
+        kv->be->i->graph_free(kv->be, kv->graph);
     if (kv->layers) {
         for (int il = 0; il < kv->n_layer; il++) {
             kv->be->i->release(kv->be, kv->layers[il].k);
@@ -64,6 +66,7 @@ int kv_cache_new(struct glim_model *m, int64_t n_ctx, int n_chunk, int n_extra, 
         return glim_fail(err, GLIM_ENOMEM, "out of memory");
     kv->be = m->be, kv->type = type, kv->n_layer = hp->n_layer;
     kv->n_ctx = n_ctx, kv->n_chunk = n_chunk, kv->n_swa = hp->n_swa;
+    kv->graph_ok = true;
     kv->layers = glim_calloc((size_t)hp->n_layer, sizeof *kv->layers);
     if (!kv->layers)
         goto oom;
@@ -94,7 +97,8 @@ int kv_cache_truncate(struct kv_cache *kv, int64_t pos, struct glim_err *err)
     for (int il = 0; il < kv->n_layer; il++) {
         const struct kv_layer *L = &kv->layers[il];
         /* the ring holds pos_hi - n_slots .. pos_hi - 1; a query at pos needs pos - window + 1 .. */
-        if (L->is_ring && kv->pos_hi - pos > L->n_slots - kv->n_swa)
+        /* a ring as large as the context never overwrites anything: any rewind is fine */
+        if (L->is_ring && L->n_slots < kv->n_ctx && kv->pos_hi - pos > L->n_slots - kv->n_swa)
             return glim_fail(err, GLIM_ERANGE,
                              "cannot rewind to %lld: the sliding-window ring keeps only %lld rows beyond "
                              "the window", (long long)pos, (long long)(L->n_slots - kv->n_swa));

@@ -31,6 +31,10 @@ struct kv_cache {
     int64_t          pos;       /* next position to write (= tokens held) */
     int64_t          pos_hi;    /* one past the highest position ever stored */
     struct kv_layer *layers;    /* owned [n_layer] */
+    /* a captured single-token decode step over these buffers (backend graph) */
+    void            *graph;     /* owned by the backend; NULL until captured */
+    bool             graph_ok;  /* false after a failed capture: stay eager */
+    int64_t          n_decode;  /* single-token steps so far (capture on the second) */
 };
 
 /* bytes the cache would take (memory plan) */

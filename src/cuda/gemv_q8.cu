@@ -1,0 +1,423 @@
+/*
+ * gemv_q8.cu — the fast matrix-vector path for quantized weights: the
+ * activations are quantized once to int8 and the weights' integer codes are
+ * multiplied with __dp4a, 4 weights per instruction (model.md §4.4, on the
+ * original GGUF blocks or the lossless SoA repacks of cuda_util.cuh).
+ *
+ * WHY. The f32 GEMV in gemv_kquant.cu converts every weight to a float
+ * ((d*sc)*q - dmin*m) before its FMA; that is ~5 ALU ops per weight and ran at
+ * 15% of copy bandwidth for Q4_K (docs/CUDA.md). Here a lane handles one
+ * "slot" of 32 weights (Q8_0: 16): it loads 16 bytes of codes, decodes the
+ * sub-block scales once, and per activation row does 8 dp4a and 2-3 float
+ * ops. The K-quant minimum term factors out of the sum:
+ *   sum_i (d*sc*q_i - dmin*m) * dx*qx_i = d*sc*dx*sum(q_i*qx_i) - dmin*m*(dx*sum(qx_i))
+ * with dx*sum(qx_i) precomputed per 32 activations by the quantizer.
+ *
+ * Activations: xq[nr][K] int8 and xd[nr][K/32] float2 {d, d*sum(q)}, with
+ * q = rint(x/d), d = amax/127 per 32 consecutive values (0 when amax = 0).
+ * Within each 256-weight super-block the 16-byte runs of xq are permuted
+ * (XL_K45 / XL_Q6, see xl_run) so that lane t of the 8 lanes that share a
+ * super-block reads its two runs at 16t and 128+16t: every warp-wide x load
+ * is 4 full 128-byte lines. Q8_0/Q4_0 keep the natural order (XL_PLAIN).
+ *
+ * The result is not bit-comparable with the f32 reference (int8 activations:
+ * relative L2 error ~3e-3; tests/test_cuda_ops.c uses 1e-2, like llama.cpp).
+ * The exact f32 path stays available: backend_cuda_set_exact / GLIM_CUDA_EXACT=1.
+ *
+ * Layout of the GEMV: one warp per RW weight rows (RW = 1 or 2), lanes walk
+ * the row's slots (consecutive lanes read consecutive code bytes), up to
+ * NR = 16 activation rows per pass, warp-shuffle reduction.
+ */
+#include "cuda_util.cuh"
+
+#include <cuda_fp16.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define Q8_WARPS 4   /* warps per block */
+
+enum { XL_PLAIN = 0, XL_K45 = 1, XL_Q6 = 2 };
+
+struct wview8 {
+    const uint8_t *p;   /* device data in dev_type layout */
+    int64_t        k;   /* row length */
+    int64_t        n;   /* rows */
+};
+
+/* One slot of activations: two 16-byte runs of int8 and their scales
+ * (ds = {d_a, d_a*sum_a, d_b, d_b*sum_b}). */
+struct xslot {
+    int4   a, b;
+    float4 ds;
+};
+
+static __device__ __forceinline__ float h2f8(uint32_t bits)
+{
+    return __half2float(__ushort_as_half((unsigned short)(bits & 0xffffu)));
+}
+
+/* streaming 16-byte weight load: read once, keep L1 for the activations */
+static __device__ __forceinline__ uint4 ldw16(const void *p)
+{
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+static __device__ __forceinline__ int dot16(const uint32_t w[4], int4 x)
+{
+    int s = __dp4a((int)w[0], x.x, 0);
+    s = __dp4a((int)w[1], x.y, s);
+    s = __dp4a((int)w[2], x.z, s);
+    return __dp4a((int)w[3], x.w, s);
+}
+
+/* x runs of slot s (32 weights) for the permuted layouts: super-block g = s/8, lane t = s%8 */
+static __device__ __forceinline__ void xload_runs(const int8_t *xq, int64_t s, struct xslot *x)
+{
+    const int8_t *base = xq + (s >> 3) * 256 + 16 * (s & 7);
+    x->a = __ldg((const int4 *)base);
+    x->b = __ldg((const int4 *)(base + 128));
+}
+
+/* ---- weight slots -------------------------------------------------------------
+ * load(v, row, s): decode slot s of row `row`; xload(xq, xd, s): its activations;
+ * dot(x): the slot's contribution. */
+
+/* Q4_K / Q5_K, GGUF blocks. Slot s: block s/8, lane t = s%8 = 2c + h: code bytes
+ * qs[32c+16h .. +15]; low nibbles = weights 64c+16h.. (sub-block 2c), high nibbles =
+ * 64c+32+16h.. (sub-block 2c+1). The min term is added by the h = 0 lane only. */
+template <bool Q5>
+struct slot_k45 {
+    static const int SLOT = 32, LAYOUT = XL_K45, BYTES = Q5 ? 176 : 144;
+    uint32_t lo[4], hi[4];
+    float    dl, dh, ml, mh;
+
+    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    {
+        int t = (int)(s & 7), c = t >> 1, h = t & 1;
+        const uint8_t *blk = v.p + (row * (v.k >> 8) + (s >> 3)) * BYTES;
+        uint4 hdr = ldw16(blk);
+        uint4 q = ldw16(blk + (Q5 ? 48 : 16) + 16 * t);
+        uint32_t qa[4] = {q.x, q.y, q.z, q.w};
+        uint32_t qh[4] = {0, 0, 0, 0};
+        if (Q5) {
+            uint4 hb = ldw16(blk + 16 + 16 * h);
+            qh[0] = hb.x >> (2 * c), qh[1] = hb.y >> (2 * c), qh[2] = hb.z >> (2 * c), qh[3] = hb.w >> (2 * c);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = qa[i] & 0x0f0f0f0fu;
+            hi[i] = (qa[i] >> 4) & 0x0f0f0f0fu;
+            if (Q5) {
+                lo[i] |= (qh[i] & 0x01010101u) << 4;
+                hi[i] |= ((qh[i] >> 1) & 0x01010101u) << 4;
+            }
+        }
+        /* 6-bit scales/mins of sub-blocks 2c, 2c+1 (quant_k4_scale_min_get, 4 at a time) */
+        uint32_t s0 = hdr.y, s1 = hdr.z, s2 = hdr.w;
+        uint32_t scw = c < 2 ? (s0 & 0x3f3f3f3fu) : ((s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u));
+        uint32_t mw = c < 2 ? (s1 & 0x3f3f3f3fu) : (((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u));
+        int sh = 16 * (c & 1);
+        float d = h2f8(hdr.x), dmin = h2f8(hdr.x >> 16);
+        dl = d * (float)((scw >> sh) & 0xffu);
+        dh = d * (float)((scw >> (sh + 8)) & 0xffu);
+        ml = h ? 0.0f : dmin * (float)((mw >> sh) & 0xffu);
+        mh = h ? 0.0f : dmin * (float)((mw >> (sh + 8)) & 0xffu);
+    }
+    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
+    {
+        xload_runs(xq, s, x);
+        x->ds = __ldg((const float4 *)(xd + (s >> 3) * 8 + 2 * ((s & 7) >> 1)));
+    }
+    __device__ __forceinline__ float dot(const struct xslot &x) const
+    {
+        float r = dl * x.ds.x * (float)dot16(lo, x.a);
+        r = fmaf(dh * x.ds.z, (float)dot16(hi, x.b), r);
+        return r - fmaf(ml, x.ds.y, mh * x.ds.w);
+    }
+};
+
+/* Q6_K, SoA (ql[nb][128], qh[nb][64], sc[nb][16], d[nb]). Slot s: block s/8, lane
+ * t = s%8 = 4h + 2g + f (half h, group g in {0,1}, f = which 16 of 32): ql bytes
+ * 64h+16(2g+f) ..+15, qh bytes 32h+16f ..+15; low nibbles = group g (weights
+ * 128h+32g+16f..), high nibbles = group g+2 (+64). Codes -32 become signed bytes. */
+struct slot_q6_k {
+    static const int SLOT = 32, LAYOUT = XL_Q6;
+    uint32_t lo[4], hi[4];
+    float    dl, dh;
+
+    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    {
+        int64_t nb = (v.k >> 8) * v.n, ib = row * (v.k >> 8) + (s >> 3);
+        int t = (int)(s & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
+        uint4 ql = ldw16(v.p + ib * 128 + 16 * t);   /* 64h + 16(2g+f) = 16t */
+        uint4 qh = ldw16(v.p + nb * 128 + ib * 64 + 32 * h + 16 * f);
+        uint32_t a[4] = {ql.x, ql.y, ql.z, ql.w}, b[4] = {qh.x, qh.y, qh.z, qh.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t bl = b[i] >> (2 * g);
+            uint32_t l6 = (a[i] & 0x0f0f0f0fu) | ((bl & 0x03030303u) << 4);
+            uint32_t h6 = ((a[i] >> 4) & 0x0f0f0f0fu) | (((bl >> 4) & 0x03030303u) << 4);
+            /* per byte q - 32 without borrows: (q + 96) ^ 0x80 = q - 32 (mod 256) */
+            lo[i] = ((l6 | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+            hi[i] = ((h6 | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+        }
+        const int8_t *sc = (const int8_t *)(v.p + nb * 192 + ib * 16) + 8 * h + 2 * g + f;
+        float d = h2f8(((const uint16_t *)(v.p + nb * 208))[ib]);
+        dl = d * (float)__ldg(sc);
+        dh = d * (float)__ldg(sc + 4);
+    }
+    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
+    {
+        xload_runs(xq, s, x);
+        int t = (int)(s & 7);
+        const float2 *p = xd + (s >> 3) * 8 + 4 * (t >> 2) + ((t >> 1) & 1);
+        float2 da = __ldg(p), db = __ldg(p + 2);
+        x->ds = make_float4(da.x, da.y, db.x, db.y);
+    }
+    __device__ __forceinline__ float dot(const struct xslot &x) const
+    {
+        return fmaf(dh * x.ds.z, (float)dot16(hi, x.b), dl * x.ds.x * (float)dot16(lo, x.a));
+    }
+};
+
+/* Q8_0, SoA (qs[nb][32], d[nb]). Slot s = 16 weights: block s/2, bytes 16(s%2)..+15. */
+struct slot_q8_0 {
+    static const int SLOT = 16, LAYOUT = XL_PLAIN;
+    uint32_t q[4];
+    float    d;
+
+    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    {
+        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + (s >> 1);
+        uint4 w = ldw16(v.p + ib * 32 + 16 * (s & 1));
+        q[0] = w.x, q[1] = w.y, q[2] = w.z, q[3] = w.w;
+        d = h2f8(((const uint16_t *)(v.p + nb * 32))[ib]);
+    }
+    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
+    {
+        x->a = __ldg((const int4 *)(xq + 16 * s));
+        x->ds.x = __ldg((const float *)(xd + (s >> 1)));
+    }
+    __device__ __forceinline__ float dot(const struct xslot &x) const
+    {
+        return d * x.ds.x * (float)dot16(q, x.a);
+    }
+};
+
+/* Q4_0, SoA (qs[nb][16], d[nb]); w = d*(q-8). Slot s = block s: low nibbles = weights
+ * 0..15, high = 16..31. */
+struct slot_q4_0 {
+    static const int SLOT = 32, LAYOUT = XL_PLAIN;
+    uint32_t lo[4], hi[4];
+    float    d;
+
+    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    {
+        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + s;
+        uint4 w = ldw16(v.p + ib * 16);
+        uint32_t a[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = a[i] & 0x0f0f0f0fu;
+            hi[i] = (a[i] >> 4) & 0x0f0f0f0fu;
+        }
+        d = h2f8(((const uint16_t *)(v.p + nb * 16))[ib]);
+    }
+    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
+    {
+        x->a = __ldg((const int4 *)(xq + 32 * s));
+        x->b = __ldg((const int4 *)(xq + 32 * s + 16));
+        float2 ds = __ldg(xd + s);
+        x->ds = make_float4(ds.x, ds.y, 0.0f, 0.0f);
+    }
+    __device__ __forceinline__ float dot(const struct xslot &x) const
+    {
+        int s = dot16(lo, x.a) + dot16(hi, x.b);
+        return d * fmaf(x.ds.x, (float)s, -8.0f * x.ds.y);
+    }
+};
+
+/* ---- activation quantizer ----------------------------------------------------------
+ * One warp per 32 consecutive values of x[nr][k]; writes xq (permuted per layout) and
+ * xd = {d, d*sum(q)}. */
+static __device__ __forceinline__ int xl_run(int layout, int r)   /* natural 16-run r (0..15) -> slot position */
+{
+    int rr;
+    if (layout == XL_K45) {            /* chunk c = r/4: runs 4c, 4c+1 are lanes 2c, 2c+1 low; 4c+2, 4c+3 high */
+        rr = r & 3;
+        return rr < 2 ? 2 * (r >> 2) + rr : 8 + 2 * (r >> 2) + rr - 2;
+    }
+    rr = r & 7;                        /* Q6: half h = r/8: runs 8h..8h+3 are lanes 4h.. low, 8h+4.. high */
+    return rr < 4 ? 4 * (r >> 3) + rr : 8 + 4 * (r >> 3) + rr - 4;
+}
+
+static __global__ void quantize_x_kernel(const float *__restrict__ x, int64_t k, int64_t n_blk, int layout,
+                                         int8_t *__restrict__ xq, float2 *__restrict__ xd)
+{
+    int lane = threadIdx.x & 31;
+    int64_t b = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (b >= n_blk)
+        return;
+    int64_t kb = k >> 5, row = b / kb, n = (b % kb) * 32 + lane;   /* n: index within the row */
+    float v = x[row * k + n], amax = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d = amax / 127.0f;
+    int q = amax > 0.0f ? __float2int_rn(v / d) : 0;
+    int sum = q;
+    for (int o = 16; o > 0; o >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    int64_t pos = n;
+    if (layout != XL_PLAIN)
+        pos = (n & ~(int64_t)255) + 16 * xl_run(layout, (int)((n >> 4) & 15)) + (n & 15);
+    xq[row * k + pos] = (int8_t)q;
+    if (lane == 0)
+        xd[b] = make_float2(d, d * (float)sum);
+}
+
+/* ---- GEMV ---------------------------------------------------------------------
+ * y[r][row] = sum_k x[r][k] * W[row][k] for r < nr <= NR; RW weight rows per warp
+ * share each activation load. */
+template <class W, int NR, int RW>
+static __global__ void __launch_bounds__(Q8_WARPS * 32)
+gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, float *__restrict__ y, int nr)
+{
+    int lane = threadIdx.x & 31;
+    int64_t row0 = ((int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5)) * RW;
+    if (row0 >= v.n)
+        return;
+    int64_t n_slots = v.k / W::SLOT, kd = v.k >> 5;
+    int64_t rows[RW];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+        rows[i] = row0 + i < v.n ? row0 + i : v.n - 1;
+    float acc[RW][NR];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            acc[i][r] = 0.0f;
+#pragma unroll 2
+    for (int64_t s = lane; s < n_slots; s += 32) {
+        W w[RW];
+#pragma unroll
+        for (int i = 0; i < RW; i++)
+            w[i].load(v, rows[i], s);
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            if (r >= nr)
+                break;
+            struct xslot xs;
+            W::xload(xq + r * v.k, xd + r * kd, s, &xs);
+#pragma unroll
+            for (int i = 0; i < RW; i++)
+                acc[i][r] += w[i].dot(xs);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float s = acc[i][r];
+            for (int o = 16; o > 0; o >>= 1)
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0 && r < nr && row0 + i < v.n)
+                y[r * v.n + row0 + i] = s;
+        }
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+bool cuda_q8_supported(uint32_t dev_type)
+{
+    return dev_type == GLIM_TYPE_Q4_K || dev_type == GLIM_TYPE_Q5_K || dev_type == CUDA_DT_Q6_K_SOA ||
+           dev_type == CUDA_DT_Q8_0_SOA || dev_type == CUDA_DT_Q4_0_SOA;
+}
+
+static int layout_of(uint32_t dev_type)
+{
+    if (dev_type == GLIM_TYPE_Q4_K || dev_type == GLIM_TYPE_Q5_K)
+        return XL_K45;
+    return dev_type == CUDA_DT_Q6_K_SOA ? XL_Q6 : XL_PLAIN;
+}
+
+/* Quantize x[nr][k] into c->xq unless the cached copy is of the same x in the same layout
+ * (model code multiplies one normed x by q/k/v and by gate/up in a row; any other op or
+ * a matmul that writes into x clears the cache: cuda_xq_forget). */
+static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, int layout)
+{
+    if (c->xq_src == x && c->xq_k == k && c->xq_nr == nr && c->xq_layout == layout)
+        return true;
+    size_t q_bytes = (size_t)nr * k, d_bytes = (size_t)nr * (k / 32) * sizeof(float2);
+    if (!cuda_buf_reserve(c, &c->xq, q_bytes + d_bytes))
+        return false;
+    int64_t n_blk = (int64_t)nr * (k / 32);
+    quantize_x_kernel<<<cuda_blocks(n_blk * 32, 256), 256, 0, c->stream>>>(
+        x, k, n_blk, layout, (int8_t *)c->xq.p, (float2 *)((uint8_t *)c->xq.p + q_bytes));
+    if (CUDA_LAUNCHED(c, "quantize_x"))
+        return false;
+    c->xq_src = x, c->xq_k = k, c->xq_nr = nr, c->xq_layout = layout;
+    return true;
+}
+
+static int rows_per_warp(struct cuda_ctx *c, int64_t n)
+{
+    static int forced = -1;   /* GLIM_CUDA_GEMV_RW=1|2: bench knob */
+    if (forced < 0) {
+        const char *e = getenv("GLIM_CUDA_GEMV_RW");
+        forced = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
+    }
+    if (forced)
+        return forced;
+    return n >= (int64_t)8 * 4 * c->n_sm ? 2 : 1;   /* 2 only while that leaves >= 4 blocks per SM */
+}
+
+template <class W, int NR>
+static void launch_nr(struct cuda_ctx *c, const wview8 &v, const int8_t *xq, const float2 *xd, float *y, int nr)
+{
+    if (rows_per_warp(c, v.n) == 2) {
+        unsigned grid = (unsigned)((v.n + 2 * Q8_WARPS - 1) / (2 * Q8_WARPS));
+        gemv_q8_kernel<W, NR, 2><<<grid, Q8_WARPS * 32, 0, c->stream>>>(v, xq, xd, y, nr);
+    } else {
+        unsigned grid = (unsigned)((v.n + Q8_WARPS - 1) / Q8_WARPS);
+        gemv_q8_kernel<W, NR, 1><<<grid, Q8_WARPS * 32, 0, c->stream>>>(v, xq, xd, y, nr);
+    }
+}
+
+template <class W>
+static void launch(struct cuda_ctx *c, const wview8 &v, const int8_t *xq, const float2 *xd, float *y, int nr)
+{
+    if (nr == 1)
+        launch_nr<W, 1>(c, v, xq, xd, y, nr);
+    else if (nr == 2)
+        launch_nr<W, 2>(c, v, xq, xd, y, nr);
+    else if (nr <= 4)
+        launch_nr<W, 4>(c, v, xq, xd, y, nr);
+    else if (nr <= 8)
+        launch_nr<W, 8>(c, v, xq, xd, y, nr);
+    else
+        launch_nr<W, 16>(c, v, xq, xd, y, nr);
+}
+
+void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows)
+{
+    int layout = layout_of(w->dev_type);
+    if (!quantize_x(c, x, w->k, n_rows, layout))
+        return;
+    const int8_t *xq = (const int8_t *)c->xq.p;
+    const float2 *xd = (const float2 *)((const uint8_t *)c->xq.p + (size_t)n_rows * w->k);
+    wview8 v = {(const uint8_t *)w->dev, w->k, w->n};
+    switch (w->dev_type) {
+    case GLIM_TYPE_Q4_K: launch<slot_k45<false> >(c, v, xq, xd, y, n_rows); break;
+    case GLIM_TYPE_Q5_K: launch<slot_k45<true> >(c, v, xq, xd, y, n_rows); break;
+    case CUDA_DT_Q6_K_SOA: launch<slot_q6_k>(c, v, xq, xd, y, n_rows); break;
+    case CUDA_DT_Q8_0_SOA: launch<slot_q8_0>(c, v, xq, xd, y, n_rows); break;
+    case CUDA_DT_Q4_0_SOA: launch<slot_q4_0>(c, v, xq, xd, y, n_rows); break;
+    default: break;
+    }
+    CUDA_LAUNCHED(c, "matmul q8");
+}
