@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "glim.h"
 #include "model/model.h"
+#include "runtime/dflash.h"
 #include "runtime/sampler.h"
 
 #ifdef GLIM_HAVE_TEXT
@@ -40,10 +41,14 @@ static const char *USAGE =
     "  --device cpu|cuda    backend (default: cuda when present)\n"
     "  --no-graph           do not replay decode steps as CUDA graphs\n"
     "  --tokenizer FILE     tokenizer.json for models whose GGUF has no vocabulary\n"
-    "  --special            print control tokens as text\n";
+    "  --special            print control tokens as text\n"
+    "  --draft FILE         DFlash draft GGUF: speculative decoding (lossless)\n"
+    "  --block-length B     DFlash block length (2..draft block_size; default block_size)\n"
+    "  --n-draft K          drafts verified per cycle (1..B-1; default B-1)\n";
 
 struct run_opts {
-    const char *model, *prompt, *file, *system, *device, *tokenizer;
+    const char *model, *prompt, *file, *system, *device, *tokenizer, *draft;
+    long long block_length, n_draft;
     bool chat, special, no_graph;
     long long n_predict, ctx, threads;
     int kernels;
@@ -75,6 +80,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
         else if (!strcmp(a, "--device")) { VAL(); o->device = v; }
         else if (!strcmp(a, "--no-graph")) o->no_graph = true;
         else if (!strcmp(a, "--tokenizer")) { VAL(); o->tokenizer = v; }
+        else if (!strcmp(a, "--draft")) { VAL(); o->draft = v; }
+        else if (!strcmp(a, "--block-length")) { VAL(); if (!cli_int("run", a, v, 2, DFLASH_MAX_BLOCK, &o->block_length)) return 2; }
+        else if (!strcmp(a, "--n-draft")) { VAL(); if (!cli_int("run", a, v, 1, DFLASH_MAX_BLOCK - 1, &o->n_draft)) return 2; }
         else if (!strcmp(a, "--chat")) o->chat = true;
         else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { VAL(); if (!cli_int("run", a, v, 0, 1 << 24, &o->n_predict)) return 2; }
@@ -116,6 +124,53 @@ static int build_prompt(const struct run_opts *o, const struct glim_model *m, co
     return chat_encode_user_prompt(m->gguf, v, o->system, text, ids, err);
 }
 
+static bool vocab_eog(void *ud, int32_t id) { return tok_is_eog(ud, id); }
+
+/* Where generated tokens come from: the plain sampler loop or DFlash cycles. */
+struct gen_src {
+    struct glim_session *s;
+    struct sampler      *smp;
+    struct dflash       *df;
+    float               *logits;
+    int                  V;
+    bool                 first;
+};
+
+static int next_token(struct gen_src *g, const struct tok_vocab *v, int32_t *id, bool *eog, struct glim_err *err)
+{
+    if (g->df)
+        return dflash_next(g->df, id, eog, err);
+    int rc = GLIM_OK;
+    if (!g->first)   /* feed the previous token, then sample */
+        rc = glim_session_eval(g->s, id, 1, g->logits, 1, err);
+    g->first = false;
+    if (rc == GLIM_OK)
+        rc = sampler_sample(g->smp, g->logits, g->V, id, err);
+    if (rc == GLIM_OK) {
+        *eog = tok_is_eog(v, *id);
+        if (!*eog)
+            sampler_accept(g->smp, *id);
+    }
+    return rc;
+}
+
+static void print_stats(const struct gen_src *g, size_t n_prompt, long long n_gen, double t_prefill, double t_dec)
+{
+    fprintf(stderr, "prefill %.2f tok/s | decode %.2f tok/s (%lld tokens) | time to first token %.1f ms\n",
+            n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_gen / (t_dec > 0 ? t_dec : 1e-9), n_gen,
+            t_prefill * 1e3);
+    if (!g->df)
+        return;
+    const struct dflash_stats *st = dflash_get_stats(g->df);
+    double acc = 0;
+    for (int i = 0; i < st->n_rows; i++)
+        acc += st->accepts_by_row[i];
+    fprintf(stderr, "dflash: mean accepted length %.2f | draft %.1f ms | verify %.1f ms | %.2f tok/s\n",
+            st->speculative_cycles ? acc / st->speculative_cycles : 0.0, st->draft_execute_ms,
+            st->target_execute_ms, n_gen / (t_dec > 0 ? t_dec : 1e-9));
+    dflash_stats_print(st, stderr);
+}
+
 static int generate(const struct run_opts *o, struct glim_model *m, const struct tok_vocab *v,
                     const struct tok_ids *prompt, struct glim_err *err)
 {
@@ -123,60 +178,66 @@ static int generate(const struct run_opts *o, struct glim_model *m, const struct
     glim_session_params_init(&sp);
     int64_t n_need = (int64_t)prompt->n + o->n_predict;
     sp.n_ctx = o->ctx ? o->ctx : GLIM_MIN(glim_model_n_ctx_train(m), GLIM_MAX(n_need, 8192));
-    struct glim_session *s = NULL;
-    struct sampler *smp = NULL;
-    int V = glim_model_n_vocab(m);
-    float *logits = malloc((size_t)V * sizeof(float));
+    struct gen_src g = {.V = glim_model_n_vocab(m), .first = true};
+    struct glim_model *draft = NULL;
+    g.logits = malloc((size_t)g.V * sizeof(float));
     struct strbuf text;
     strbuf_init(&text);
-    int rc = logits ? GLIM_OK : glim_fail(err, GLIM_ENOMEM, "out of memory");
+    int rc = g.logits ? GLIM_OK : glim_fail(err, GLIM_ENOMEM, "out of memory");
     if (rc == GLIM_OK)
-        rc = glim_session_new(m, &sp, &s, err);
-    if (rc == GLIM_OK)
-        rc = sampler_new(&o->sp, V, &smp, err);
+        rc = glim_session_new(m, &sp, &g.s, err);
+    if (rc == GLIM_OK && o->draft) {
+        struct dflash_params dp;
+        dflash_params_init(&dp);
+        dp.block_length = (int)o->block_length, dp.n_draft = (int)o->n_draft, dp.sp = o->sp;
+        rc = glim_draft_load(m, o->draft, &draft, err);
+        if (rc == GLIM_OK)
+            rc = dflash_new(m, draft, g.s, &dp, &g.df, err);
+        if (rc == GLIM_OK)
+            dflash_set_eos(g.df, vocab_eog, (void *)v);
+    } else if (rc == GLIM_OK) {
+        rc = sampler_new(&o->sp, g.V, &g.smp, err);
+        for (size_t i = 0; rc == GLIM_OK && i < prompt->n; i++)
+            sampler_accept(g.smp, prompt->data[i]);
+    }
     if (rc != GLIM_OK)
         goto done;
     fprintf(stderr, "Prompt tokens: %zu\n", prompt->n);
-    for (size_t i = 0; i < prompt->n; i++)
-        sampler_accept(smp, prompt->data[i]);
     double t0 = now_s();
-    if ((rc = glim_session_eval(s, prompt->data, (int)prompt->n, logits, 1, err)) != GLIM_OK)
+    rc = g.df ? dflash_prefill(g.df, prompt->data, (int)prompt->n, err)
+              : glim_session_eval(g.s, prompt->data, (int)prompt->n, g.logits, 1, err);
+    if (rc != GLIM_OK)
         goto done;
     double t_first = now_s(), t_prefill = t_first - t0;
     struct tok_stream ts;
     tok_stream_init(&ts, v, o->special ? TOK_DECODE_SPECIAL : 0);
     long long n_gen = 0;
-    while (n_gen < o->n_predict) {
-        int32_t id;
-        if ((rc = sampler_sample(smp, logits, V, &id, err)) != GLIM_OK)
+    int32_t id = 0;
+    while (n_gen < o->n_predict && glim_session_pos(g.s) < glim_session_n_ctx(g.s)) {
+        bool eog = false;
+        if ((rc = next_token(&g, v, &id, &eog, err)) != GLIM_OK)
             goto done;
         n_gen++;
-        if (tok_is_eog(v, id))
+        if (eog)
             break;
-        sampler_accept(smp, id);
         strbuf_reset(&text);
         if ((rc = tok_stream_feed(&ts, id, &text)) != GLIM_OK)
             goto done;
         fwrite(text.data ? text.data : "", 1, text.len, stdout);
         fflush(stdout);
-        if (n_gen == o->n_predict || glim_session_pos(s) >= glim_session_n_ctx(s))
-            break;
-        if ((rc = glim_session_eval(s, &id, 1, logits, 1, err)) != GLIM_OK)
-            goto done;
     }
     strbuf_reset(&text);
     tok_stream_flush(&ts, &text);
     fwrite(text.data ? text.data : "", 1, text.len, stdout);
     fputc('\n', stdout);
-    double t_dec = now_s() - t_first;
-    fprintf(stderr, "prefill %.2f tok/s | decode %.2f tok/s (%lld tokens) | time to first token %.1f ms\n",
-            prompt->n / (t_prefill > 0 ? t_prefill : 1e-9), n_gen / (t_dec > 0 ? t_dec : 1e-9), n_gen,
-            t_prefill * 1e3);
+    print_stats(&g, prompt->n, n_gen, t_prefill, now_s() - t_first);
 done:
     strbuf_clear(&text);
-    sampler_free(smp);
-    glim_session_free(s);
-    free(logits);
+    sampler_free(g.smp);
+    dflash_free(g.df);
+    glim_model_free(draft);
+    glim_session_free(g.s);
+    free(g.logits);
     return rc;
 }
 

@@ -8,6 +8,10 @@
  */
 #include "cpu_features.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +65,8 @@ static void detect(void)
     __builtin_cpu_init();
     f->has_avx2 = __builtin_cpu_supports("avx2");
     f->has_fma = __builtin_cpu_supports("fma");
-    f->has_f16c = __builtin_cpu_supports("f16c");
+    unsigned a, b, c, d;   /* clang 14 has no "f16c" feature string: read CPUID.1:ECX[29] */
+    f->has_f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
     f->has_avx512f = __builtin_cpu_supports("avx512f");
     f->has_avx512bw = __builtin_cpu_supports("avx512bw");
     f->has_avx512vl = __builtin_cpu_supports("avx512vl");

@@ -12,12 +12,15 @@
  * size is not a multiple of 16 bytes (Q8_0, Q4_0, Q6_K) are repacked
  * losslessly into structure-of-arrays layouts (cuda_util.cuh) so the GEMV can
  * use aligned 16-byte loads. Kernels: gemv_kquant.cu (matmul, get_rows),
- * attn_decode.cu (attention, kv_store), ops.cu (the rest).
+ * attn_decode.cu (attention, kv_store), ops.cu (the rest), gemv_q8.cu (the
+ * int8-activation GEMV that quantized matmuls of <= 16 rows use unless exact).
+ * graph_begin/end/launch/free capture and replay a decode step (CUDA graphs).
  * Threading: one thread drives a backend at a time (the scheduler).
  */
 #include "cuda_util.cuh"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -61,6 +64,12 @@ bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 {
     if (b->nbytes >= nbytes)
         return true;
+    if (c->capturing) {   /* a free/alloc here would be baked into the graph */
+        cuda_check(c, cudaErrorStreamCaptureUnsupported,
+                   "scratch buffer grew during graph capture (run one step of this shape before graph_begin)",
+                   __FILE__, __LINE__);
+        return false;
+    }
     if (b->p)
         CUDA_TRY(c, cudaFreeAsync(b->p, c->stream));
     b->p = NULL;
@@ -116,6 +125,7 @@ static void be_release(struct backend *be, void *p)
 static int be_upload(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
+    cuda_xq_forget(c);
     CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
     return ctx_status(c, err);
@@ -231,6 +241,7 @@ static void be_weight_clear(struct backend *be, struct be_weight *w)
 
 static void be_get_rows(struct backend *be, float *y, const struct be_weight *w, const int32_t *ids, int n)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_get_rows(ctx_of(be), y, w, ids, n);
 }
 
@@ -242,50 +253,134 @@ static void be_matmul(struct backend *be, float *y, const struct be_weight *w, c
 static void be_rmsnorm(struct backend *be, float *y, const float *x, const struct be_weight *w,
                        int64_t n_rows, int n, float eps)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_rmsnorm(ctx_of(be), y, x, w ? (const float *)w->dev : NULL, n_rows, n, eps);
 }
 
 static void be_rope(struct backend *be, float *x, int n_rows, int n_head, int head_dim, int n_rot,
                     const int32_t *pos, float base, bool neox)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_rope(ctx_of(be), x, n_rows, n_head, head_dim, n_rot, pos, base, neox);
 }
 
 static void be_add(struct backend *be, float *y, const float *x, int64_t n)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_add(ctx_of(be), y, x, n);
 }
 
 static void be_mul_sigmoid(struct backend *be, float *y, const float *g, int64_t n)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_mul_sigmoid(ctx_of(be), y, g, n);
 }
 
 static void be_swiglu(struct backend *be, float *y, const float *gate, const float *up, int64_t n)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_swiglu(ctx_of(be), y, gate, up, n);
 }
 
 static void be_scale_softcap(struct backend *be, float *y, int64_t n, float scale, float cap)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_scale_softcap(ctx_of(be), y, n, scale, cap);
 }
 
 static void be_copy_rows(struct backend *be, float *dst, int64_t dst_stride, const float *src,
                          int64_t src_stride, int n_rows, int n)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_copy_rows(ctx_of(be), dst, dst_stride, src, src_stride, n_rows, n);
 }
 
 static void be_kv_store(struct backend *be, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
                         const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_kv_store(ctx_of(be), k_cache, v_cache, kv_type, n_slots, k, v, n_tokens, pos, kv_dim);
 }
 
 static void be_attention(struct backend *be, const struct be_attn_args *a)
 {
+    cuda_xq_forget(ctx_of(be));
     cuda_attention(ctx_of(be), a);
+}
+
+/* ---- CUDA graphs ------------------------------------------------------------------
+ * graph_begin starts a relaxed-mode capture of ctx->stream; the ops that follow are
+ * recorded, not run (no op allocates or syncs once its scratch has the step's size:
+ * cuda_buf_reserve refuses to grow while capturing). graph_end instantiates the
+ * recording; graph_launch replays it on the same stream. A failure during capture
+ * ran nothing on the device, so it is reported once and not kept sticky: the caller
+ * can fall back to running the step op by op. */
+
+static int be_graph_begin(struct backend *be, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    int rc = ctx_status(c, err);
+    if (rc != GLIM_OK)
+        return rc;
+    if (c->capturing)
+        return glim_fail(err, GLIM_EINVAL, "cuda: graph_begin: a capture is already open");
+    cuda_xq_forget(c);
+    if (CUDA_TRY(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed)))
+        return ctx_status(c, err);
+    c->capturing = true;
+    return GLIM_OK;
+}
+
+static int be_graph_end(struct backend *be, void **graph, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    *graph = NULL;
+    if (!c->capturing)
+        return glim_fail(err, GLIM_EINVAL, "cuda: graph_end without graph_begin");
+    c->capturing = false;
+    cuda_xq_forget(c);
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    cudaGraphExec_t exec = NULL;
+    if (e == cudaSuccess && c->first_err == cudaSuccess)
+        e = cudaGraphInstantiate(&exec, g, 0);
+    if (g)
+        cudaGraphDestroy(g);
+    if (e == cudaSuccess && c->first_err == cudaSuccess) {
+        *graph = exec;
+        return GLIM_OK;
+    }
+    int rc = c->first_err != cudaSuccess
+                 ? glim_fail(err, GLIM_EBACKEND, "cuda: graph capture: %s", c->first_msg)
+                 : glim_fail(err, GLIM_EBACKEND, "cuda: graph capture: %s", cudaGetErrorString(e));
+    if (exec)
+        cudaGraphExecDestroy(exec);
+    cudaGetLastError();              /* nothing ran: the stream is usable op by op */
+    c->first_err = cudaSuccess;
+    c->first_msg[0] = 0;
+    return rc;
+}
+
+static int be_graph_launch(struct backend *be, void *graph, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    int rc = ctx_status(c, err);
+    if (rc != GLIM_OK)
+        return rc;
+    if (!graph)
+        return glim_fail(err, GLIM_EINVAL, "cuda: graph_launch: no graph");
+    cuda_xq_forget(c);
+    CUDA_TRY(c, cudaGraphLaunch((cudaGraphExec_t)graph, c->stream));
+    return ctx_status(c, err);
+}
+
+static void be_graph_free(struct backend *be, void *graph)
+{
+    if (!graph)
+        return;
+    struct cuda_ctx *c = ctx_of(be);
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* a replay may still be queued */
+    CUDA_TRY(c, cudaGraphExecDestroy((cudaGraphExec_t)graph));
 }
 
 /* ---- lifetime ---------------------------------------------------------------------- */
@@ -302,6 +397,7 @@ static void be_destroy(struct backend *be)
             cuda_buf_release(c, &c->wtile);
             cuda_buf_release(c, &c->xbf);
             cuda_buf_release(c, &c->attn_part);
+            cuda_buf_release(c, &c->xq);
             cudaStreamSynchronize(c->stream);
         }
         if (c->cublas)
@@ -335,7 +431,24 @@ static const struct backend_i CUDA_I = {
     /* .copy_rows = */ be_copy_rows,
     /* .kv_store = */ be_kv_store,
     /* .attention = */ be_attention,
+    /* .graph_begin = */ be_graph_begin,
+    /* .graph_end = */ be_graph_end,
+    /* .graph_launch = */ be_graph_launch,
+    /* .graph_free = */ be_graph_free,
 };
+
+/* Exact mode: quantized matmuls of <= 16 rows use the f32 GEMV (bit-for-bit the CPU
+ * reference's dequantized weights, fp32 FMA) instead of int8 activations + dp4a.
+ * Default: off, or on when GLIM_CUDA_EXACT is set to anything but "0" at creation.
+ * Returns GLIM_EINVAL if be is not a CUDA backend. */
+extern "C" int backend_cuda_set_exact(struct backend *be, bool exact)
+{
+    if (!be || be->i != &CUDA_I)
+        return GLIM_EINVAL;
+    ctx_of(be)->exact = exact;
+    cuda_xq_forget(ctx_of(be));
+    return GLIM_OK;
+}
 
 extern "C" bool backend_cuda_available(void)
 {
@@ -375,6 +488,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         return rc;
     }
     c->n_sm = prop.multiProcessorCount;
+    const char *exact = getenv("GLIM_CUDA_EXACT");
+    c->exact = exact && exact[0] && strcmp(exact, "0") != 0;
     snprintf(be->desc, sizeof be->desc, "cuda:%d %s (sm_%d%d, %d SMs, %.0f GiB)", device, prop.name,
              prop.major, prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
     *out = be;

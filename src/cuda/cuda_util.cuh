@@ -66,6 +66,9 @@ static inline void cuda_xq_forget(struct cuda_ctx *c)
     c->xq_src = NULL;
 }
 
+/* backend_cuda.cu: exact f32 GEMV on/off (declared here until backend.h has it) */
+extern "C" int backend_cuda_set_exact(struct backend *be, bool exact);
+
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
 bool cuda_check_blas(struct cuda_ctx *c, cublasStatus_t s, const char *what, const char *file, int line);
