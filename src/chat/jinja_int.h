@@ -2,8 +2,10 @@
  * jinja_int.h — private to src/chat/jinja_*.c: arena, containers, tokens, syntax tree
  * and the evaluator's state. Files: jinja_value.c (arena, containers, comparisons),
  * jinja_str.c (str/repr/json output, float formatting), jinja_json.c (JSON input),
- * jinja_lex.c, jinja_parse.c, jinja_eval.c (statements), jinja_expr.c (expressions),
- * jinja_filter.c (filters, tests), jinja_method.c (str/dict methods, global functions).
+ * jinja_lex.c (tokens, whitespace control), jinja_parse.c + jinja_stmt.c (syntax tree;
+ * jinja_parse.h), jinja_eval.c (statements), jinja_expr.c (expressions),
+ * jinja_filter.c (filters), jinja_test.c (`is` tests), jinja_method.c (attribute and
+ * item access, str/dict methods, global functions).
  */
 #ifndef GLIM_JINJA_INT_H
 #define GLIM_JINJA_INT_H

@@ -12,9 +12,10 @@
  * output matrix scaled so the (soft-capped) logits spread over a few units.
  * The data depend only on (seed, tensor name, row): not on thread count.
  *
- * Adding an architecture (dflash ...) = one entry in the table in
- * synth_plan.c (tensor list) and one in synth_keys.c (metadata).
- * Spec: ../shared/spec/gguf-contract.md §1-2, model.md §3.3. Main thread.
+ * Adding an architecture = one entry in the table in synth_plan.c (tensor
+ * list) and one in synth_keys.c (metadata). dflash drafts (gguf-contract.md
+ * §3, runtime.md §1.1-1.2) have no token_embd/output: they borrow the target's.
+ * Spec: ../shared/spec/gguf-contract.md §1-3, model.md §3.3. Main thread.
  */
 #ifndef GLIM_SYNTH_H
 #define GLIM_SYNTH_H
@@ -25,9 +26,12 @@
 
 #include "../base/err.h"
 
+#define SYNTH_MAX_TAPS 16   /* = GLIM_MAX_TAPS, the loader's bound on dflash.target_layers */
+
 enum synth_arch {
     SYNTH_ARCH_LLAMA = 0,
     SYNTH_ARCH_MUSE_GLIMMER,
+    SYNTH_ARCH_DFLASH,
     SYNTH_ARCH_COUNT
 };
 
@@ -35,14 +39,21 @@ struct synth_hparams {
     enum synth_arch arch;
     int     n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
     int64_t n_ctx;             /* context_length written to the file */
-    int     n_swa;             /* muse-glimmer: window of the sliding layers */
-    int     swa_period;        /* muse-glimmer: layer i is global iff i % period == period-1 */
+    int     n_swa;             /* window of the sliding layers; dflash: 0 = no SWA keys */
+    int     swa_period;        /* layer i is global iff i % period == period-1
+                                * (dflash: 0 = n_layer, i.e. only the last layer is global) */
     float   eps;               /* layer_norm_rms_epsilon */
     float   rope_base;         /* rope.freq_base (and freq_base_swa for muse-glimmer) */
     float   logit_scale;       /* muse-glimmer.logit_scale */
     float   softcap;           /* muse-glimmer.final_logit_softcapping; 0 = off */
     float   q_norm;            /* value of every attn_q_norm element (absorbed query scale) */
     char    name[64];          /* general.name */
+    /* dflash */
+    int     block_size;        /* dflash.block_size */
+    int     n_taps;            /* len(dflash.target_layers) */
+    int     target_layers[SYNTH_MAX_TAPS];   /* as stored: HF target_layer_ids + 1 (the tapped layer's INPUT) */
+    int     n_target_layer;    /* the target's block_count, to range-check target_layers; 0 = unknown */
+    int32_t mask_token_id;     /* tokenizer.ggml.mask_token_id; < 0 = not written */
 };
 
 /* A quant mix: one type for most matrices, llama.cpp's rules for the rest. */
@@ -61,10 +72,17 @@ const char *synth_ftype_names(void);
 const char *synth_arch_name(enum synth_arch a);
 int synth_arch_from_name(const char *name);   /* -1 when unknown */
 
-/* Fill hp with the real shapes of a preset ("muse-glimmer-30b"); GLIM_EINVAL if unknown. */
+/* Fill hp with the real shapes of a preset ("muse-glimmer-30b", "dflash-muse-glimmer-30b");
+ * GLIM_EINVAL if unknown. */
 int synth_preset(const char *name, struct synth_hparams *hp, struct glim_err *err);
 /* Defaults for an arch: a tiny model, muse-glimmer constants where they apply. */
 void synth_hparams_default(enum synth_arch arch, struct synth_hparams *hp);
+/* The default dflash taps for a target of n_target_layer layers: n = min(n_taps, L-1)
+ * stored ids round((k + 0.5)·L/n), k = 0..n-1, clamped to 1..L-1 (distinct when n <= L-1;
+ * L = 1 gives [0], the embedding). Returns the count written to out[]. */
+int synth_dflash_taps(int n_target_layer, int n_taps, int *out);
+/* A plain ftype (one type everywhere) whose base is `type`; NULL if none. */
+const struct synth_ftype *synth_ftype_for_type(uint32_t type);
 
 struct synth_tensor {
     char     name[64];
@@ -96,7 +114,9 @@ struct gguf_file;
 
 /* Write the architecture's metadata keys; vocab = an open GGUF whose
  * tokenizer.* keys are copied (its token count must equal n_vocab), or NULL
- * for tokenizer.ggml.model = "no_vocab". */
+ * for tokenizer.ggml.model = "no_vocab". dflash: vocab is the target (or a
+ * vocab file); its tokenizer.* keys are copied as they are (no_vocab targets
+ * included) except mask_token_id, which is hp->mask_token_id. */
 int synth_keys_add(struct gguf_writer *w, const struct synth_hparams *hp, const struct synth_ftype *ft,
                    const struct gguf_file *vocab, struct glim_err *err);
 

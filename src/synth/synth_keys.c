@@ -1,8 +1,8 @@
 /*
  * synth_keys.c — metadata of a synthetic model: general.*, the arch keys
  * with the value types llama.cpp checks strictly (u32 ints, f32 floats, a
- * BOOL array for the SWA pattern; gguf-contract.md §1.2), and the tokenizer,
- * copied from a vocab GGUF or "no_vocab" with <arch>.vocab_size.
+ * BOOL array for the SWA pattern; gguf-contract.md §1.2, §3.1 for dflash),
+ * and the tokenizer, copied from a vocab GGUF or "no_vocab" with <arch>.vocab_size.
  */
 #include "synth.h"
 
@@ -85,6 +85,23 @@ static void keys_llama(struct keys *k, const struct synth_hparams *hp)
 
 /* 3 sliding + 1 global for period 4: layer i is global iff i % period == period-1
  * (model.md §1.4; the converter writes a BOOL array, true = sliding) */
+static void key_swa_pattern(struct keys *k, int n_layer, int period)
+{
+    if (k->rc)
+        return;
+    bool *swa = glim_malloc((size_t)n_layer * sizeof *swa);
+    char b[96];
+    arch_key(k, "attention.sliding_window_pattern", b, sizeof b);
+    if (!swa) {
+        note(k, GLIM_ENOMEM, b);
+        return;
+    }
+    for (int il = 0; il < n_layer; il++)
+        swa[il] = il % period != period - 1;
+    note(k, gguf_writer_add_arr_bool(k->w, b, swa, (uint64_t)n_layer), b);
+    glim_free(swa);
+}
+
 static void keys_muse(struct keys *k, const struct synth_hparams *hp)
 {
     keys_common(k, hp);
@@ -92,24 +109,52 @@ static void keys_muse(struct keys *k, const struct synth_hparams *hp)
     key_u32(k, "attention.sliding_window", (uint32_t)hp->n_swa);
     key_f32(k, "logit_scale", hp->logit_scale);
     key_f32(k, "final_logit_softcapping", hp->softcap);
-    if (k->rc)
-        return;
-    bool *swa = glim_malloc((size_t)hp->n_layer * sizeof *swa);
+    key_swa_pattern(k, hp->n_layer, hp->swa_period);
+}
+
+/* gguf-contract.md §3.1: target_layers must be ARRAY[INT32] (stored ids =
+ * HF ids + 1); the SWA keys only when there is a window, and then the
+ * pattern as a BOOL array (period 0 = only the last layer global) */
+static void keys_dflash(struct keys *k, const struct synth_hparams *hp)
+{
+    keys_common(k, hp);
+    key_u32(k, "block_size", (uint32_t)hp->block_size);
     char b[96];
-    arch_key(k, "attention.sliding_window_pattern", b, sizeof b);
-    if (!swa) {
-        note(k, GLIM_ENOMEM, b);
-        return;
+    int32_t taps[SYNTH_MAX_TAPS];
+    for (int i = 0; i < hp->n_taps; i++)
+        taps[i] = hp->target_layers[i];
+    if (!k->rc)
+        note(k, gguf_writer_add_arr_i32(k->w, arch_key(k, "target_layers", b, sizeof b), taps,
+                                        (uint64_t)hp->n_taps), b);
+    if (hp->n_swa > 0) {
+        key_u32(k, "attention.sliding_window", (uint32_t)hp->n_swa);
+        key_swa_pattern(k, hp->n_layer, hp->swa_period > 0 ? hp->swa_period : hp->n_layer);
     }
-    for (int il = 0; il < hp->n_layer; il++)
-        swa[il] = il % hp->swa_period != hp->swa_period - 1;
-    note(k, gguf_writer_add_arr_bool(k->w, b, swa, (uint64_t)hp->n_layer), b);
-    glim_free(swa);
+}
+
+/* dflash: the draft borrows the target's tokenizer whatever its model
+ * (no_vocab included), so copy tokenizer.* as is, but mask_token_id is ours */
+static void keys_tokenizer_dflash(struct keys *k, const struct synth_hparams *hp, const struct gguf_file *vocab)
+{
+    static const char MASK[] = "tokenizer.ggml.mask_token_id";
+    if (!vocab)
+        note(k, gguf_writer_add_str(k->w, "tokenizer.ggml.model", "no_vocab"), "tokenizer.ggml.model");
+    for (int64_t i = 0; vocab && i < gguf_kv_count(vocab) && !k->rc; i++) {
+        const struct gguf_kv *kv = gguf_kv_at(vocab, i);
+        if (!strncmp(kv->key, "tokenizer.", 10) && strcmp(kv->key, MASK))
+            note(k, gguf_writer_add_kv_copy(k->w, kv), kv->key);
+    }
+    if (hp->mask_token_id >= 0 && !k->rc)
+        note(k, gguf_writer_add_u32(k->w, MASK, (uint32_t)hp->mask_token_id), MASK);
 }
 
 static int keys_tokenizer(struct keys *k, const struct synth_hparams *hp, const struct gguf_file *vocab,
                           struct glim_err *err)
 {
+    if (hp->arch == SYNTH_ARCH_DFLASH) {
+        keys_tokenizer_dflash(k, hp, vocab);
+        return GLIM_OK;
+    }
     if (!vocab) {
         note(k, gguf_writer_add_str(k->w, "tokenizer.ggml.model", "no_vocab"), "tokenizer.ggml.model");
         return GLIM_OK;
@@ -135,6 +180,8 @@ int synth_keys_add(struct gguf_writer *w, const struct synth_hparams *hp, const 
     keys_general(&k, hp, ft);
     if (hp->arch == SYNTH_ARCH_MUSE_GLIMMER)
         keys_muse(&k, hp);
+    else if (hp->arch == SYNTH_ARCH_DFLASH)
+        keys_dflash(&k, hp);
     else
         keys_llama(&k, hp);
     int rc = keys_tokenizer(&k, hp, vocab, err);

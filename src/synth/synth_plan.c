@@ -1,7 +1,7 @@
 /*
  * synth_plan.c — the tensor list of each synthetic architecture: names and
  * shapes exactly as llama.cpp's loaders want them (gguf-contract.md §2.1 for
- * muse-glimmer, llama.cpp's LLM_ARCH_LLAMA list for llama), per-tensor types
+ * muse-glimmer, §3.2 for dflash, llama.cpp's LLM_ARCH_LLAMA list for llama), per-tensor types
  * from the quant mix, and the init statistics (see synth.h).
  */
 #include "synth.h"
@@ -130,22 +130,87 @@ static int plan_layer_muse(struct synth_plan *p, const struct synth_hparams *hp,
     rc = rc ? rc : plan_matrix(p, BLK("ffn_up"), t, E, F, err);
     rc = rc ? rc : plan_matrix(p, BLK("ffn_down"), tmb, F, E, err);
     rc = rc ? rc : plan_norm(p, BLK("post_ffw_norm"), E, err);
+    return rc;
+}
+
+/* gguf-contract.md §3.2: the encoder (fc over the T concatenated taps, then
+ * its RMSNorm) and the final norm; token_embd/output come from the target */
+static int plan_ends_dflash(struct synth_plan *p, const struct synth_hparams *hp, const struct synth_ftype *ft,
+                            struct glim_err *err)
+{
+    int64_t E = hp->n_embd;
+    int rc = plan_matrix(p, "fc.weight", ft->base, (int64_t)hp->n_taps * E, E, err);   /* [T*E, E] */
+    rc = rc ? rc : plan_norm(p, "enc.output_norm.weight", E, err);
+    rc = rc ? rc : plan_norm(p, "output_norm.weight", E, err);
+    return rc;
+}
+
+/* Qwen3-style block: learned q/k norms (1 + 0.1·N like every other norm),
+ * no gate, no sandwich norms */
+static int plan_layer_dflash(struct synth_plan *p, const struct synth_hparams *hp,
+                             const struct synth_ftype *ft, int il, struct glim_err *err)
+{
+    int64_t E = hp->n_embd, D = hp->head_dim, q_dim = (int64_t)hp->n_head * D,
+            kv_dim = (int64_t)hp->n_head_kv * D, F = hp->n_ff;
+    uint32_t t = ft->base, tmb = synth_use_more_bits(il, hp->n_layer) ? ft->more_bits : ft->base;
+    char n[64];
+    int rc = 0;
+    rc = rc ? rc : plan_norm(p, BLK("attn_norm"), E, err);
+    rc = rc ? rc : plan_matrix(p, BLK("attn_q"), t, E, q_dim, err);
+    rc = rc ? rc : plan_matrix(p, BLK("attn_k"), t, E, kv_dim, err);
+    rc = rc ? rc : plan_matrix(p, BLK("attn_v"), tmb, E, kv_dim, err);
+    rc = rc ? rc : plan_norm(p, BLK("attn_q_norm"), D, err);
+    rc = rc ? rc : plan_norm(p, BLK("attn_k_norm"), D, err);
+    rc = rc ? rc : plan_matrix(p, BLK("attn_output"), t, q_dim, E, err);
+    rc = rc ? rc : plan_norm(p, BLK("ffn_norm"), E, err);
+    rc = rc ? rc : plan_matrix(p, BLK("ffn_gate"), t, E, F, err);
+    rc = rc ? rc : plan_matrix(p, BLK("ffn_up"), t, E, F, err);
+    rc = rc ? rc : plan_matrix(p, BLK("ffn_down"), tmb, F, E, err);
 #undef BLK
     return rc;
 }
 
+typedef int (*plan_ends_fn)(struct synth_plan *p, const struct synth_hparams *hp,
+                            const struct synth_ftype *ft, struct glim_err *err);
 typedef int (*plan_layer_fn)(struct synth_plan *p, const struct synth_hparams *hp,
                              const struct synth_ftype *ft, int il, struct glim_err *err);
 
-static const plan_layer_fn PLAN_LAYER[SYNTH_ARCH_COUNT] = {
-    [SYNTH_ARCH_LLAMA] = plan_layer_llama,
-    [SYNTH_ARCH_MUSE_GLIMMER] = plan_layer_muse,
+/* per arch: the tensors outside the blocks, then one block */
+static const struct {
+    plan_ends_fn  ends;
+    plan_layer_fn layer;
+} PLAN[SYNTH_ARCH_COUNT] = {
+    [SYNTH_ARCH_LLAMA] = {plan_ends, plan_layer_llama},
+    [SYNTH_ARCH_MUSE_GLIMMER] = {plan_ends, plan_layer_muse},
+    [SYNTH_ARCH_DFLASH] = {plan_ends_dflash, plan_layer_dflash},
 };
 
 static int check_dim(const char *flag, long long v, long long lo, struct glim_err *err)
 {
     if (v < lo || v > MAX_DIM)
         return glim_fail(err, GLIM_EINVAL, "%s: expected %lld..%d, got %lld", flag, lo, MAX_DIM, v);
+    return GLIM_OK;
+}
+
+/* the ranges arch_dflash.c's loader accepts */
+static int check_dflash(const struct synth_hparams *hp, struct glim_err *err)
+{
+    if (hp->block_size < 2 || hp->block_size > 64)
+        return glim_fail(err, GLIM_EINVAL, "--block-size: expected 2..64, got %d", hp->block_size);
+    if (hp->n_taps < 1 || hp->n_taps > SYNTH_MAX_TAPS)
+        return glim_fail(err, GLIM_EINVAL, "--target-layers: expected 1..%d layer ids, got %d", SYNTH_MAX_TAPS,
+                         hp->n_taps);
+    int hi = hp->n_target_layer > 0 ? hp->n_target_layer - 1 : MAX_DIM;
+    for (int k = 0; k < hp->n_taps; k++)
+        if (hp->target_layers[k] < 0 || hp->target_layers[k] > hi)
+            return glim_fail(err, GLIM_EINVAL, "--target-layers[%d]: expected 0..%d (the target's layers), got %d",
+                             k, hi, hp->target_layers[k]);
+    if (hp->mask_token_id >= hp->n_vocab)
+        return glim_fail(err, GLIM_EINVAL, "--mask-token: expected < vocab %d, got %d", hp->n_vocab,
+                         (int)hp->mask_token_id);
+    if (hp->n_swa < 0 || hp->swa_period < 0)
+        return glim_fail(err, GLIM_EINVAL, "--window/--swa-period: expected >= 0, got %d/%d", hp->n_swa,
+                         hp->swa_period);
     return GLIM_OK;
 }
 
@@ -176,7 +241,7 @@ static int check_hparams(const struct synth_hparams *hp, struct glim_err *err)
                          hp->swa_period);
     if (!(hp->eps > 0) || !(hp->logit_scale > 0) || !(hp->rope_base > 0) || !(hp->softcap >= 0))
         return glim_fail(err, GLIM_EINVAL, "--eps/--logit-scale/--rope-base/--softcap: expected > 0");
-    return GLIM_OK;
+    return hp->arch == SYNTH_ARCH_DFLASH ? check_dflash(hp, err) : GLIM_OK;
 }
 
 int synth_plan_build(const struct synth_hparams *hp, const struct synth_ftype *ft, struct synth_plan *out,
@@ -185,9 +250,9 @@ int synth_plan_build(const struct synth_hparams *hp, const struct synth_ftype *f
     struct synth_plan p = {0};
     int rc = check_hparams(hp, err);
     if (!rc)
-        rc = plan_ends(&p, hp, ft, err);
+        rc = PLAN[hp->arch].ends(&p, hp, ft, err);
     for (int il = 0; !rc && il < hp->n_layer; il++)
-        rc = PLAN_LAYER[hp->arch](&p, hp, ft, il, err);
+        rc = PLAN[hp->arch].layer(&p, hp, ft, il, err);
     if (rc) {
         synth_plan_clear(&p);
         return rc;
