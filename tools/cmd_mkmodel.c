@@ -4,6 +4,8 @@
  *
  * --preset muse-glimmer-30b gives the real 30B shapes and the published
  * Q4_K_M mix (model.md §3.3); flags after it override single values.
+ * --preset dflash-muse-glimmer-30b gives its DFlash drafter (runtime.md §1.1);
+ * --like TARGET.gguf shapes a random drafter for any target (like_target).
  * --dry-run prints the tensor table and totals without writing.
  */
 #include <stdio.h>
@@ -24,24 +26,40 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: glim mkmodel [--preset NAME | --arch ARCH] [options] -o FILE\n\n"
+            "usage: glim mkmodel [--preset NAME | --arch ARCH] [options] -o FILE\n"
+            "       glim mkmodel --arch dflash --like TARGET.gguf [options] -o FILE\n\n"
             "Write a GGUF with seeded random weights, shaped as llama.cpp's loader expects.\n\n"
             "  --preset NAME      muse-glimmer-30b: the real 30B shapes, Q4_K_M mix, llama4 vocab\n"
-            "  --arch ARCH        muse-glimmer | llama (default muse-glimmer)\n"
+            "                     dflash-muse-glimmer-30b: its DFlash drafter (5 layers, 32/8 heads,\n"
+            "                     ffn 19968, taps 2,14,26,38,50, block 16, mask 201818), Q4_K, llama4 vocab\n"
+            "  --arch ARCH        muse-glimmer | llama | dflash (default muse-glimmer)\n"
             "  --dim N            embedding width (n_embd)\n"
             "  --layers N         block count\n"
             "  --heads N          query heads;  --kv-heads N  key/value heads\n"
             "  --head-dim N       per-head width (default dim / heads, 128 in the preset)\n"
             "  --ffn N            feed-forward width\n"
-            "  --window N         sliding window (muse-glimmer)\n"
-            "  --swa-period N     layer i is global iff i %% N == N-1 (default 4: 3 sliding + 1 global)\n"
+            "  --window N         sliding window (muse-glimmer; dflash: default none, N > 0 makes\n"
+            "                     every layer but the last sliding)\n"
+            "  --swa-period N     layer i is global iff i %% N == N-1 (default 4: 3 sliding + 1 global;\n"
+            "                     dflash: the number of layers)\n"
             "  --vocab V          llama4 (copy the Llama 4 tokenizer, 202048 tokens), FILE.gguf (copy\n"
             "                     its tokenizer.* keys), or a number N (no tokenizer, N token ids)\n"
             "  --type T           %s (default F32; preset Q4_K_M)\n"
             "  --ctx N            context_length written to the file\n"
             "  --rope-base F  --eps F  --logit-scale F  --softcap F  --q-norm F   (0 q-norm = 43.784/sqrt(head_dim))\n"
             "  --name S           general.name\n"
-            "  --seed S           RNG seed (default 1)\n"
+            "  --seed S           RNG seed (default 1)\n\n"
+            "DFlash drafters (--arch dflash; no token_embd/output: the target's are used):\n"
+            "  --like FILE.gguf   shape the drafter for this target: dim = its embedding_length, its\n"
+            "                     heads, head_dim and ffn, kv-heads = the largest divisor of heads <= heads/4,\n"
+            "                     5 layers, its context_length, its tokenizer.* keys, its matrix type\n"
+            "                     (blk.0.ffn_up; F16 if not a plain type) unless --type\n"
+            "  --target-layers L,L,...  stored tap ids (HF target_layer_ids + 1: the tapped layer's\n"
+            "                     INPUT). Default for a target of L layers: n = min(5, L-1) taps\n"
+            "                     round((k+0.5)*L/n), k = 0..n-1, clamped to 1..L-1\n"
+            "  --block-size B     dflash.block_size, 2..64 (default 16)\n"
+            "  --mask-token ID    tokenizer.ggml.mask_token_id (default: the target's, else its last id)\n"
+            "\n"
             "  -t, --threads N    generator threads (default: online CPUs)\n"
             "  -o, --output FILE  where to write (written atomically)\n"
             "  --dry-run          print the tensor table and total bytes; write nothing\n"
@@ -56,10 +74,13 @@ struct opts {
     struct synth_hparams hp;
     const struct synth_ftype *ft;
     const char *vocab;      /* NULL = no_vocab with hp.n_vocab ids */
+    const char *like;       /* dflash: the target GGUF (also the vocab unless --vocab) */
     const char *out;
     unsigned long long seed;
     int  n_threads;
+    int  like_embd;         /* the target's embedding_length (--like) */
     bool dry_run, quiet, head_dim_set;
+    bool mask_auto;         /* dflash: mask id from the vocab (its mask token, else its last id) */
 };
 
 /* Resolve "llama4" to the shared test data's vocab file; NULL if not found. */
@@ -77,38 +98,139 @@ static const char *llama4_path(char *buf, size_t n)
     return NULL;
 }
 
-/* first pass: --preset / --arch pick the defaults every other flag overrides */
+/* "<arch>.<suffix>" of the target as an integer; def when absent */
+static int64_t target_int(const struct gguf_file *f, const char *arch, const char *suffix, int64_t def)
+{
+    char key[128];
+    int64_t v = def;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    gguf_get_i64(f, key, &v, NULL);
+    return v;
+}
+
+/* The target's vocabulary size: its token list, <arch>.vocab_size, or token_embd's rows. */
+static int64_t target_vocab(const struct gguf_file *f, const char *arch)
+{
+    const struct gguf_kv *toks = gguf_kv_find(f, "tokenizer.ggml.tokens");
+    if (toks && toks->type == GGUF_VT_ARRAY)
+        return (int64_t)toks->arr_n;
+    const struct gguf_tensor *te = gguf_tensor_find(f, "token_embd.weight");
+    return target_int(f, arch, "vocab_size", te ? te->ne[1] : 0);
+}
+
+/* --like: a random drafter shaped for this target (see usage for the rules) */
+static int like_target(struct opts *o, const char *path)
+{
+    struct glim_err err = {0};
+    struct gguf_file *f = NULL;
+    const char *arch = NULL;
+    size_t n = 0;
+    char an[64];
+    if (gguf_open(path, &f, &err) || gguf_get_str(f, "general.architecture", &arch, &n, &err)) {
+        fprintf(stderr, "glim " CMD ": --like: %s\n", err.msg);
+        gguf_close(f);
+        return 1;
+    }
+    snprintf(an, sizeof an, "%.*s", (int)GLIM_MIN(n, sizeof an - 1), arch);
+    struct synth_hparams *hp = &o->hp;
+    int64_t E = target_int(f, an, "embedding_length", 0), L = target_int(f, an, "block_count", 0);
+    int64_t H = target_int(f, an, "attention.head_count", 0), F = target_int(f, an, "feed_forward_length", 0);
+    int64_t V = target_vocab(f, an);
+    if (!strcmp(an, "dflash") || E < 1 || E > (1 << 24) || L < 1 || L > 512 || H < 1 || H > 4096 || F < 1 ||
+        F > (1 << 24) || V < 1 || V > (1 << 24)) {
+        fprintf(stderr, "glim " CMD ": --like %s: expected a target model (%s: embedding_length %lld, "
+                        "block_count %lld, head_count %lld, feed_forward_length %lld, vocab %lld)\n",
+                path, an, (long long)E, (long long)L, (long long)H, (long long)F, (long long)V);
+        gguf_close(f);
+        return 2;
+    }
+    hp->n_embd = o->like_embd = (int)E;
+    hp->n_head = (int)H;
+    hp->head_dim = (int)target_int(f, an, "attention.key_length", E / H);
+    for (hp->n_head_kv = (int)GLIM_MAX(H / 4, 1); H % hp->n_head_kv;)
+        hp->n_head_kv--;
+    hp->n_ff = (int)F;
+    hp->n_layer = 5;
+    hp->n_vocab = (int)V;
+    hp->n_ctx = target_int(f, an, "context_length", hp->n_ctx);
+    hp->n_target_layer = (int)L;
+    hp->n_taps = synth_dflash_taps((int)L, 5, hp->target_layers);
+    const struct gguf_tensor *up = gguf_tensor_find(f, "blk.0.ffn_up.weight");
+    const struct synth_ftype *ft = up ? synth_ftype_for_type(up->type) : NULL;
+    o->ft = ft ? ft : synth_ftype_find("F16");
+    o->head_dim_set = true;
+    o->vocab = path;
+    snprintf(hp->name, sizeof hp->name, "dflash-synthetic");
+    gguf_close(f);
+    return 0;
+}
+
+static const char *flag_value(int argc, char **argv, const char *flag)
+{
+    const char *v = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], flag))
+            v = argv[i + 1];
+    return v;
+}
+
+/* first pass: --preset / --arch / --like pick the defaults every other flag overrides */
 static int parse_base(int argc, char **argv, struct opts *o)
 {
-    const char *preset = NULL, *arch = NULL;
-    for (int i = 1; i + 1 < argc; i++) {
-        if (!strcmp(argv[i], "--preset"))
-            preset = argv[i + 1];
-        else if (!strcmp(argv[i], "--arch"))
-            arch = argv[i + 1];
-    }
-    int a = arch ? synth_arch_from_name(arch) : SYNTH_ARCH_MUSE_GLIMMER;
+    const char *preset = flag_value(argc, argv, "--preset"), *arch = flag_value(argc, argv, "--arch");
+    o->like = flag_value(argc, argv, "--like");
+    int a = arch ? synth_arch_from_name(arch) : o->like ? SYNTH_ARCH_DFLASH : SYNTH_ARCH_MUSE_GLIMMER;
     if (a < 0) {
-        fprintf(stderr, "glim " CMD ": --arch: expected muse-glimmer or llama, got '%s'\n", arch);
+        fprintf(stderr, "glim " CMD ": --arch: expected muse-glimmer, llama or dflash, got '%s'\n", arch);
+        return 2;
+    }
+    if (o->like && (preset || a != SYNTH_ARCH_DFLASH)) {
+        fprintf(stderr, "glim " CMD ": --like makes a dflash drafter: it takes no --preset or other --arch\n");
         return 2;
     }
     synth_hparams_default((enum synth_arch)a, &o->hp);
     o->ft = synth_ftype_find("F32");
+    o->mask_auto = a == SYNTH_ARCH_DFLASH;
+    if (o->like)
+        return like_target(o, o->like);
     if (preset) {
         struct glim_err err = {0};
         if (synth_preset(preset, &o->hp, &err)) {
             fprintf(stderr, "glim " CMD ": %s\n", err.msg);
             return 2;
         }
-        o->ft = synth_ftype_find("Q4_K_M");
+        bool draft = o->hp.arch == SYNTH_ARCH_DFLASH;
+        o->ft = synth_ftype_find(draft ? "Q4_K" : "Q4_K_M");   /* runtime.md §1.1: Q4_K drafter */
         o->vocab = "llama4";
         o->head_dim_set = true;
+        o->mask_auto = false;
         if (arch && a != (int)o->hp.arch) {
             fprintf(stderr, "glim " CMD ": --arch %s contradicts --preset %s\n", arch, preset);
             return 2;
         }
     }
     return 0;
+}
+
+/* --target-layers 2,14,26: 1..SYNTH_MAX_TAPS ids */
+static bool taps_flag(const char *flag, const char *v, struct synth_hparams *hp)
+{
+    int n = 0;
+    for (const char *p = v; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x > (1 << 24) || n == SYNTH_MAX_TAPS || (*end && *end != ',')) {
+            fprintf(stderr, "glim " CMD ": %s: expected 1..%d comma-separated layer ids, got '%s'\n", flag,
+                    SYNTH_MAX_TAPS, v);
+            return false;
+        }
+        hp->target_layers[n++] = (int)x;
+        p = *end ? end + 1 : end;
+    }
+    hp->n_taps = n;
+    if (!n)
+        fprintf(stderr, "glim " CMD ": %s: expected at least one layer id\n", flag);
+    return n > 0;
 }
 
 static bool int_flag(const char *flag, const char *v, int *out)
@@ -141,6 +263,15 @@ static bool parse_value(struct opts *o, const char *f, const char *v)
     if (!strcmp(f, "--head-dim")) return (o->head_dim_set = true), int_flag(f, v, &hp->head_dim);
     if (!strcmp(f, "--ffn")) return int_flag(f, v, &hp->n_ff);
     if (!strcmp(f, "--window")) return int_flag(f, v, &hp->n_swa);
+    if (!strcmp(f, "--block-size")) return int_flag(f, v, &hp->block_size);
+    if (!strcmp(f, "--target-layers")) return taps_flag(f, v, hp);
+    if (!strcmp(f, "--mask-token")) {
+        if (!cli_int(CMD, f, v, 0, INT32_MAX, &x))
+            return false;
+        hp->mask_token_id = (int32_t)x;
+        o->mask_auto = false;
+        return true;
+    }
     if (!strcmp(f, "--swa-period")) return int_flag(f, v, &hp->swa_period);
     if (!strcmp(f, "--rope-base")) return float_flag(f, v, 1e-3, &hp->rope_base);
     if (!strcmp(f, "--eps")) return float_flag(f, v, 1e-30, &hp->eps);
@@ -162,7 +293,8 @@ static bool parse_value(struct opts *o, const char *f, const char *v)
     }
     if (!strcmp(f, "-t") || !strcmp(f, "--threads")) return int_flag(f, v, &o->n_threads);
     if (!strcmp(f, "-o") || !strcmp(f, "--output")) return (o->out = v), true;
-    if (!strcmp(f, "--preset") || !strcmp(f, "--arch")) return true;   /* parse_base took them */
+    if (!strcmp(f, "--preset") || !strcmp(f, "--arch") || !strcmp(f, "--like"))
+        return true;   /* parse_base took them */
     if (!strcmp(f, "--type")) {
         if (!(o->ft = synth_ftype_find(v)))
             fprintf(stderr, "glim " CMD ": --type: expected %s, got '%s'\n", synth_ftype_names(), v);
@@ -208,6 +340,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
     }
     if (!o->head_dim_set)
         o->hp.head_dim = o->hp.n_embd / o->hp.n_head;
+    if (o->like && o->hp.n_embd != o->like_embd) {
+        fprintf(stderr, "glim " CMD ": --dim %d: a drafter's width must equal the target's embedding_length %d\n",
+                o->hp.n_embd, o->like_embd);
+        return 2;
+    }
     if (!o->out && !o->dry_run) {
         fprintf(stderr, "glim " CMD ": -o FILE is required (or --dry-run)\n");
         return 2;
@@ -237,6 +374,8 @@ static int open_vocab(struct opts *o, struct gguf_file **vf)
         fprintf(stderr, "glim " CMD ": --vocab: %s\n", err.msg);
         return 1;
     }
+    if (o->like && o->vocab == o->like)
+        return 0;   /* the target: any tokenizer (no_vocab too), vocab size read by like_target */
     const struct gguf_kv *toks = gguf_kv_find(*vf, "tokenizer.ggml.tokens");
     if (!toks || toks->type != GGUF_VT_ARRAY || toks->arr_n == 0 || toks->arr_n > (1u << 24)) {
         fprintf(stderr, "glim " CMD ": --vocab %s: no usable tokenizer.ggml.tokens array\n", path);
@@ -246,12 +385,31 @@ static int open_vocab(struct opts *o, struct gguf_file **vf)
     return 0;
 }
 
+/* dflash: the vocabulary's own mask token if it has one, else its last id */
+static void pick_mask(struct opts *o, const struct gguf_file *vocab)
+{
+    uint32_t id;
+    if (!o->mask_auto)
+        return;
+    if (vocab && gguf_get_u32(vocab, "tokenizer.ggml.mask_token_id", &id, NULL) == GLIM_OK)
+        o->hp.mask_token_id = (int32_t)GLIM_MIN(id, (uint32_t)INT32_MAX);
+    else
+        o->hp.mask_token_id = o->hp.n_vocab - 1;
+}
+
 static void print_plan(const struct opts *o, const struct synth_plan *p)
 {
     const struct synth_hparams *hp = &o->hp;
     printf("%s: %s, dim %d, %d layers, %d/%d heads x %d, ffn %d, vocab %d, ctx %lld, type %s\n",
            hp->name, synth_arch_name(hp->arch), hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv,
            hp->head_dim, hp->n_ff, hp->n_vocab, (long long)hp->n_ctx, o->ft->name);
+    if (hp->arch == SYNTH_ARCH_DFLASH) {
+        printf("dflash: block_size %d, mask_token_id %d, window %d, target_layers", hp->block_size,
+               (int)hp->mask_token_id, hp->n_swa);
+        for (int k = 0; k < hp->n_taps; k++)
+            printf("%s%d", k ? "," : " ", hp->target_layers[k]);
+        printf("\n");
+    }
     printf("%-40s %-6s %-18s %14s\n", "tensor", "type", "shape", "bytes");
     for (int i = 0; i < p->n; i++) {
         const struct synth_tensor *t = &p->t[i];
@@ -302,6 +460,7 @@ int cmd_mkmodel(int argc, char **argv)
     struct gguf_file *vocab = NULL;
     if ((rc = open_vocab(&o, &vocab)))
         return rc;
+    pick_mask(&o, vocab);
     struct synth_plan plan = {0};
     struct glim_err err = {0};
     if (synth_plan_build(&o.hp, o.ft, &plan, &err)) {

@@ -46,6 +46,7 @@ const char *jinja_type_name(struct jinja_value v);
 const char *jinja_find(const char *hay, size_t hay_len, const char *needle, size_t needle_len);
 /* UTF-8 code point helpers (invalid bytes count as one code point each). */
 size_t jinja_utf8_count(const char *s, size_t n);
+int jinja_utf8_put(struct strbuf *sb, uint32_t cp);         /* append one code point */
 size_t jinja_utf8_next(const char *s, size_t n, size_t i);  /* offset after the code point at i */
 
 /* str(v) as a new arena string (strings are returned as is). */

@@ -51,23 +51,6 @@ static int hex4(struct jp *p, unsigned *out)
     return GLIM_OK;
 }
 
-static int put_utf8(struct strbuf *sb, unsigned cp)
-{
-    char b[4];
-    size_t n;
-    if (cp < 0x80)
-        b[0] = (char)cp, n = 1;
-    else if (cp < 0x800)
-        b[0] = (char)(0xC0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-    else if (cp < 0x10000)
-        b[0] = (char)(0xE0 | cp >> 12), b[1] = (char)(0x80 | ((cp >> 6) & 0x3F)),
-        b[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-    else
-        b[0] = (char)(0xF0 | cp >> 18), b[1] = (char)(0x80 | ((cp >> 12) & 0x3F)),
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), b[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
-    return strbuf_append(sb, b, n);
-}
-
 static int parse_escape(struct jp *p)
 {
     char c = p->s[p->i++];
@@ -91,9 +74,7 @@ static int parse_escape(struct jp *p)
         else
             p->i = save;
     }
-    if (cp >= 0xD800 && cp < 0xE000)
-        cp = 0xFFFD;   /* a lone surrogate has no UTF-8 form */
-    return put_utf8(&p->tmp, cp) ? jp_fail(p, "out of memory") : GLIM_OK;
+    return jinja_utf8_put(&p->tmp, cp) ? jp_fail(p, "out of memory") : GLIM_OK;
 }
 
 static int parse_string(struct jp *p, struct jinja_value *out)

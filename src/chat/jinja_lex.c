@@ -92,6 +92,39 @@ static void after_tag(struct lx *l, char sign, bool is_block)
     }
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Python's numeric escapes after a backslash: \xhh \uhhhh \Uhhhhhhhh \ooo, and a
+ * backslash-newline (dropped). Returns the bytes used after the backslash, 0 if none. */
+static size_t unescape(const char *s, size_t n, struct strbuf *sb, int *rc)
+{
+    if (n >= 1 && s[0] == '\n')
+        return 1;
+    size_t digits = s[0] == 'x' ? 2 : s[0] == 'u' ? 4 : s[0] == 'U' ? 8 : 0;
+    uint32_t v = 0;
+    if (digits) {
+        if (n < digits + 1)
+            return 0;
+        for (size_t k = 1; k <= digits; k++) {
+            int h = hexval(s[k]);
+            if (h < 0)
+                return 0;
+            v = v << 4 | (uint32_t)h;
+        }
+        *rc = jinja_utf8_put(sb, v);
+        return digits + 1;
+    }
+    size_t k = 0;
+    while (k < 3 && k < n && s[k] >= '0' && s[k] <= '7')
+        v = v << 3 | (uint32_t)(s[k++] - '0');
+    if (k)
+        *rc = jinja_utf8_put(sb, v);
+    return k;
+}
+
 static int lex_string(struct lx *l)
 {
     char q = l->s[l->pos];
@@ -102,6 +135,11 @@ static int lex_string(struct lx *l)
     for (; p < l->n && l->s[p] != q && !rc; p++) {
         char c = l->s[p];
         if (c == '\\' && p + 1 < l->n) {
+            size_t used = unescape(l->s + p + 1, l->n - p - 1, &sb, &rc);
+            if (used) {
+                p += used;
+                continue;
+            }
             char e = l->s[++p];
             const char *m = "n\nt\tr\r\\\\''\"\"a\ab\bf\fv\v";
             while (*m && m[0] != e)
@@ -109,7 +147,7 @@ static int lex_string(struct lx *l)
             if (*m)
                 c = m[1];
             else {
-                rc = strbuf_putc(&sb, '\\');
+                rc = strbuf_putc(&sb, '\\');   /* unknown escape: kept, as Python does */
                 c = e;
             }
         }

@@ -286,20 +286,6 @@ static uint32_t utf8_decode(const char *s, size_t len, size_t i, size_t next)
     return c;
 }
 
-static int put_cp(struct strbuf *sb, uint32_t c)
-{
-    char b[4];
-    size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-    if (n == 1)
-        b[0] = (char)c;
-    else {
-        for (size_t k = n - 1; k > 0; k--, c >>= 6)
-            b[k] = (char)(0x80 | (c & 0x3F));
-        b[0] = (char)((0xF00 >> n) | c);
-    }
-    return strbuf_append(sb, b, n);
-}
-
 /* upper (0) / lower (1) / title (2) / capitalize (3) */
 static int str_case(struct jenv *env, const struct jnode *n, const struct jstr *s, int mode,
                     struct jinja_value *out)
@@ -319,7 +305,7 @@ static int str_case(struct jenv *env, const struct jnode *n, const struct jstr *
         else if (up && c == 0xDF)
             rc = strbuf_append(&sb, mode == 0 ? "SS" : "Ss", 2);   /* Python: 'ß'.upper() == 'SS' */
         else
-            rc = put_cp(&sb, m);
+            rc = jinja_utf8_put(&sb, m);
     }
     if (!rc)
         rc = jinja_str(env->a, strbuf_cstr(&sb), sb.len, out);

@@ -223,6 +223,22 @@ size_t jinja_utf8_next(const char *s, size_t n, size_t i)
     return i + len;
 }
 
+int jinja_utf8_put(struct strbuf *sb, uint32_t c)
+{
+    char b[4];
+    if (c > 0x10FFFF || (c >= 0xD800 && c < 0xE000))
+        c = 0xFFFD;   /* no UTF-8 form */
+    size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (n == 1) {
+        b[0] = (char)c;
+    } else {
+        for (size_t k = n - 1; k > 0; k--, c >>= 6)
+            b[k] = (char)(0x80 | (c & 0x3F));
+        b[0] = (char)((0xF00 >> n) | c);
+    }
+    return strbuf_append(sb, b, n);
+}
+
 size_t jinja_utf8_count(const char *s, size_t n)
 {
     size_t cnt = 0;
