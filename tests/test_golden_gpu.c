@@ -1,0 +1,176 @@
+// ctest-label: gpu
+/*
+ * test_golden_gpu.c — the goldens through the CUDA backend: muse-glimmer-tiny
+ * (1e-4 with F32 weights and KV, any chunking), glimmer-tiny in all four types
+ * (F32 within 1e-3; quantized within the MANIFEST tolerances, greedy choice equal
+ * where the golden's margin exceeds them, teacher-forced), muse-glimmer-synth's 16
+ * greedy ids and stories260K's 64. Skips without a CUDA device or CUDA build.
+ */
+#include "golden_util.h"
+#include "../src/backend/backend.h"
+
+static struct glim_model *load_cuda(const char *rel)
+{
+    struct glim_model_params mp;
+    glim_model_params_init(&mp);
+    mp.device = "cuda";
+    struct glim_model *m = NULL;
+    struct glim_err err = {0};
+    if (glim_model_load(testdata(rel), &mp, &m, &err) != GLIM_OK)
+        fprintf(stderr, "load %s: %s\n", rel, err.msg);
+    return m;
+}
+
+static int32_t *ids_of(const char *rel, const char *key, int max, int *n)
+{
+    char *txt = g_read_file(testdata(rel), NULL);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)max);
+    *n = txt ? g_parse_ids_after(txt, key, ids, max) : 0;
+    free(txt);
+    return ids;
+}
+
+static void test_muse_glimmer_tiny(void)
+{
+    int n;
+    int32_t *ids = ids_of("muse-glimmer-tiny/tokens.txt", "", 64, &n);
+    size_t nr = 0;
+    float *ref = g_read_f32(testdata("muse-glimmer-tiny/logits_batch.f32"), &nr);
+    struct glim_model *m = load_cuda("muse-glimmer-tiny/muse-glimmer-tiny.gguf");
+    CHECK(m && ref && n == 40);
+    float *out = malloc(sizeof(float) * 40 * 256);
+    const int chunks[] = {40, 7, 1};
+    for (int c = 0; m && ref && c < 3; c++) {
+        CHECK_EQ(g_eval_all(m, ids, n, chunks[c], GLIM_KV_F32, out), 0);
+        double d = g_maxabs(out, ref, (size_t)40 * 256);
+        printf("  muse-glimmer-tiny cuda chunk %d: maxabs %.3g\n", chunks[c], d);
+        CHECK(d <= 1e-4);
+    }
+    free(out);
+    free(ref);
+    free(ids);
+    glim_model_free(m);
+}
+
+static double manifest_tol(const char *v)
+{
+    char *man = g_read_file(testdata("glimmer-tiny/MANIFEST"), NULL);
+    char key[64];
+    snprintf(key, sizeof key, "glimmer-tiny-%s.gguf", v);
+    const char *p = man ? strstr(man, key) : NULL, *nl = p ? strchr(p, '\n') : NULL;
+    double tol = -1;
+    if (nl) {
+        while (nl > p && nl[-1] != ' ')
+            nl--;
+        tol = strtod(nl, NULL);
+    }
+    free(man);
+    return tol;
+}
+
+static void check_glimmer(const char *v, const int32_t *prompt, int np)
+{
+    enum { V = 512, NG = 32 };
+    char rel[128];
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.gguf", v);
+    struct glim_model *m = load_cuda(rel);
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.torch.prefill.f32", v);
+    float *pre = g_read_f32(testdata(rel), NULL);
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.torch.greedy.f32", v);
+    float *gre = g_read_f32(testdata(rel), NULL);
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.golden.json", v);
+    char *json = g_read_file(testdata(rel), NULL);
+    double tol = manifest_tol(v);
+    float *out = malloc(sizeof(float) * 80 * V), row[V];
+    CHECK(m && pre && gre && json && tol > 0);
+    if (!m || !pre || !gre || !json)
+        goto done;
+    int32_t ids[NG];
+    float margin[NG] = {0};
+    const char *g = strstr(json, "\"greedy\"");
+    CHECK_EQ(g_parse_ids_after(g ? g : json, "\"torch\":", ids, NG), NG);
+    const char *mg = strstr(json, "\"torch_top1_minus_top2\":");
+    for (int k = 0; mg && k < NG; k++) {
+        mg = strpbrk(mg + (k ? 1 : 25), "0123456789");
+        margin[k] = mg ? strtof(mg, (char **)&mg) : 0;
+    }
+    CHECK_EQ(g_eval_all(m, prompt, np, 16, GLIM_KV_F32, out), 0);
+    double d_pre = g_maxabs(out, pre, (size_t)80 * V), d_gre = 0;
+    struct glim_session *s = g_session(m, 0, GLIM_KV_F32);
+    struct glim_err err = {0};
+    CHECK_EQ(glim_session_eval(s, prompt, np, row, 1, &err), 0);
+    int checked = 0, agree = 0;
+    for (int k = 0; k < NG; k++) {   /* teacher-forced: every step is comparable */
+        double d = g_maxabs(row, gre + (size_t)k * V, V);
+        d_gre = d > d_gre ? d : d_gre;
+        if (margin[k] > tol) {
+            checked++;
+            agree += g_argmax(row, V) == ids[k];
+        }
+        if (k + 1 < NG)
+            CHECK_EQ(glim_session_eval(s, &ids[k], 1, row, 1, &err), 0);
+    }
+    glim_session_free(s);
+    printf("  glimmer-tiny-%-6s cuda: prefill %.3g greedy %.3g (tol %.3g), argmax %d/%d where margin > tol\n",
+           v, d_pre, d_gre, tol, agree, checked);
+    CHECK(d_pre <= tol);
+    CHECK(d_gre <= tol);
+    CHECK_EQ(agree, checked);
+done:
+    free(out);
+    free(pre);
+    free(gre);
+    free(json);
+    glim_model_free(m);
+}
+
+static void test_glimmer_tiny(void)
+{
+    int n;
+    int32_t *prompt = ids_of("glimmer-tiny/prompt.ids", "", 128, &n);
+    CHECK_EQ(n, 80);
+    const char *vs[] = {"F32", "Q8_0", "Q6_K", "Q4_K_M"};
+    for (int i = 0; i < 4; i++)
+        check_glimmer(vs[i], prompt, n);
+    free(prompt);
+}
+
+static void greedy_ids(const char *model, const int32_t *prompt, int np, const char *golden, int ng)
+{
+    int n;
+    int32_t *want = ids_of(golden, "gen_ids=", ng, &n), got[64];
+    struct glim_model *m = load_cuda(model);
+    CHECK(m && n == ng);
+    if (m) {
+        CHECK_EQ(g_greedy(m, prompt, np, ng, GLIM_KV_F32, got, NULL), 0);
+        int same = 0;
+        while (same < ng && got[same] == want[same])
+            same++;
+        printf("  %s cuda: %d/%d greedy ids\n", model, same, ng);
+        CHECK_EQ(same, ng);
+    }
+    free(want);
+    glim_model_free(m);
+}
+
+static void test_greedy_small(void)
+{
+    int32_t p[20];
+    for (int i = 0; i < 20; i++)
+        p[i] = (i * 37 + 11) % 256;
+    greedy_ids("models/muse-glimmer-synth.gguf", p, 20, "goldens/muse-glimmer-synth.greedy16.txt", 16);
+    const int32_t sp[] = {1, 403, 407, 261, 378};
+    greedy_ids("models/stories260K.gguf", sp, 5, "goldens/stories260K.greedy64.txt", 64);
+}
+
+int main(void)
+{
+    if (!backend_cuda_available()) {
+        printf("skipped: no CUDA device (or glim built without -DGLIM_CUDA=ON)\n");
+        return 0;
+    }
+    RUN(test_muse_glimmer_tiny);
+    RUN(test_glimmer_tiny);
+    RUN(test_greedy_small);
+    return DONE();
+}
