@@ -5,7 +5,7 @@
 # (2026-12-02: double vs golden 0.0076, double vs glim 3.4e-06: the golden, made with llama.cpp's
 # flash attention, is the less exact of the two.)
 import struct, math, array, sys
-f=open('/work/shared/testdata/models/stories260K.gguf','rb').read()
+f=open(__import__('os').path.join(__import__('os').path.dirname(__file__),'../../../shared/testdata/')+'models/stories260K.gguf','rb').read()
 o=4
 def u32():
     global o; v=struct.unpack_from('<I',f,o)[0]; o+=4; return v
@@ -73,7 +73,7 @@ for l in range(L):
         d=mat('blk.%d.ffn_down.weight'%l,y)
         xs[p]=[xs[p][i]+d[i] for i in range(E)]
 y=rms(xs[-1],W['output_norm.weight'][1]); lg=mat('output.weight',y)
-g=array.array('f'); g.frombytes(open('/work/shared/testdata/goldens/stories260K.greedy64.logits.f32','rb').read()[:V*4])
-ours=array.array('f'); ours.frombytes(open('sys.argv[1]','rb').read()[4*V*4:5*V*4])
+g=array.array('f'); g.frombytes(open(__import__('os').path.join(__import__('os').path.dirname(__file__),'../../../shared/testdata/')+'goldens/stories260K.greedy64.logits.f32','rb').read()[:V*4])
+ours=array.array('f'); ours.frombytes(open(sys.argv[1],'rb').read()[4*V*4:5*V*4])
 print('double vs golden', max(abs(lg[i]-g[i]) for i in range(V)))
 print('double vs ours  ', max(abs(lg[i]-ours[i]) for i in range(V)))
