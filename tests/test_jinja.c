@@ -121,9 +121,9 @@ static const struct render_case CASES[] = {
     {"{{ x | tojson(ensure_ascii=true) }}|{{ x | tojson(separators=(',', ':')) }}|{{ x | tojson(indent=1, sort_keys=true) }}|{{ [[], {}, [1, [2]]] | tojson(indent=2) }}",
      "{\"x\": {\"\\u00e9\": \"\\ud83d\\ude00 \\u00fc\\u0001\", \"a\": [1.0, -2]}}",
      "{\"\\u00e9\": \"\\ud83d\\ude00 \\u00fc\\u0001\", \"a\": [1.0, -2]}|{\"é\":\"😀 ü\\u0001\",\"a\":[1.0,-2]}|{\n \"a\": [\n  1.0,\n  -2\n ],\n \"é\": \"😀 ü\\u0001\"\n}|[\n  [],\n  {},\n  [\n    1,\n    [\n      2\n    ]\n  ]\n]"},
-    {"{{ '\\u00e9\\x41\\101\\U0001F600|\\d|\\'|' }}{{ \\\"a\\\\\\\"b\\\" }}",
+    {"{{ '\\u00e9\\x41\\101\\U0001F600|\\d|\\'|' }}{{ \"a\\\"b\" }}",
      "{}",
-     "ERROR: unexpected char '\\\\' at 42"},
+     "éAA😀|\\d|'|a\"b"},
 };
 
 /* Render tmpl with the JSON context; returns the status, output in sb, message in err. */

@@ -8,14 +8,20 @@
  * 3. the data: deterministic in the seed (and independent of thread count),
  *    with the promised statistics (norms near 1, matrices 1/sqrt(fan_in));
  * 4. bad shapes fail with a message naming the tensor;
- * 5. membw measures something positive on a small buffer.
+ * 5. membw measures something positive on a small buffer;
+ * 6. dflash: the dflash-muse-glimmer-30b preset plans runtime.md §1.2's 58
+ *    tensors (Q4_K, no token_embd/output); the default tap rule; a drafter
+ *    shaped --like muse-glimmer-tiny loads with glim_draft_load, with and
+ *    without a sliding window.
  */
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "glim.h"
 #include "gguf/gguf.h"
 #include "harness.h"
+#include "model/model.h"
 #include "quant/quant.h"
 #include "synth/membw.h"
 #include "synth/synth.h"
@@ -247,6 +253,128 @@ static void test_membw_small(void)
     CHECK(r.buf_bytes > (7u << 20) && r.buf_bytes <= (8u << 20));
 }
 
+/* ---- dflash ------------------------------------------------------------- */
+
+static void test_dflash_preset_plan(void)
+{
+    struct synth_hparams hp;
+    struct synth_plan p = {0};
+    CHECK_EQ(synth_preset("dflash-muse-glimmer-30b", &hp, NULL), GLIM_OK);
+    CHECK_EQ(hp.arch, SYNTH_ARCH_DFLASH);
+    CHECK_EQ(hp.n_taps, 5);
+    CHECK_EQ(hp.target_layers[0], 2);
+    CHECK_EQ(hp.target_layers[4], 50);
+    CHECK_EQ(hp.block_size, 16);
+    CHECK_EQ(hp.mask_token_id, 201818);
+    CHECK_EQ(hp.n_swa, 0);
+    CHECK_EQ(synth_plan_build(&hp, synth_ftype_find("Q4_K"), &p, NULL), GLIM_OK);
+    CHECK_EQ(p.n, 3 + 5 * 11);
+    CHECK(plan_find(&p, "token_embd.weight") == NULL);
+    CHECK(plan_find(&p, "output.weight") == NULL);
+    const struct synth_tensor *fc = plan_find(&p, "fc.weight");
+    CHECK(fc && fc->ne[0] == 5 * 6656 && fc->ne[1] == 6656 && fc->type == GLIM_TYPE_Q4_K);
+    /* runtime.md §1.2 shapes ([out, in] there; GGUF ne = [in, out]) */
+    struct { const char *name; int64_t ne0, ne1; uint32_t type; } want[] = {
+        {"enc.output_norm.weight", 6656, 1, GLIM_TYPE_F32}, {"output_norm.weight", 6656, 1, GLIM_TYPE_F32},
+        {"blk.4.attn_norm.weight", 6656, 1, GLIM_TYPE_F32}, {"blk.4.attn_q.weight", 6656, 4096, GLIM_TYPE_Q4_K},
+        {"blk.4.attn_k.weight", 6656, 1024, GLIM_TYPE_Q4_K}, {"blk.4.attn_v.weight", 6656, 1024, GLIM_TYPE_Q4_K},
+        {"blk.4.attn_output.weight", 4096, 6656, GLIM_TYPE_Q4_K}, {"blk.4.attn_q_norm.weight", 128, 1, GLIM_TYPE_F32},
+        {"blk.4.attn_k_norm.weight", 128, 1, GLIM_TYPE_F32}, {"blk.4.ffn_norm.weight", 6656, 1, GLIM_TYPE_F32},
+        {"blk.4.ffn_gate.weight", 6656, 19968, GLIM_TYPE_Q4_K}, {"blk.4.ffn_up.weight", 6656, 19968, GLIM_TYPE_Q4_K},
+        {"blk.4.ffn_down.weight", 19968, 6656, GLIM_TYPE_Q4_K},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct synth_tensor *t = plan_find(&p, want[i].name);
+        CHECK(t != NULL);
+        bool ok = t && t->ne[0] == want[i].ne0 && t->ne[1] == want[i].ne1 && t->type == want[i].type;
+        if (!ok)
+            fprintf(stderr, "dflash preset: %s missing or wrong shape/type\n", want[i].name);
+        CHECK(ok);
+    }
+    /* Q4_K = 144 bytes per 256: fc + 5 x (q, k, v, o, gate, up, down) + F32 norms */
+    long long q4 = 144 / 256.0 * 6656, layer = q4 * (4096 + 1024 + 1024 + 19968 * 2) + 144 / 256.0 * 4096 * 6656 +
+                                               144 / 256.0 * 19968 * 6656 + 4 * (2 * 6656 + 2 * 128);
+    CHECK_EQ((long long)p.total_bytes, q4 * 5 * 6656 + 2 * 4 * 6656 + 5 * layer);
+    CHECK_EQ((long long)p.total_bytes, 1438020608LL);
+    synth_plan_clear(&p);
+    hp.target_layers[2] = -1;
+    struct glim_err err = {0};
+    CHECK_EQ(synth_plan_build(&hp, synth_ftype_find("Q4_K"), &p, &err), GLIM_EINVAL);
+    CHECK(strstr(err.msg, "--target-layers[2]") != NULL);
+}
+
+static void test_dflash_tap_rule(void)
+{
+    int t[SYNTH_MAX_TAPS];
+    CHECK_EQ(synth_dflash_taps(52, 5, t), 5);   /* round((k + 0.5) * 52 / 5) */
+    CHECK(t[0] == 5 && t[1] == 16 && t[2] == 26 && t[3] == 36 && t[4] == 47);
+    CHECK_EQ(synth_dflash_taps(4, 5, t), 3);    /* min(5, L-1) taps: distinct, in 1..L-1 */
+    CHECK(t[0] == 1 && t[1] == 2 && t[2] == 3);
+    CHECK_EQ(synth_dflash_taps(2, 5, t), 1);
+    CHECK_EQ(t[0], 1);
+    CHECK_EQ(synth_dflash_taps(1, 5, t), 1);    /* only the embedding can be tapped */
+    CHECK_EQ(t[0], 0);
+}
+
+#define TINY GLIM_TESTDATA "/muse-glimmer-tiny/muse-glimmer-tiny.gguf"
+
+/* write a drafter for muse-glimmer-tiny and load it next to the target */
+static void dflash_like_roundtrip(const char *type, int n_swa)
+{
+    struct gguf_file *tf = NULL;
+    struct glim_model *target = NULL, *d = NULL;
+    struct glim_err err = {0};
+    struct synth_hparams hp;
+    struct synth_plan p = {0};
+    uint32_t mtype = 0;
+    const char *path = tmp_path("draft.gguf");
+    CHECK_EQ(gguf_open(TINY, &tf, &err), GLIM_OK);
+    if (!tf)
+        return;
+    CHECK_EQ(synth_dflash_like(tf, &hp, &mtype, &err), GLIM_OK);
+    CHECK_EQ(mtype, GLIM_TYPE_F32);
+    CHECK(hp.n_embd == 64 && hp.n_head == 4 && hp.n_head_kv == 1 && hp.head_dim == 32 && hp.n_ff == 128);
+    CHECK(hp.n_vocab == 256 && hp.mask_token_id == 255 && hp.n_target_layer == 4 && hp.n_layer == 5);
+    CHECK(hp.n_taps == 3 && hp.target_layers[0] == 1 && hp.target_layers[2] == 3);
+    hp.n_layer = 2, hp.block_size = 8, hp.n_taps = 2, hp.target_layers[1] = 3, hp.n_swa = n_swa;
+    struct synth_write_opts wo = {.seed = 5, .n_threads = 2, .vocab = tf};
+    CHECK_EQ(synth_plan_build(&hp, synth_ftype_find(type), &p, &err), GLIM_OK);
+    CHECK_EQ(synth_write(path, &hp, synth_ftype_find(type), &p, &wo, &err), GLIM_OK);
+    struct glim_model_params mp;
+    glim_model_params_init(&mp);
+    CHECK_EQ(glim_model_load(TINY, &mp, &target, &err), GLIM_OK);
+    if (target)
+        CHECK_EQ(glim_draft_load(target, path, &d, &err), GLIM_OK);
+    if (!d) {
+        fprintf(stderr, "dflash %s: %s\n", type, err.msg);
+        goto done;
+    }
+    CHECK_EQ(d->hp.n_layer, 2);
+    CHECK_EQ(d->hp.n_target_layers, 2);
+    CHECK(d->hp.target_layers[0] == 1 && d->hp.target_layers[1] == 3);
+    CHECK_EQ(d->hp.block_size, 8);
+    CHECK_EQ(d->hp.mask_token_id, 255);
+    CHECK_EQ(d->hp.n_head_kv, 1);
+    CHECK_EQ(d->hp.n_swa, n_swa);
+    CHECK_EQ(d->hp.is_swa[0], n_swa > 0);   /* [true, ..., false]: the last layer is global */
+    CHECK_EQ(d->hp.is_swa[1], 0);
+    CHECK(!d->owns_embd && !d->owns_output);
+    const struct gguf_kv *tl = gguf_kv_find(d->gguf, "dflash.target_layers");
+    CHECK(tl && tl->arr_type == GGUF_VT_INT32);
+done:
+    glim_model_free(d);
+    glim_model_free(target);
+    gguf_close(tf);
+    synth_plan_clear(&p);
+    unlink(path);
+}
+
+static void test_dflash_like_loads(void)
+{
+    dflash_like_roundtrip("F32", 0);
+    dflash_like_roundtrip("Q8_0", 4);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/glim-test-mkmodel-XXXXXX");
@@ -259,6 +387,9 @@ int main(void)
     RUN(test_data_statistics_and_determinism);
     RUN(test_bad_shapes);
     RUN(test_membw_small);
+    RUN(test_dflash_preset_plan);
+    RUN(test_dflash_tap_rule);
+    RUN(test_dflash_like_loads);
     rmdir(tmpdir);
     return DONE();
 }

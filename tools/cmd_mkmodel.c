@@ -98,70 +98,25 @@ static const char *llama4_path(char *buf, size_t n)
     return NULL;
 }
 
-/* "<arch>.<suffix>" of the target as an integer; def when absent */
-static int64_t target_int(const struct gguf_file *f, const char *arch, const char *suffix, int64_t def)
-{
-    char key[128];
-    int64_t v = def;
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    gguf_get_i64(f, key, &v, NULL);
-    return v;
-}
-
-/* The target's vocabulary size: its token list, <arch>.vocab_size, or token_embd's rows. */
-static int64_t target_vocab(const struct gguf_file *f, const char *arch)
-{
-    const struct gguf_kv *toks = gguf_kv_find(f, "tokenizer.ggml.tokens");
-    if (toks && toks->type == GGUF_VT_ARRAY)
-        return (int64_t)toks->arr_n;
-    const struct gguf_tensor *te = gguf_tensor_find(f, "token_embd.weight");
-    return target_int(f, arch, "vocab_size", te ? te->ne[1] : 0);
-}
-
-/* --like: a random drafter shaped for this target (see usage for the rules) */
+/* --like: a random drafter shaped for this target (synth_dflash_like; rules in usage) */
 static int like_target(struct opts *o, const char *path)
 {
     struct glim_err err = {0};
     struct gguf_file *f = NULL;
-    const char *arch = NULL;
-    size_t n = 0;
-    char an[64];
-    if (gguf_open(path, &f, &err) || gguf_get_str(f, "general.architecture", &arch, &n, &err)) {
+    uint32_t type = 0;
+    int rc = gguf_open(path, &f, &err);
+    if (!rc)
+        rc = synth_dflash_like(f, &o->hp, &type, &err);
+    gguf_close(f);
+    if (rc) {
         fprintf(stderr, "glim " CMD ": --like: %s\n", err.msg);
-        gguf_close(f);
-        return 1;
+        return rc == GLIM_EINVAL ? 2 : 1;
     }
-    snprintf(an, sizeof an, "%.*s", (int)GLIM_MIN(n, sizeof an - 1), arch);
-    struct synth_hparams *hp = &o->hp;
-    int64_t E = target_int(f, an, "embedding_length", 0), L = target_int(f, an, "block_count", 0);
-    int64_t H = target_int(f, an, "attention.head_count", 0), F = target_int(f, an, "feed_forward_length", 0);
-    int64_t V = target_vocab(f, an);
-    if (!strcmp(an, "dflash") || E < 1 || E > (1 << 24) || L < 1 || L > 512 || H < 1 || H > 4096 || F < 1 ||
-        F > (1 << 24) || V < 1 || V > (1 << 24)) {
-        fprintf(stderr, "glim " CMD ": --like %s: expected a target model (%s: embedding_length %lld, "
-                        "block_count %lld, head_count %lld, feed_forward_length %lld, vocab %lld)\n",
-                path, an, (long long)E, (long long)L, (long long)H, (long long)F, (long long)V);
-        gguf_close(f);
-        return 2;
-    }
-    hp->n_embd = o->like_embd = (int)E;
-    hp->n_head = (int)H;
-    hp->head_dim = (int)target_int(f, an, "attention.key_length", E / H);
-    for (hp->n_head_kv = (int)GLIM_MAX(H / 4, 1); H % hp->n_head_kv;)
-        hp->n_head_kv--;
-    hp->n_ff = (int)F;
-    hp->n_layer = 5;
-    hp->n_vocab = (int)V;
-    hp->n_ctx = target_int(f, an, "context_length", hp->n_ctx);
-    hp->n_target_layer = (int)L;
-    hp->n_taps = synth_dflash_taps((int)L, 5, hp->target_layers);
-    const struct gguf_tensor *up = gguf_tensor_find(f, "blk.0.ffn_up.weight");
-    const struct synth_ftype *ft = up ? synth_ftype_for_type(up->type) : NULL;
+    const struct synth_ftype *ft = synth_ftype_for_type(type);
     o->ft = ft ? ft : synth_ftype_find("F16");
+    o->like_embd = o->hp.n_embd;
     o->head_dim_set = true;
     o->vocab = path;
-    snprintf(hp->name, sizeof hp->name, "dflash-synthetic");
-    gguf_close(f);
     return 0;
 }
 

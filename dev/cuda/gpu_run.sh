@@ -1,38 +1,47 @@
 #!/bin/bash
-# dev/cuda/gpu_run.sh — one batched device call: build libglim with CUDA, run
-# test_cuda_ops and the GEMV bench. Usage on the GPU machine (repo root):
-#   bash dev/cuda/gpu_run.sh [bench]  2>&1 | tee $OUT/log
-# If another room breaks the CMake build, the CUDA room and its test are
-# built directly from their sources so the kernels can still be checked.
+# dev/cuda/gpu_run.sh — one batched device call: build libglim + glim with CUDA,
+# run test_cuda_ops, the GEMV bench and (e2e) the 30B end-to-end bench.
+# Usage on the GPU machine (repo root):
+#   bash dev/cuda/gpu_run.sh [test] [bench|quick] [e2e]  2>&1 | tee $OUT/log
+# e2e writes a synthetic Muse Glimmer 30B (17 GB) to /tmp in the background
+# while the tests and the kernel bench run, then times pp512/tg128.
 set -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 B=build-gpu
-LIB=""
-if cmake -S . -B $B -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/tmp/cfg.log 2>&1 &&
-   cmake --build $B -j16 --target test_cuda_ops >/tmp/build.log 2>&1; then
-    LIB=$B/src/libglim.a
-    TEST=$B/tests/test_cuda_ops
-    echo "cmake build ok"
-else
-    echo "cmake build failed; direct build"; grep -E "error" /tmp/build.log /tmp/cfg.log | head -20
-    D=/tmp/direct; mkdir -p $D
-    for f in src/base/*.c src/backend/*.c src/cpu/cpu_ref.c src/quant/*.c; do
-        cc -O2 -std=gnu11 -Iinclude -Isrc -c $f -o $D/$(basename $f).o || exit 1
-    done
-    for f in src/cuda/*.cu; do
-        nvcc -O3 -arch=sm_90 -Iinclude -Isrc -Xcompiler=-fno-threadsafe-statics,-fno-exceptions -c $f -o $D/$(basename $f).o &
-    done
-    wait
-    ar rcs $D/libglim.a $D/*.o
-    LIB=$D/libglim.a
-    cc -O2 -std=gnu11 -DGLIM_HAVE_CUDA=1 -DGLIM_TESTDATA='"x"' -Iinclude -Isrc -Itests tests/test_cuda_ops.c $LIB \
-       /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lpthread -lm -ldl -lrt -o $D/test_cuda_ops || exit 1
-    TEST=$D/test_cuda_ops
+ARGS=" $* "
+want() { case "$ARGS" in *" $1 "*) return 0;; esac; return 1; }
+t0=$(date +%s)
+if ! cmake -S . -B $B -DGLIM_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/tmp/cfg.log 2>&1 ||
+   ! cmake --build $B -j16 --target glim test_cuda_ops glim-cli >/tmp/build.log 2>&1; then
+    echo "BUILD FAILED"; grep -E "error|Error" /tmp/build.log /tmp/cfg.log | head -30; exit 1
 fi
-echo "== test_cuda_ops"
-timeout 300 $TEST; echo "test rc=$?"
-if [ "${1:-}" = bench ]; then
+echo "build ok ($(( $(date +%s) - t0 )) s)"
+LIB=$B/src/libglim.a
+if want e2e; then
+    ( $B/glim mkmodel --preset muse-glimmer-30b --vocab 202048 -o /tmp/m30.gguf >/tmp/mk.log 2>&1;
+      echo "mkmodel rc=$?" >>/tmp/mk.log ) &
+    MK=$!
+fi
+if want test; then
+    echo "== test_cuda_ops"
+    timeout 240 $B/tests/test_cuda_ops; echo "test rc=$?"
+fi
+if want bench || want quick; then
     cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c $LIB /usr/local/cuda/lib64/libcudart_static.a \
-       -L/usr/local/cuda/lib64 -lcublas -lpthread -lm -ldl -lrt -o /tmp/gemv_bench && timeout 200 /tmp/gemv_bench
-    echo "bench rc=$?"
+       -L/usr/local/cuda/lib64 -lcublas -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || exit 1
+    if want quick; then
+        for rw in 1 2; do echo "== GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_RW=$rw timeout 100 /tmp/gemv_bench quick | tail -14; done
+    else
+        timeout 200 /tmp/gemv_bench; echo "bench rc=$?"
+    fi
 fi
+if want e2e; then
+    wait $MK; tail -2 /tmp/mk.log
+    echo "== e2e (graphs)"
+    timeout 200 $B/glim bench -m /tmp/m30.gguf --device cuda -p 512 -n 128 -r 3 2>&1 | tail -8
+    echo "== e2e tg128 without graphs"
+    timeout 60 $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 128 -r 2 --no-graph 2>&1 | tail -4
+    echo "== e2e tg128 exact f32 GEMV (GLIM_CUDA_EXACT=1)"
+    GLIM_CUDA_EXACT=1 timeout 60 $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 128 -r 2 2>&1 | tail -4
+fi
+echo "total $(( $(date +%s) - t0 )) s"

@@ -72,7 +72,7 @@ void jinja_fmt_float(double d, char buf[40])
 }
 
 /* Printing is bounded too: [[x] * 1000] * 1000 ... multiplies without allocating. */
-#define MAX_PRINT_BYTES ((size_t)64 << 20)
+#define MAX_PRINT_BYTES ((size_t)16 << 20)   /* far above any real prompt (128k tokens ~ 0.5 MB) */
 
 static int put(struct strbuf *sb, const char *s, size_t n, struct glim_err *err)
 {

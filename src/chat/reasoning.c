@@ -197,6 +197,14 @@ size_t reasoning_stray_at(const char *s, size_t n, size_t i)
     return 0;
 }
 
+bool reasoning_stray_is_partial(const char *s, size_t n, size_t i)
+{
+    for (size_t k = 0; i < n && k < sizeof STRAY / sizeof STRAY[0]; k++)
+        if (n - i < strlen(STRAY[k]) && memcmp(s + i, STRAY[k], n - i) == 0)
+            return true;
+    return false;
+}
+
 static bool is_never_cut(const char *tok)
 {
     return !strcmp(tok, "<|start|>") || !strcmp(tok, "<|message|>") || !strcmp(tok, "<|eom|>");

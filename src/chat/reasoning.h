@@ -46,6 +46,10 @@ int reasoning_split(const char *s, size_t n,
 /* Length of the control token the content filter deletes at s[i], or 0. */
 size_t reasoning_stray_at(const char *s, size_t n, size_t i);
 
+/* True if s[i..n) is non-empty and a proper prefix of such a control token:
+ * the text ran out while one may still be arriving. */
+bool reasoning_stray_is_partial(const char *s, size_t n, size_t i);
+
 /* The content filter: drop headers and Harmony control tokens, trim, cut at
  * the first remaining special token of `specials` (the tokenizer's special
  * token strings; `<|start|>`, `<|message|>`, `<|eom|>` are never cut at).

@@ -428,6 +428,7 @@ struct toolcall_stream {
     void                   *ctx;
     struct strbuf           buf;          /* all text so far */
     size_t                  hdr_scan;     /* headers before this are settled */
+    size_t                  tag_scan;     /* no '<' before this can become a tag */
     size_t                  last_safe;
     struct strbuf           sent_r, sent_c;
     struct pipe_bufs        b;
@@ -460,28 +461,34 @@ void toolcall_stream_free(struct toolcall_stream *st)
     glim_free(st);
 }
 
-enum { TAG_HOLD_MAX = 64 };   /* longest partial tag we wait for */
+/* A '<' followed by this many bytes (control tokens deleted) with no '>' is
+ * no tag: no special token or marker is that long. */
+enum { TAG_HOLD_MAX = 256 };
 
 /* Could s[0..n) (starting with '<') still grow into a tag that changes the
  * meaning of the text: a control token, a special token, an ATEM marker?
  * Judged after deleting the control tokens inside it, as the content filter
- * will: "<|eot|" + "<|message|>" + ">" ends up as "<|eot|>". */
+ * will: "<|eot|" + "<|message|>" + ">" ends up as "<|eot|>", and
+ * "<" + "<|channel|>" + "|patch|>" as "<|patch|>". So a control token that
+ * is still arriving holds the '<' too: once it is complete and deleted,
+ * whatever follows it joins the '<'. The answer can turn from true to false
+ * as text arrives, never back, so safe_end() settles each '<' once. */
 static bool maybe_tag(const struct toolcall_config *cfg, const char *raw, size_t raw_n)
 {
-    char s[4 * TAG_HOLD_MAX] = { 0 };
+    char s[TAG_HOLD_MAX];
     size_t n = 0;
     for (size_t i = 0; i < raw_n && n < sizeof s;) {
+        if (i > 0 && raw[i] == '<' && reasoning_stray_is_partial(raw, raw_n, i))
+            return true;
         size_t k = i > 0 ? reasoning_stray_at(raw, raw_n, i) : 0;
         if (k) {
             i += k;
             continue;
         }
+        if (raw[i] == '>')
+            return false;   /* the tag is complete or failed: what follows is not part of it */
         s[n++] = raw[i++];
     }
-    if (memchr(s, '>', n))
-        return false;
-    if (n == 1 || s[1] == '|')
-        return true;
     const char *marks[] = { FUNCS_OPEN, INVOKE_OPEN };
     for (int k = 0; k < 2; k++)
         if (n < strlen(marks[k]) && memcmp(s, marks[k], n) == 0)
@@ -491,11 +498,12 @@ static bool maybe_tag(const struct toolcall_config *cfg, const char *raw, size_t
         if (sp && n < strlen(sp) && memcmp(s, sp, n) == 0)
             return true;
     }
-    return false;
+    return n < sizeof s && (n == 1 || s[1] == '|');
 }
 
 /* The longest prefix of the buffer whose pipeline output can only grow:
- * it ends before any possible header, tag or (whitespace | terminator) run. */
+ * it ends before any possible header, tag or (whitespace | terminator) run.
+ * Headers before hdr_scan and '<'s before tag_scan are settled for good. */
 static size_t safe_end(struct toolcall_stream *st)
 {
     const char *s = strbuf_cstr(&st->buf);
@@ -510,11 +518,13 @@ static size_t safe_end(struct toolcall_stream *st)
         i = r == REASONING_MATCH ? h.end : i + 1;
         st->hdr_scan = i;
     }
-    for (size_t i = n > 4 * TAG_HOLD_MAX ? n - 4 * TAG_HOLD_MAX : 0; i < P; i++)
+    for (size_t i = st->tag_scan; i < P; i++) {
         if (s[i] == '<' && maybe_tag(&st->cfg, s + i, n - i)) {
             P = i;
             break;
         }
+        st->tag_scan = i + 1;
+    }
     for (;;) {
         while (P && reasoning_is_space((unsigned char)s[P - 1]))
             P--;

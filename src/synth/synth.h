@@ -81,6 +81,16 @@ void synth_hparams_default(enum synth_arch arch, struct synth_hparams *hp);
  * stored ids round((k + 0.5)·L/n), k = 0..n-1, clamped to 1..L-1 (distinct when n <= L-1;
  * L = 1 gives [0], the embedding). Returns the count written to out[]. */
 int synth_dflash_taps(int n_target_layer, int n_taps, int *out);
+
+struct gguf_file;
+
+/* A random drafter shaped for `target` (runtime.md §1.1 carried over to any size): dflash
+ * defaults, dim/heads/head_dim/ffn/context/vocab from the target, kv-heads = the largest
+ * divisor of heads <= heads/4, 5 layers, synth_dflash_taps(target layers, 5), mask = the
+ * target's tokenizer.ggml.mask_token_id else its last id. matrix_type: OUT the type of the
+ * target's blk.0.ffn_up.weight (GLIM_TYPE_COUNT if absent). GLIM_EINVAL: not a target. */
+int synth_dflash_like(const struct gguf_file *target, struct synth_hparams *hp, uint32_t *matrix_type,
+                      struct glim_err *err);
 /* A plain ftype (one type everywhere) whose base is `type`; NULL if none. */
 const struct synth_ftype *synth_ftype_for_type(uint32_t type);
 
@@ -110,7 +120,6 @@ void synth_plan_clear(struct synth_plan *p);   /* safe on a zeroed plan */
 bool synth_use_more_bits(int il, int n_layer);
 
 struct gguf_writer;
-struct gguf_file;
 
 /* Write the architecture's metadata keys; vocab = an open GGUF whose
  * tokenizer.* keys are copied (its token count must equal n_vocab), or NULL

@@ -2,7 +2,8 @@
 # glim mkmodel and glim bench through the CLI: the 30B dry run reports the
 # published file's size, small models of each type load in `glim info`, the
 # llama4 tokenizer is copied, bench/membw parse their options and print
-# llama-bench's table and JSON fields. Env: GLIM_BIN, GLIM_TESTDATA.
+# llama-bench's table and JSON fields; a DFlash drafter made --like the tiny
+# target decodes exactly as the target alone. Env: GLIM_BIN, GLIM_TESTDATA.
 set -u
 fail=0
 check() {   # check "what" command...
@@ -76,4 +77,35 @@ for k in model_filename model_type model_size model_n_params backends n_threads 
          avg_ns stddev_ns avg_ts stddev_ts samples_ts; do
     check "bench json has $k" grep -q "\"$k\":" <<<"$out"
 done
+# 6. dflash: the 30B drafter preset (runtime.md §1.1-1.2), and a random drafter --like the tiny
+# target that must not change greedy output (lossless)
+out=$("$GLIM_BIN" mkmodel --arch dflash --preset dflash-muse-glimmer-30b --dry-run)
+check "dflash 30b dry run exits 0" test $? -eq 0
+check "dflash 30b: 58 tensors, 1438020608 bytes" grep -q "^total: 58 tensors, .* 1438020608 bytes" <<<"$out"
+check "dflash 30b: fc is Q4_K [33280, 6656]" grep -Eq '^fc.weight +Q4_K +\[33280, 6656\]' <<<"$out"
+check "dflash 30b: attn_k [6656, 1024]" grep -Eq '^blk.4.attn_k.weight +Q4_K +\[6656, 1024\]' <<<"$out"
+check "dflash 30b: taps 2,14,26,38,50" grep -q "target_layers 2,14,26,38,50" <<<"$out"
+check "dflash 30b: no token_embd" bash -c '! grep -q token_embd <<<"$1"' _ "$out"
+tiny="$GLIM_TESTDATA/muse-glimmer-tiny/muse-glimmer-tiny.gguf"
+d="$tmp/draft.gguf"
+"$GLIM_BIN" mkmodel --arch dflash --like "$tiny" --seed 9 --layers 2 --block-size 8 -q -o "$d" >/dev/null
+check "dflash --like writes" test -s "$d"
+info=$("$GLIM_BIN" info -m "$d" 2>&1)
+check "dflash --like: taps 1,2,3 as INT32" grep -Eq 'dflash.target_layers +arr\[i32\] +\[3\] 1, 2, 3' <<<"$info"
+check "dflash --like: block_size 8" grep -Eq 'dflash.block_size +u32 +8$' <<<"$info"
+check "dflash --like: mask = last id" grep -Eq 'tokenizer.ggml.mask_token_id +u32 +255$' <<<"$info"
+check "dflash --like: no_vocab copied" grep -Eq 'tokenizer.ggml.model +str +no_vocab' <<<"$info"
+want=$("$GLIM_BIN" eval -m "$tiny" --tokens 1,2,3,4 --generate 16 --ctx 256 2>/dev/null | grep '^generated:')
+got=$("$GLIM_BIN" eval -m "$tiny" --tokens 1,2,3,4 --draft "$d" --generate 16 --ctx 256 2>/dev/null | grep '^generated:')
+check "dflash: 16 ids generated" test "$(wc -w <<<"$want")" -eq 17
+check "dflash --like drafter is lossless" test -n "$got" -a "$got" = "$want"
+"$GLIM_BIN" mkmodel --like "$tiny" --window 4 --type Q8_0 -q -o "$tmp/draft-swa.gguf" >/dev/null
+got=$("$GLIM_BIN" eval -m "$tiny" --tokens 1,2,3,4 --draft "$tmp/draft-swa.gguf" --generate 16 --ctx 256 \
+    2>/dev/null | grep '^generated:')
+check "dflash sliding Q8_0 drafter is lossless" test -n "$got" -a "$got" = "$want"
+"$GLIM_BIN" mkmodel --like "$tiny" --dim 128 --dry-run 2>"$tmp/err"; rc=$?
+check "dflash --like --dim mismatch exits 2" test $rc -eq 2
+"$GLIM_BIN" mkmodel --like "$tiny" --target-layers 1,4 --dry-run 2>"$tmp/err"; rc=$?
+check "dflash tap past the target exits 2" test $rc -eq 2
+check "dflash tap error names the flag" grep -q -- "--target-layers" "$tmp/err"
 exit $fail
