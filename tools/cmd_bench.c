@@ -22,6 +22,7 @@
 #include "glim.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "backend/backend.h"
 #include "synth/membw.h"
 
 #define CMD "bench"
@@ -485,10 +486,29 @@ static void print_decode_note(const struct model_facts *mf, const struct result 
 
 /* ---- membw ---- */
 
+/* The GPU's copy bandwidth (read + write): the ceiling decode is compared with there. */
+static int measure_membw_cuda(const struct opts *o, bool print, double *gbs)
+{
+    struct glim_err err = {0};
+    char desc[256];
+    if (backend_cuda_membw(gbs, &err)) {
+        fprintf(stderr, "glim " CMD ": %s\n", err.msg);
+        return 1;
+    }
+    backend_cuda_describe(desc, sizeof desc);
+    if (print && o->json)
+        printf("{ \"gpu\": \"%s\", \"copy_gbs\": %.1f }\n", desc, *gbs);
+    else if (print)
+        printf("GPU: %s\ndevice copy bandwidth: %.1f GB/s (bytes read + written, best of 5, 4 GiB)\n", desc, *gbs);
+    return 0;
+}
+
 static int measure_membw(const struct opts *o, bool print, double *gbs)
 {
     struct membw_result mr;
     struct glim_err err = {0};
+    if (o->device && !strcmp(o->device, "cuda"))
+        return measure_membw_cuda(o, print, gbs);
     int nth = (int)o->threads.v[0];
     if (membw_measure((size_t)o->membw_mib << 20, nth, o->reps, &mr, &err)) {
         fprintf(stderr, "glim " CMD ": %s\n", err.msg);
@@ -568,10 +588,14 @@ int cmd_bench(int argc, char **argv)
     int n_res = 0;
     bool first = true;
     struct glim_err err = {0};
-    if (o.json)
+    if (o.json) {
         printf("[\n");
-    else
+    } else {
+        char desc[256];
+        if (o.device && !strcmp(o.device, "cuda") && backend_cuda_describe(desc, sizeof desc) == GLIM_OK)
+            printf("GPU: %s\n\n", desc);
         print_header();
+    }
     for (int t = 0; !rc && t < o.threads.n; t++)
         rc = bench_threads(&o, &mf, (int)o.threads.v[t], membw_gbs, res, &n_res, CAP, &first, &err);
     if (rc)

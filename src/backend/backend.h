@@ -133,6 +133,10 @@ int  backend_cpu_new(int n_threads, struct backend **out, struct glim_err *err);
 /* CUDA backend (only when built with GLIM_CUDA); GLIM_EUNSUPPORTED otherwise. */
 int  backend_cuda_new(int device, struct backend **out, struct glim_err *err);
 bool backend_cuda_available(void);
+/* GPU name, memory clock, bus width and size for reports. */
+int  backend_cuda_describe(char *buf, size_t n);
+/* Device-to-device copy bandwidth, bytes read + written per second / 1e9. */
+int  backend_cuda_membw(double *copy_gbs, struct glim_err *err);
 
 void backend_free(struct backend *be);   /* NULL ok */
 
