@@ -36,13 +36,13 @@ static const char *USAGE =
     "  --draft FILE          DFlash draft GGUF: speculative greedy decoding for --generate\n"
     "  --block-length B      DFlash block length (2..draft block_size; default block_size)\n"
     "  --n-draft K           drafts verified per cycle (1..B-1; default B-1)\n"
-    "  -v, --verbose         print the memory plan\n";
+    "  -q, --quiet           do not print the memory plan\n";
 
 struct eval_opts {
     const char *model, *tokens, *tokens_file, *logits_out, *device, *draft;
     long long chunk, generate, ctx, threads, block_length, n_draft;
     int kernels, kv_type;
-    bool verbose, no_graph;
+    bool verbose, quiet, no_graph;
 };
 
 static double now_s(void)
@@ -80,6 +80,7 @@ static int parse(int argc, char **argv, struct eval_opts *o)
         else if (!strcmp(a, "--n-draft")) { VAL(); if (!cli_int("eval", a, v, 1, DFLASH_MAX_BLOCK - 1, &o->n_draft)) return 2; }
         else if (!strcmp(a, "--one-by-one")) o->chunk = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = true;
         else if (!strcmp(a, "--chunk")) { VAL(); if (!cli_int("eval", a, v, 1, 65536, &o->chunk)) return 2; }
         else if (!strcmp(a, "--generate")) { VAL(); if (!cli_int("eval", a, v, 0, 1 << 24, &o->generate)) return 2; }
         else if (!strcmp(a, "--ctx")) { VAL(); if (!cli_int("eval", a, v, 1, 0x7fffffff, &o->ctx)) return 2; }
@@ -172,7 +173,7 @@ static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
     struct glim_model_params mp;
     glim_model_params_init(&mp);
     mp.n_threads = (int)o->threads, mp.kernels = o->kernels, mp.device = o->device, mp.no_graph = o->no_graph;
-    mp.verbose = o->verbose;
+    mp.verbose = !o->quiet;   /* the memory plan is printed at load */
     struct glim_model *m = NULL;
     struct glim_session *s = NULL;
     float *logits = NULL;
