@@ -152,4 +152,35 @@ static inline int g_greedy(struct glim_model *m, const int32_t *ids, int n, int 
     return rc;
 }
 
+/* glimmer-tiny MANIFEST tolerance of a variant ("F32", "Q4_K_M" ...); -1 if absent */
+static inline double g_manifest_tol(const char *v)
+{
+    char *man = g_read_file(testdata("glimmer-tiny/MANIFEST"), NULL);
+    char key[64];
+    snprintf(key, sizeof key, "glimmer-tiny-%s.gguf", v);
+    const char *p = man ? strstr(man, key) : NULL, *nl = p ? strchr(p, '\n') : NULL;
+    double tol = -1;
+    if (nl) {
+        while (nl > p && nl[-1] != ' ')
+            nl--;
+        tol = strtod(nl, NULL);
+    }
+    free(man);
+    return tol;
+}
+
+/* The golden's greedy ids and top1-top2 margins ("greedy": {"torch": [...], ...}); 0 on success */
+static inline int g_golden_greedy(const char *json, int32_t *ids, float *margin, int n)
+{
+    const char *g = strstr(json, "\"greedy\"");
+    if (!g || g_parse_ids_after(g, "\"torch\":", ids, n) != n)
+        return -1;
+    const char *mg = strstr(json, "\"torch_top1_minus_top2\":");
+    for (int k = 0; mg && k < n; k++) {
+        mg = strpbrk(mg + (k ? 1 : 25), "0123456789");
+        margin[k] = mg ? strtof(mg, (char **)&mg) : 0;
+    }
+    return mg ? 0 : -1;
+}
+
 #endif

@@ -65,23 +65,6 @@ done:
     glim_model_free(m);
 }
 
-static double manifest_tol(const char *v)
-{
-    char *man = g_read_file(testdata("glimmer-tiny/MANIFEST"), NULL);
-    char key[64];
-    snprintf(key, sizeof key, "glimmer-tiny-%s.gguf", v);
-    double tol = -1;
-    const char *p = man ? strstr(man, key) : NULL;
-    const char *nl = p ? strchr(p, '\n') : NULL;
-    if (p && nl) {
-        const char *q = nl;
-        while (q > p && q[-1] != ' ')
-            q--;
-        tol = strtod(q, NULL);
-    }
-    free(man);
-    return tol;
-}
 
 static void check_variant_fast(const char *v, const int32_t *prompt, int n_prompt)
 {
@@ -93,21 +76,14 @@ static void check_variant_fast(const char *v, const int32_t *prompt, int n_promp
     char *json = g_read_file(testdata(rel), NULL);
     float *pre = load_golden(v, "prefill", (size_t)80 * V), *gre = load_golden(v, "greedy", (size_t)NG * V);
     float *out = malloc(sizeof(float) * 80 * V), *row = malloc(sizeof(float) * V);
-    double tol = manifest_tol(v);
+    double tol = g_manifest_tol(v);
     CHECK(tol > 0);
     struct glim_session *s = NULL;
     if (!m || !json || !pre || !gre)
         goto done;
     int32_t ids[NG];
     float margin[NG];
-    const char *g = strstr(json, "\"greedy\"");
-    CHECK_EQ(g_parse_ids_after(g ? g : json, "\"torch\":", ids, NG), NG);
-    const char *mg = strstr(json, "\"torch_top1_minus_top2\":");
-    for (int k = 0; mg && k < NG; k++) {
-        mg = strpbrk(mg + (k ? 1 : 25), "0123456789");
-        margin[k] = mg ? strtof(mg, (char **)&mg) : 0;
-    }
-    CHECK(mg != NULL);
+    CHECK_EQ(g_golden_greedy(json, ids, margin, NG), 0);
     CHECK_EQ(g_eval_all(m, prompt, n_prompt, 16, GLIM_KV_F32, out), 0);
     double d_pre = g_maxabs(out, pre, (size_t)80 * V), d_gre = 0;
     /* teacher-forced greedy: feed the golden ids, compare every step's logits */

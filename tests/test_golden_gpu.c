@@ -52,21 +52,6 @@ static void test_muse_glimmer_tiny(void)
     glim_model_free(m);
 }
 
-static double manifest_tol(const char *v)
-{
-    char *man = g_read_file(testdata("glimmer-tiny/MANIFEST"), NULL);
-    char key[64];
-    snprintf(key, sizeof key, "glimmer-tiny-%s.gguf", v);
-    const char *p = man ? strstr(man, key) : NULL, *nl = p ? strchr(p, '\n') : NULL;
-    double tol = -1;
-    if (nl) {
-        while (nl > p && nl[-1] != ' ')
-            nl--;
-        tol = strtod(nl, NULL);
-    }
-    free(man);
-    return tol;
-}
 
 static void check_glimmer(const char *v, const int32_t *prompt, int np)
 {
@@ -80,20 +65,14 @@ static void check_glimmer(const char *v, const int32_t *prompt, int np)
     float *gre = g_read_f32(testdata(rel), NULL);
     snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.golden.json", v);
     char *json = g_read_file(testdata(rel), NULL);
-    double tol = manifest_tol(v);
+    double tol = g_manifest_tol(v);
     float *out = malloc(sizeof(float) * 80 * V), row[V];
     CHECK(m && pre && gre && json && tol > 0);
     if (!m || !pre || !gre || !json)
         goto done;
     int32_t ids[NG];
     float margin[NG] = {0};
-    const char *g = strstr(json, "\"greedy\"");
-    CHECK_EQ(g_parse_ids_after(g ? g : json, "\"torch\":", ids, NG), NG);
-    const char *mg = strstr(json, "\"torch_top1_minus_top2\":");
-    for (int k = 0; mg && k < NG; k++) {
-        mg = strpbrk(mg + (k ? 1 : 25), "0123456789");
-        margin[k] = mg ? strtof(mg, (char **)&mg) : 0;
-    }
+    CHECK_EQ(g_golden_greedy(json, ids, margin, NG), 0);
     CHECK_EQ(g_eval_all(m, prompt, np, 16, GLIM_KV_F32, out), 0);
     double d_pre = g_maxabs(out, pre, (size_t)80 * V), d_gre = 0;
     struct glim_session *s = g_session(m, 0, GLIM_KV_F32);

@@ -322,24 +322,62 @@ static int stream_once(const char *s, size_t n, const size_t *cuts, int n_cuts, 
     return bad;
 }
 
-static void check_splits(const char *id, const char *s, const struct toolcall_tool *tools, int n_tools)
+static void check_splits_cfg(const char *id, const char *s, const struct toolcall_config *cfg)
 {
     size_t n = strlen(s);
-    struct toolcall_config cfg = { tools, n_tools, NULL, 0, 99 };
     struct toolcall_result want = { 0 };
-    CHECK_EQ(toolcall_process(s, n, &cfg, &want, NULL), GLIM_OK);
+    CHECK_EQ(toolcall_process(s, n, cfg, &want, NULL), GLIM_OK);
     int n_bad = 0;
     for (size_t k = 0; k <= n; k++)
-        n_bad += stream_once(s, n, &k, 1, &cfg, &want);
+        n_bad += stream_once(s, n, &k, 1, cfg, &want);
     size_t *bytes = malloc(n * sizeof *bytes);
     for (size_t k = 0; k < n; k++)
         bytes[k] = k + 1;
-    n_bad += stream_once(s, n, bytes, n ? (int)n - 1 : 0, &cfg, &want);
+    n_bad += stream_once(s, n, bytes, n ? (int)n - 1 : 0, cfg, &want);
     free(bytes);
     if (n_bad)
         fprintf(stderr, "%s: %d split runs disagree with the one-shot result\n", id, n_bad);
     CHECK_EQ(n_bad, 0);
     toolcall_result_clear(&want);
+}
+
+static void check_splits(const char *id, const char *s, const struct toolcall_tool *tools, int n_tools)
+{
+    check_splits_cfg(id, s, &(struct toolcall_config){ tools, n_tools, NULL, 0, 99 });
+}
+
+/* The content filter deletes control tokens before it cuts at a special
+ * token, so a deleted token can join a '<' to the text after it; the stream
+ * must hold such a '<' back while the token in between is still arriving.
+ * "\x1e" is whitespace to the trim (str.isspace). */
+static const char *const SPECIALS[] = { "<|eot|>", "<|end_of_text|>", "<|patch|>", "<|start|>" };
+
+static const struct {
+    const char *input, *content;   /* content NULL = none */
+} JOINS[] = {
+    { "\x01\x06<<|channel|>|patch|>\x1e\xa8", "\x01\x06" },   /* fuzz_toolcall crash-097f51dd */
+    { "a<<|eot|>|patch|>", "a" },
+    { "x<<|eot|>|eot|>", "x" },                             /* the joined <|eot|> is cut, not deleted */
+    { "<|eo<|start|>t|>y", NULL },
+    { "Hello <|patch|> world", "Hello" },
+    { "to=user" M "<<", "<<" },                              /* a '<' inside a complete header stays settled */
+    { "a<" "<|channel|><|channel|><|channel|><|channel|><|channel|><|channel|><|channel|><|channel|>"
+      "<|channel|><|channel|><|channel|><|channel|><|channel|><|channel|><|channel|><|channel|>"
+      "<|channel|><|channel|><|channel|><|channel|><|channel|><|channel|><|channel|><|channel|>|patch|>b", "a" },
+};
+
+static void test_stream_joined_specials(void)
+{
+    for (size_t k = 0; k < sizeof JOINS / sizeof JOINS[0]; k++) {
+        for (int has_tools = 0; has_tools < 2; has_tools++) {
+            struct toolcall_config cfg = { has_tools ? T1 : NULL, has_tools ? 2 : 0, SPECIALS, 4, 99 };
+            struct toolcall_result r = { 0 };
+            CHECK_EQ(toolcall_process(JOINS[k].input, strlen(JOINS[k].input), &cfg, &r, NULL), GLIM_OK);
+            CHECK(str_eq(r.content, JOINS[k].content));
+            toolcall_result_clear(&r);
+            check_splits_cfg("joined special", JOINS[k].input, &cfg);
+        }
+    }
 }
 
 static void test_stream_splits(void)
@@ -409,6 +447,7 @@ int main(void)
     RUN(test_fresh_index);
     RUN(test_pipeline_vectors);
     RUN(test_stream_splits);
+    RUN(test_stream_joined_specials);
     RUN(test_stream_is_incremental);
     RUN(test_float_repr);
     RUN(test_string_escape);

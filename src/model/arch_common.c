@@ -267,3 +267,14 @@ int arch_bind_layer_common(struct glim_model *m, int il, struct glim_err *err)
 #undef BIND
     return GLIM_OK;
 }
+
+int arch_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, void *scratch,
+                 struct glim_err *err)
+{
+    struct fwd_scratch s;
+    arch_scratch_layout(m, b->n_tokens, scratch, &s);
+    int rc = arch_upload_inputs(m, b, &s, err);
+    if (rc != GLIM_OK)
+        return rc;
+    return arch_finish(m, kv, b, &s, m->arch->body, err);
+}

@@ -44,6 +44,10 @@ int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scra
 /* The part of a forward from the embedding through the last layer (taps included). */
 typedef int (*arch_body_fn)(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
                             struct fwd_scratch *s, struct glim_err *err);
+/* The forward of an arch with a body: scratch layout, inputs, body, head (graphs). */
+int arch_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, void *scratch,
+                 struct glim_err *err);
+
 /* Run body and the output head, replaying a captured graph for decode steps when the
  * backend supports it (inputs must already be uploaded). */
 int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,

@@ -113,21 +113,11 @@ static int llama_body(struct glim_model *m, struct kv_cache *kv, const struct fw
     return arch_tap(m, b, m->hp.n_layer, s, err);
 }
 
-static int llama_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
-                         void *scratch, struct glim_err *err)
-{
-    struct fwd_scratch s;
-    arch_scratch_layout(m, b->n_tokens, scratch, &s);
-    int rc = arch_upload_inputs(m, b, &s, err);
-    if (rc != GLIM_OK)
-        return rc;
-    return arch_finish(m, kv, b, &s, llama_body, err);
-}
-
 const struct arch_ops arch_llama = {
     .name = "llama",
     .load_hparams = llama_load_hparams,
     .load_tensors = llama_load_tensors,
     .scratch_bytes = arch_scratch_bytes,
-    .forward = llama_forward,
+    .body = llama_body,
+    .forward = arch_forward,
 };

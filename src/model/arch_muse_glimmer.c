@@ -206,21 +206,11 @@ static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_b
     return arch_tap(m, b, hp->n_layer, s, err);
 }
 
-static int mg_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
-                      void *scratch, struct glim_err *err)
-{
-    struct fwd_scratch s;
-    arch_scratch_layout(m, b->n_tokens, scratch, &s);
-    int rc = arch_upload_inputs(m, b, &s, err);
-    if (rc != GLIM_OK)
-        return rc;
-    return arch_finish(m, kv, b, &s, mg_body, err);
-}
-
 const struct arch_ops arch_muse_glimmer = {
     .name = "muse-glimmer",
     .load_hparams = mg_load_hparams,
     .load_tensors = mg_load_tensors,
     .scratch_bytes = arch_scratch_bytes,
-    .forward = mg_forward,
+    .body = mg_body,
+    .forward = arch_forward,
 };

@@ -57,6 +57,7 @@ struct model_layer {                 /* views of GGUF tensors on the backend */
 
 
 struct kv_cache;
+struct fwd_scratch;
 
 /* What one forward call computes. Positions pos0 .. pos0+n_tokens-1. */
 struct fwd_batch {
@@ -85,6 +86,9 @@ struct arch_ops {
     size_t (*scratch_bytes)(const struct glim_model *m, int n_tokens);
     int  (*forward)(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
                     void *scratch, struct glim_err *err);
+    /* embedding through the last layer, for arch_forward (arch_common.h); may be NULL */
+    int  (*body)(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                 struct fwd_scratch *s, struct glim_err *err);
 };
 
 struct glim_model {

@@ -64,6 +64,21 @@ void api_metrics(struct srv *S, const struct http_req *r, struct http_reply *out
                   (long long)atomic_load(&S->n_http_5xx), (long long)st.n_requests, (long long)st.n_prompt_tokens,
                   (long long)st.n_prefill_tokens, (long long)st.n_completion_tokens, st.prefill_s, st.decode_s, pf,
                   dc, st.n_sessions, S->cfg.max_sessions, st.n_active, st.n_queued);
+    strbuf_printf(&sb,
+                  "# HELP glim_requests_rejected_total Requests answered 429: every session slot was busy.\n"
+                  "# TYPE glim_requests_rejected_total counter\nglim_requests_rejected_total %lld\n",
+                  (long long)st.n_rejected);
+    if (S->draft)   /* DFlash re-prefills the whole prompt (no warm resume yet): see glim_prefill_tokens_total */
+        strbuf_printf(&sb,
+                      "# HELP glim_dflash_requests_total Requests decoded with DFlash (full prompt prefill each).\n"
+                      "# TYPE glim_dflash_requests_total counter\nglim_dflash_requests_total %lld\n"
+                      "# TYPE glim_dflash_cycles_total counter\nglim_dflash_cycles_total %lld\n"
+                      "# TYPE glim_dflash_speculative_cycles_total counter\n"
+                      "glim_dflash_speculative_cycles_total %lld\n"
+                      "# HELP glim_dflash_accepted_tokens_total Draft tokens the target accepted.\n"
+                      "# TYPE glim_dflash_accepted_tokens_total counter\nglim_dflash_accepted_tokens_total %lld\n",
+                      (long long)st.n_dflash_requests, (long long)st.n_dflash_cycles,
+                      (long long)st.n_dflash_spec_cycles, (long long)st.n_dflash_accepted);
     out->status = 200;
     out->body = sb.data;
     out->body_len = sb.len;

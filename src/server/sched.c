@@ -19,6 +19,15 @@
  *   new prompt; the KV cache is truncated to the common prefix (or rebuilt
  *   when a sliding-window ring cannot rewind) and only the rest is prefilled.
  *
+ *   DFlash (--draft): a job whose sampling DFlash reproduces exactly (no
+ *   penalties) gets a struct dflash over its session. Its prefill is
+ *   dflash_prefill, which rebuilds the whole prompt (the draft context has
+ *   no warm resume yet: usage.cached_tokens is 0 and every prompt token
+ *   counts in glim_prefill_tokens_total); each decode step takes one token
+ *   from dflash_next (a cycle commits several; they leave one per round).
+ *   The target KV may run ahead of what was emitted: job_finish truncates it
+ *   back to `resident`, so resident == session position still holds.
+ *
  *   Test mode (--test-output FILE, or "glim_test_output" in a request while
  *   that flag is on): after the real prefill, the reply is a scripted text
  *   emitted in small pieces (1-3 bytes at UTF-8 boundaries; a `<|...|>`
@@ -34,6 +43,8 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "model/model.h"
+#include "runtime/dflash.h"
 #include "srv.h"
 
 struct sched {
@@ -57,6 +68,8 @@ struct sched {
 struct gen {                       /* a running job's state (scheduler thread) */
     struct srv_session *sess;
     struct sampler *smp;
+    struct dflash *df;             /* owned: DFlash decoding, or NULL */
+    bool use_draft;                /* decode with S->draft (set at start) */
     float *logits;                 /* [n_vocab] */
     struct tok_stream ts;
     struct strbuf raw;             /* decoded, not yet emitted */
@@ -168,9 +181,37 @@ static void gen_free(struct gen *g)
     if (!g)
         return;
     sampler_free(g->smp);
+    dflash_free(g->df);
     free(g->logits);
     strbuf_clear(&g->raw);
     free(g);
+}
+
+/* DFlash's sampling is temperature/top-k/top-p/min-p only: with penalties
+ * the job decodes plainly, so its distribution stays the requested one. */
+static bool draft_fits(const struct sampler_params *sp)
+{
+    return sp->repeat_penalty == 1.0f && sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f;
+}
+
+/* A DFlash job ends: publish its cycle counts, drop the struct dflash, and
+ * cut the target KV back to the emitted tokens (it may hold a few more). */
+static void draft_done(struct sched *q, struct gen *g)
+{
+    const struct dflash_stats *st = dflash_get_stats(g->df);
+    int64_t accepted = 0;
+    for (int i = 0; i < st->n_rows; i++)
+        accepted += st->accepts_by_row[i];
+    pthread_mutex_lock(&q->mu);
+    q->stats.n_dflash_cycles += st->cycles;
+    q->stats.n_dflash_spec_cycles += st->speculative_cycles;
+    q->stats.n_dflash_accepted += accepted;
+    pthread_mutex_unlock(&q->mu);
+    dflash_free(g->df);
+    g->df = NULL;
+    struct glim_err err;
+    if (g->sess && g->sess->s)
+        srv_session_rewind(q->sessions, g->sess, (int64_t)g->sess->resident.n, &err);
 }
 
 /* Finish: emit what is held back, publish the counts, free the slot. */
@@ -184,6 +225,8 @@ static void job_finish(struct sched *q, struct srv_job *j, const char *finish, b
     pthread_mutex_lock(&q->mu);
     q->stats.n_completion_tokens += j->n_completion;
     pthread_mutex_unlock(&q->mu);
+    if (g->df)
+        draft_done(q, g);
     if (g->sess)
         srv_sessions_release(q->sessions, g->sess);
     gen_free(g);
@@ -218,10 +261,64 @@ static size_t common_prefix(const struct tok_ids *a, const int32_t *b, size_t nb
     return i;
 }
 
+/* Publish a finished prefill: n_new tokens evaluated, keep reused. */
+static void prefill_done(struct sched *q, struct srv_job *j, int64_t n_new, int64_t keep, double dt)
+{
+    pthread_mutex_lock(&j->mu);
+    j->n_prefilled = n_new;
+    j->n_reused = keep;
+    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_lock(&q->mu);
+    q->stats.n_prompt_tokens += j->n_prompt;
+    q->stats.n_prefill_tokens += n_new;
+    q->stats.prefill_s += dt;
+    pthread_mutex_unlock(&q->mu);
+    ((struct gen *)j->priv)->prefilled = true;
+}
+
+static bool vocab_eog(void *ud, int32_t id)
+{
+    return tok_is_eog(ud, id);
+}
+
+/* DFlash prefill: the whole prompt, from an empty session (a fresh one when
+ * a sliding-window ring cannot rewind to 0). */
+static int prefill_draft(struct sched *q, struct srv_job *j, struct glim_err *err)
+{
+    struct srv *S = q->S;
+    struct gen *g = j->priv;
+    struct srv_session *e = g->sess;
+    int rc = srv_session_rewind(q->sessions, e, 0, err);
+    if (rc)
+        return rc;
+    struct dflash_params dp;
+    dflash_params_init(&dp);
+    dp.block_length = S->cfg.block_length;
+    dp.n_draft = S->cfg.n_draft;
+    dp.sp = j->sp;
+    if ((rc = dflash_new(S->m, S->draft, e->s, &dp, &g->df, err)))
+        return rc;
+    dflash_set_eos(g->df, vocab_eog, (void *)S->v);
+    double t0 = now_s();
+    if ((rc = dflash_prefill(g->df, j->prompt, j->n_prompt, err)))
+        return rc;
+    double dt = now_s() - t0;
+    for (int i = 0; i < j->n_prompt; i++)
+        if ((rc = tok_ids_push(&e->resident, j->prompt[i])))
+            return glim_fail(err, rc, "out of memory");
+    prefill_done(q, j, j->n_prompt, 0, dt);
+    pthread_mutex_lock(&q->mu);
+    q->stats.n_dflash_requests++;
+    pthread_mutex_unlock(&q->mu);
+    return GLIM_OK;
+}
+
 static int prefill(struct sched *q, struct srv_job *j, struct glim_err *err)
 {
     struct gen *g = j->priv;
     struct srv_session *e = g->sess;
+    if (g->use_draft)
+        return prefill_draft(q, j, err);
     size_t keep = common_prefix(&e->resident, j->prompt, (size_t)j->n_prompt);
     if (keep >= (size_t)j->n_prompt)
         keep = (size_t)j->n_prompt - 1;   /* the last prompt token gives the logits */
@@ -239,16 +336,7 @@ static int prefill(struct sched *q, struct srv_job *j, struct glim_err *err)
             return glim_fail(err, rc, "out of memory");
     for (int i = 0; i < j->n_prompt; i++)
         sampler_accept(g->smp, j->prompt[i]);
-    pthread_mutex_lock(&j->mu);
-    j->n_prefilled = n_new;
-    j->n_reused = (int64_t)keep;
-    pthread_mutex_unlock(&j->mu);
-    pthread_mutex_lock(&q->mu);
-    q->stats.n_prompt_tokens += j->n_prompt;
-    q->stats.n_prefill_tokens += n_new;
-    q->stats.prefill_s += dt;
-    pthread_mutex_unlock(&q->mu);
-    g->prefilled = true;
+    prefill_done(q, j, n_new, (int64_t)keep, dt);
     return GLIM_OK;
 }
 
@@ -370,6 +458,35 @@ static void step_decode(struct sched *q, struct srv_job *j)
     pthread_mutex_unlock(&q->mu);
 }
 
+/* DFlash: one token from the current cycle (a new cycle when it is used up). */
+static void step_draft(struct sched *q, struct srv_job *j)
+{
+    struct gen *g = j->priv;
+    struct glim_err err = {0};
+    int32_t id;
+    bool is_eos;
+    double t0 = now_s();
+    int rc = dflash_next(g->df, &id, &is_eos, &err);
+    if (rc == GLIM_ERANGE && glim_session_pos(g->sess->s) >= glim_session_n_ctx(g->sess->s))
+        return job_finish(q, j, "length", true);   /* the context is full */
+    if (rc)
+        return job_error(q, j, &err);
+    if (is_eos)
+        return job_finish(q, j, "stop", true);
+    j->n_completion++;
+    if (tok_ids_push(&g->sess->resident, id) || tok_stream_feed(&g->ts, id, &g->raw)) {
+        glim_fail(&err, GLIM_ENOMEM, "out of memory");
+        return job_error(q, j, &err);
+    }
+    pthread_mutex_lock(&q->mu);
+    q->stats.decode_s += now_s() - t0;
+    pthread_mutex_unlock(&q->mu);
+    if (emit_or_stop(q, j))
+        return;
+    if (j->n_completion >= j->max_tokens)
+        job_finish(q, j, "length", true);
+}
+
 /* One step of an active job; the job may finish here. */
 static void job_step(struct sched *q, struct srv_job *j)
 {
@@ -384,6 +501,8 @@ static void job_step(struct sched *q, struct srv_job *j)
     }
     if (j->test_output)
         step_test(q, j);
+    else if (g->df)
+        step_draft(q, j);
     else
         step_decode(q, j);
 }
@@ -428,6 +547,7 @@ static int job_start(struct sched *q, struct srv_job *j, struct srv_session *e, 
     if (!g->logits)
         return glim_fail(err, GLIM_ENOMEM, "out of memory");
     pick_script(q, j);
+    g->use_draft = S->draft && !j->test_output && draft_fits(&j->sp);
     return sampler_new(&j->sp, glim_model_n_vocab(S->m), &g->smp, err);
 }
 
@@ -451,6 +571,9 @@ static bool admit(struct sched *q, struct srv_job *j)
     if (rc == GLIM_OK && busy)
         return false;
     if (rc == GLIM_ERANGE) {
+        pthread_mutex_lock(&q->mu);
+        q->stats.n_rejected++;
+        pthread_mutex_unlock(&q->mu);
         job_fail(j, 429, "capacity_error", "capacity_exhausted", err.msg);
         return true;
     }

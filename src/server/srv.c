@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "chat/chat.h"
 #include "model/model.h"
+#include "runtime/dflash.h"
 #include "srv.h"
 
 static int read_file(const char *path, char **out, size_t *len, struct glim_err *err)
@@ -69,6 +70,23 @@ static void model_id_from_path(struct srv *S)
     snprintf(S->model_id, sizeof S->model_id, "%.*s", (int)n, base);
 }
 
+/* The DFlash draft (runtime.md §1.7): one load shared by every request; the
+ * flags are checked here so a bad value fails at start, not per request. */
+static int load_draft(struct srv *S, struct glim_err *err)
+{
+    int rc = glim_draft_load(S->m, S->cfg.draft_path, &S->draft, err);
+    if (rc)
+        return rc;
+    int bs = S->draft->hp.block_size, L = S->cfg.block_length ? S->cfg.block_length : bs;
+    if (S->cfg.block_length && (L < 2 || L > bs || L > DFLASH_MAX_BLOCK))
+        return glim_fail(err, GLIM_EINVAL, "--block-length: expected 2..%d (the draft's block_size), got %d",
+                         GLIM_MIN(bs, DFLASH_MAX_BLOCK), L);
+    if (S->cfg.n_draft && S->cfg.n_draft > L - 1)
+        return glim_fail(err, GLIM_EINVAL, "--n-draft: expected 1..%d (block length - 1), got %d", L - 1,
+                         S->cfg.n_draft);
+    return GLIM_OK;
+}
+
 static int load(struct srv *S, struct glim_err *err)
 {
     struct glim_model_params mp;
@@ -92,7 +110,9 @@ static int load(struct srv *S, struct glim_err *err)
         chat_template_new(tmpl, n_tmpl, &S->tmpl, &terr) != GLIM_OK)
         fprintf(stderr, "glim serve: warning: the chat template does not parse (%s); using the built-in format\n",
                 terr.msg);
-    return collect_specials(S, err);
+    if ((rc = collect_specials(S, err)))
+        return rc;
+    return S->cfg.draft_path ? load_draft(S, err) : GLIM_OK;
 }
 
 int srv_new(const struct srv_config *cfg, struct srv **out, struct glim_err *err)
@@ -139,6 +159,7 @@ void srv_free(struct srv *S)
     chat_template_free(S->tmpl);
     free(S->test_script);
     tok_vocab_free(S->v);
+    glim_model_free(S->draft);
     glim_model_free(S->m);
     glim_free(S);
 }

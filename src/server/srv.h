@@ -53,6 +53,9 @@ struct srv_config {
     int64_t     max_context;       /* 0 = model's context, at most 8192 */
     int         n_threads;         /* 0 = physical cores */
     size_t      max_body_bytes;    /* 0 = 8 MiB */
+    const char *draft_path;        /* DFlash draft GGUF, NULL = plain decoding */
+    int         block_length;      /* DFlash L; 0 = the draft's block_size */
+    int         n_draft;           /* DFlash N; 0 = L - 1 */
     const char *test_output_path;  /* test only: scripted model output (see sched.c) */
     bool        test_mode;         /* test only: honor "glim_test_output" in requests */
     bool        verbose;           /* one log line per request on stderr */
@@ -160,6 +163,8 @@ struct sched_stats {
     int64_t n_requests, n_prompt_tokens, n_prefill_tokens, n_completion_tokens;
     double  prefill_s, decode_s;
     int     n_sessions, n_active, n_queued;
+    int64_t n_rejected;                    /* 429: every session slot busy */
+    int64_t n_dflash_requests, n_dflash_cycles, n_dflash_spec_cycles, n_dflash_accepted;
 };
 
 int  sched_new(struct srv *S, struct sched **out, struct glim_err *err);
@@ -204,6 +209,7 @@ struct srv {
     struct srv_config cfg;                 /* strings borrowed from the caller */
     char   model_id[256];
     struct glim_model *m;                  /* owned */
+    struct glim_model *draft;              /* owned: DFlash draft for m, or NULL */
     struct tok_vocab *v;                   /* owned */
     int64_t n_ctx;                         /* per-session context */
     bool    is_harmony;                    /* vocabulary has <|start|> <|message|> */
