@@ -2,8 +2,9 @@
  * test_server_http.c — glim serve in-process on a free loopback port, driven
  * over real sockets: basic shapes, 1000 malformed requests (all 4xx, server
  * still serving), every routing/ATEM vector through the whole HTTP path in
- * test-output mode (non-stream and stream must agree), warm resume (only new
- * tokens prefilled), and session isolation under 16 concurrent clients.
+ * test-output mode (non-stream and stream, against toolcall_process), warm
+ * resume (only new tokens prefilled), session isolation under 16 concurrent
+ * clients, and capacity (--max-sessions 2: LRU eviction, 429 when all busy).
  */
 #include "harness.h"
 
@@ -13,8 +14,9 @@
 
 #include "server/srv.h"
 #include "server_client.h"
+#include "atem_vectors.h"   /* last: it defines short macros (M, S, P, B) */
 
-static struct srv *S;
+static struct srv *SRV;
 static int PORT;
 
 static json_t *post_json(const char *path, json_t *body, const char *headers, int *status)
@@ -198,75 +200,38 @@ static void test_malformed(void)
     strbuf_clear(&sb);
 }
 
-/* ---- routing and ATEM vectors (runtime.md §4.6, §5.5) ---------------------- */
+/* ---- routing and ATEM vectors (runtime.md §4.6, §5.5; gguf-contract §5.3) ---
+ *
+ * Every vector of tests/atem_vectors.h (the tables test_toolcall.c checks at
+ * the parser level) goes through the whole HTTP path in test-output mode, as
+ * the model's raw reply, non-stream and stream. What a client sees must be
+ * what toolcall_process() gives for the same text with the same tools and the
+ * server's special tokens: content, reasoning_content, each tool call's name
+ * and argument JSON, finish_reason; and a stream never shows markup in a
+ * content delta unless the final content has it too. */
 
-#define BLK_OPEN "<atem:function_calls>\n"
-#define BLK_CLOSE "</atem:function_calls>"
-#define INV(n) "<atem:invoke name=\"" n "\">\n"
-#define INV_END "</atem:invoke>\n"
-#define PAR(k, v) "<atem:parameter name=\"" k "\">" v "</atem:parameter>\n"
-
-struct vec {
-    const char *name, *raw;
-    bool tools, reasoning;
-    const char *content;      /* NULL = null */
-    const char *reasoning_want;
-    int n_calls;
-    const char *call0, *args0, *args1;
-};
-
-static const struct vec VECS[] = {
-    {"plain", " to=user<|message|>Paris.", false, false, "Paris.", NULL, 0, NULL, NULL, NULL},
-    {"reason", " to=self<|message|>We should calculate first.<|eom|><|start|>assistant to=user<|message|>The answer is 42.<|eot|>",
-     false, true, "The answer is 42.", "We should calculate first.", 0, NULL, NULL, NULL},
-    {"reason_hidden", " to=self<|message|>Private.<|eom|><|start|>assistant to=user<|message|>Done.", false, false,
-     "Done.", NULL, 0, NULL, NULL, NULL},
-    {"U1", " to=get_weather<|message|>" BLK_OPEN INV("get_weather") PAR("city", "Paris") INV_END BLK_CLOSE "<|eom|>",
-     true, false, NULL, NULL, 1, "get_weather", "{\"city\": \"Paris\"}", NULL},
-    {"U3", "<|start|>assistant to=add<|message|>" BLK_OPEN INV("add") PAR("a", "1") PAR("b", "2") INV_END BLK_CLOSE "<|eot|>",
-     true, false, NULL, NULL, 1, "add", "{\"a\": 1, \"b\": 2}", NULL},
-    {"U6", " to=add<|message|>" BLK_OPEN INV("add") PAR("a", "1") PAR("b", "2") INV_END INV("add") PAR("a", "3")
-     PAR("b", "4") INV_END BLK_CLOSE "<|eot|>", true, false, NULL, NULL, 2, "add", "{\"a\": 1, \"b\": 2}",
-     "{\"a\": 3, \"b\": 4}"},
-    {"U7", " to=add<|message|>" BLK_OPEN INV("add") PAR("a", "1") PAR("b", "2") INV_END BLK_CLOSE
-     "<|eom|><|start|>assistant to=add<|message|>" BLK_OPEN INV("add") PAR("a", "3") PAR("b", "4") INV_END BLK_CLOSE,
-     true, false, NULL, NULL, 2, "add", "{\"a\": 1, \"b\": 2}", "{\"a\": 3, \"b\": 4}"},
-    {"U9", "Checking now. to=add<|message|>" BLK_OPEN INV("add") PAR("a", "5") PAR("b", "6") INV_END BLK_CLOSE "<|eom|>",
-     true, false, "Checking now.", NULL, 1, "add", "{\"a\": 5, \"b\": 6}", NULL},
-    {"U13", "Sure! " BLK_OPEN INV("get_weather") "<atem:parameter name=\"city\">Paris", true, false, "Sure!", NULL, 0,
-     NULL, NULL, NULL},
-    {"U14", "The capital of France is Paris.", true, false, "The capital of France is Paris.", NULL, 0, NULL, NULL, NULL},
-    {"R1", " to=self<|message|>We should check the weather.<|eom|><|start|>assistant to=get_weather<|message|>" BLK_OPEN
-     INV("get_weather") PAR("city", "Paris") INV_END BLK_CLOSE "<|eom|>", true, true, NULL,
-     "We should check the weather.", 1, "get_weather", "{\"city\": \"Paris\"}", NULL},
-    {"X14", BLK_OPEN INV("get_weather") PAR("city", "h\xc3\xa9llo \xe2\x9c\x93") INV_END BLK_CLOSE, true, false, NULL,
-     NULL, 1, "get_weather", "{\"city\": \"h\xc3\xa9llo \xe2\x9c\x93\"}", NULL},
-    {"multibyte", " to=user<|message|>\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x8c\x8d caf\xc3\xa9", false,
-     false, "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x8c\x8d caf\xc3\xa9", NULL, 0, NULL, NULL, NULL},
-};
-
-static json_t *vec_request(const struct vec *v, bool stream)
+/* The tool table as an OpenAI "tools" array (NULL when there are no tools). */
+static json_t *tools_json(const struct toolcall_tool *t, int n)
 {
-    json_t *req = json_pack("{s:[{s:s, s:s}], s:s, s:b, s:{s:b}}", "messages", "role", "user", "content", "hi",
-                            "glim_test_output", v->raw, "stream", stream, "chat_template_kwargs", "return_reasoning",
-                            v->reasoning);
-    if (v->tools) {
-        json_t *tools = json_loads(
-            "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
-            "\"properties\":{\"city\":{\"type\":\"string\"},\"units\":{\"type\":\"string\"}}}}},"
-            "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\","
-            "\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}}}}}]",
-            0, NULL);
-        json_object_set_new(req, "tools", tools);
+    if (!t || n <= 0)
+        return NULL;
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *props = json_object();
+        for (int k = 0; k < t[i].n_params; k++)
+            json_object_set_new(props, t[i].params[k].name,
+                                t[i].params[k].type ? json_pack("{s:s}", "type", t[i].params[k].type) : json_object());
+        json_array_append_new(a, json_pack("{s:s, s:{s:s, s:{s:s, s:o}}}", "type", "function", "function", "name",
+                                           t[i].name, "parameters", "type", "object", "properties", props));
     }
-    return req;
+    return a;
 }
 
 /* What a client sees: content, reasoning, calls, finish. */
 struct seen {
     struct strbuf content, reasoning, names[4], args[4], ids[4];
-    bool has_content;
-    int n_calls;
+    bool has_content, has_reasoning, markup_in_delta;
+    int n_calls, n_bad_index;
     char finish[16];
 };
 
@@ -274,6 +239,7 @@ static void seen_init(struct seen *s)
 {
     memset(s, 0, sizeof *s);
 }
+
 static void seen_clear(struct seen *s)
 {
     strbuf_clear(&s->content), strbuf_clear(&s->reasoning);
@@ -287,8 +253,10 @@ static void seen_calls(struct seen *s, json_t *calls)
     json_t *c;
     json_array_foreach(calls, k, c) {
         json_int_t idx = json_integer_value(json_object_get(c, "index"));
-        if (idx < 0 || idx > 3)
+        if (idx < 0 || idx > 3) {
+            s->n_bad_index++;
             continue;
+        }
         json_t *f = json_object_get(c, "function");
         if (json_is_string(json_object_get(f, "name")))
             strbuf_puts(&s->names[idx], json_string_value(json_object_get(f, "name")));
@@ -308,18 +276,45 @@ static void seen_message(struct seen *s, json_t *choice, const char *key)
     if (json_is_string(c) && json_string_length(c)) {
         s->has_content = true;
         strbuf_puts(&s->content, json_string_value(c));
+        s->markup_in_delta |= strstr(json_string_value(c), "<atem") || strstr(json_string_value(c), "<|");
     }
-    if (json_is_string(r))
+    if (json_is_string(r)) {
+        s->has_reasoning = true;
         strbuf_puts(&s->reasoning, json_string_value(r));
+    }
     seen_calls(s, json_object_get(m, "tool_calls"));
     json_t *f = json_object_get(choice, "finish_reason");
     if (json_is_string(f))
         snprintf(s->finish, sizeof s->finish, "%s", json_string_value(f));
 }
 
-static void run_vec(const struct vec *v, bool stream, struct seen *s)
+static void seen_sse(struct seen *s, const char *body)
 {
-    json_t *req = vec_request(v, stream);
+    bool done = false;
+    for (const char *p = body; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n == 12 && !strncmp(p, "data: [DONE]", 12)) {
+            done = true;
+        } else if (n > 6 && !strncmp(p, "data: ", 6)) {
+            json_t *o = json_loadb(p + 6, n - 6, 0, NULL);
+            CHECK(o != NULL && !json_object_get(o, "error"));
+            seen_message(s, json_array_get(json_object_get(o, "choices"), 0), "delta");
+            json_decref(o);
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    CHECK(done);
+}
+
+/* Send raw as the model's reply; collect what the client sees. */
+static void run_raw(const char *raw, json_t *tools, bool reasoning, bool stream, struct seen *s)
+{
+    json_t *req = json_pack("{s:[{s:s, s:s}], s:s, s:b, s:{s:b}}", "messages", "role", "user", "content", "hi",
+                            "glim_test_output", raw, "stream", stream, "chat_template_kwargs", "return_reasoning",
+                            reasoning);
+    if (tools)
+        json_object_set(req, "tools", tools);
     char *body = json_dumps(req, JSON_COMPACT);
     struct http_answer a = http_post(PORT, "/v1/chat/completions", body, NULL);
     CHECK_EQ(a.status, 200);
@@ -328,82 +323,119 @@ static void run_vec(const struct vec *v, bool stream, struct seen *s)
         seen_message(s, json_array_get(json_object_get(o, "choices"), 0), "message");
         json_decref(o);
     } else {
-        bool done = false;
-        for (char *line = strtok(a.body, "\n"); line; line = strtok(NULL, "\n")) {
-            if (strncmp(line, "data: ", 6))
-                continue;
-            if (!strcmp(line + 6, "[DONE]")) {
-                done = true;
-                continue;
-            }
-            json_t *o = json_loads(line + 6, 0, NULL);
-            CHECK(o != NULL);
-            seen_message(s, json_array_get(json_object_get(o, "choices"), 0), "delta");
-            json_decref(o);
-        }
-        CHECK(done);
-        CHECK(strstr(s->content.data ? s->content.data : "", "<atem") == NULL);
-        CHECK(strstr(s->content.data ? s->content.data : "", "<|") == NULL);
+        seen_sse(s, a.body);
     }
     http_answer_clear(&a);
     free(body);
     json_decref(req);
 }
 
-static void check_vec(const struct vec *v, const struct seen *s)
+static bool same_str(const struct strbuf *got, const char *want)
 {
-    int f = t_fail;
-    CHECK_EQ(s->has_content, v->content != NULL);
-    if (v->content)
-        CHECK(!strcmp(strbuf_cstr(&s->content), v->content));
-    CHECK(!strcmp(strbuf_cstr(&s->reasoning), v->reasoning_want ? v->reasoning_want : ""));
-    CHECK_EQ(s->n_calls, v->n_calls);
-    if (v->n_calls) {
-        CHECK(!strcmp(strbuf_cstr(&s->names[0]), v->call0));
-        CHECK(!strcmp(strbuf_cstr(&s->args[0]), v->args0));
-        CHECK(!strncmp(strbuf_cstr(&s->ids[0]), "call-", 5));
-        CHECK(!strcmp(s->finish, "tool_calls"));
-    } else {
-        CHECK(!strcmp(s->finish, "stop"));
-    }
-    if (v->n_calls > 1)
-        CHECK(!strcmp(strbuf_cstr(&s->args[1]), v->args1));
-    if (t_fail != f)
-        fprintf(stderr, "  vector %s: content '%s' reasoning '%s' calls %d args0 '%s' finish %s\n", v->name,
-                strbuf_cstr(&s->content), strbuf_cstr(&s->reasoning), s->n_calls, strbuf_cstr(&s->args[0]), s->finish);
+    return !strcmp(strbuf_cstr(got), want ? want : "");
 }
 
-static void test_vectors(void)
+/* The model stops at its end token: the reply the server sees ends there. */
+static size_t reply_len(const char *raw)
 {
-    for (size_t i = 0; i < sizeof VECS / sizeof *VECS; i++) {
-        for (int stream = 0; stream < 2; stream++) {
-            struct seen s;
-            seen_init(&s);
-            run_vec(&VECS[i], stream, &s);
-            check_vec(&VECS[i], &s);
-            seen_clear(&s);
-        }
+    const char *e1 = strstr(raw, "<|eot|>"), *e2 = strstr(raw, "<|end_of_text|>");
+    const char *e = e1 && (!e2 || e1 < e2) ? e1 : e2;
+    return e ? (size_t)(e - raw) : strlen(raw);
+}
+
+/* Compare what was seen with toolcall_process() on the same text. */
+static void check_seen(const char *id, bool stream, bool reasoning, const struct toolcall_result *want,
+                       const struct seen *s)
+{
+    int f = t_fail;
+    CHECK_EQ(s->has_content, want->content != NULL);
+    CHECK(same_str(&s->content, want->content));
+    CHECK_EQ(s->has_reasoning, reasoning && want->reasoning != NULL);
+    if (reasoning)
+        CHECK(same_str(&s->reasoning, want->reasoning));
+    CHECK_EQ(s->n_calls, want->n_calls);
+    CHECK_EQ(s->n_bad_index, 0);
+    for (int k = 0; k < want->n_calls && k < 4; k++) {
+        CHECK(same_str(&s->names[k], want->calls[k].name));
+        CHECK(same_str(&s->args[k], want->calls[k].arguments));
+        CHECK(s->ids[k].len == 37 && !strncmp(strbuf_cstr(&s->ids[k]), "call-", 5));
     }
+    CHECK(!strcmp(s->finish, want->n_calls ? "tool_calls" : "stop"));
+    bool markup_ok = want->content && (strstr(want->content, "<atem") || strstr(want->content, "<|"));
+    CHECK(!s->markup_in_delta || markup_ok);
+    if (t_fail != f)
+        fprintf(stderr, "  vector %s (%s): content [%s] reasoning [%s] calls %d args0 [%s] finish %s\n", id,
+                stream ? "stream" : "whole", strbuf_cstr(&s->content), strbuf_cstr(&s->reasoning), s->n_calls,
+                strbuf_cstr(&s->args[0]), s->finish);
+}
+
+/* One vector, both ways; with reasoning hidden too when it has some. */
+static void check_vector(const char *id, const char *raw, const struct toolcall_tool *tools, int n_tools)
+{
+    struct toolcall_config cfg = {tools, n_tools, SRV->specials, SRV->n_specials, 0};
+    struct toolcall_result want = {0};
+    CHECK_EQ(toolcall_process(raw, reply_len(raw), &cfg, &want, NULL), GLIM_OK);
+    json_t *tj = tools_json(tools, n_tools);
+    for (int pass = 0; pass < (want.reasoning ? 4 : 2); pass++) {
+        bool stream = pass & 1, reasoning = pass < 2;
+        struct seen s;
+        seen_init(&s);
+        run_raw(raw, tj, reasoning, stream, &s);
+        check_seen(id, stream, reasoning, &want, &s);
+        seen_clear(&s);
+    }
+    json_decref(tj);
+    toolcall_result_clear(&want);
+}
+
+static void test_atem_vectors(void)   /* §5.5 U1–U29, X1–X14 (U30: every request's calls start at index 0) */
+{
+    for (size_t i = 0; i < sizeof VECS / sizeof *VECS; i++)
+        check_vector(VECS[i].id, VECS[i].input, VECS[i].tools, VECS[i].n_tools);
+}
+
+static void test_routing_vectors(void)   /* §4.6, R1, gguf-contract §5.3 */
+{
+    for (size_t i = 0; i < sizeof PVECS / sizeof *PVECS; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "pipeline %zu", i);
+        check_vector(id, PVECS[i].input, PVECS[i].tools, PVECS[i].n_tools);
+    }
+    /* multibyte text split at every piece boundary the script emitter makes */
+    check_vector("multibyte", " to=user" M "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x8c\x8d caf\xc3\xa9", NULL, 0);
 }
 
 /* tool_choice: a named function starts the reply in the call form */
 static void test_tool_choice_named(void)
 {
-    struct vec v = {"named", PAR("a", "7") PAR("b", "8") INV_END BLK_CLOSE, true, false, NULL, NULL, 1, "add",
-                    "{\"a\": 7, \"b\": 8}", NULL};
+    json_t *tools = tools_json(T1, 2);
     for (int stream = 0; stream < 2; stream++) {
-        json_t *req = vec_request(&v, stream);
+        json_t *req = json_pack("{s:[{s:s, s:s}], s:s, s:b, s:O}", "messages", "role", "user", "content", "hi",
+                                "glim_test_output", P("a", "7") P("b", "8") "</atem:invoke>\n</atem:function_calls>",
+                                "stream", stream, "tools", tools);
         json_object_set_new(req, "tool_choice", json_pack("{s:s, s:{s:s}}", "type", "function", "function", "name", "add"));
         char *body = json_dumps(req, JSON_COMPACT);
         struct http_answer a = http_post(PORT, "/v1/chat/completions", body, NULL);
         CHECK_EQ(a.status, 200);
-        CHECK(strstr(a.body, "\"name\":\"add\"") != NULL);
-        CHECK(strstr(a.body, stream ? "\\\"a\\\": 7" : "{\\\"a\\\": 7, \\\"b\\\": 8}") != NULL);
-        CHECK(strstr(a.body, "\"tool_calls\"") != NULL);
+        struct seen s;
+        seen_init(&s);
+        if (stream)
+            seen_sse(&s, a.body);
+        else {
+            json_t *o = json_loads(a.body, 0, NULL);
+            seen_message(&s, json_array_get(json_object_get(o, "choices"), 0), "message");
+            json_decref(o);
+        }
+        CHECK_EQ(s.n_calls, 1);
+        CHECK(same_str(&s.names[0], "add"));
+        CHECK(same_str(&s.args[0], "{\"a\": 7, \"b\": 8}"));
+        CHECK(!strcmp(s.finish, "tool_calls"));
+        seen_clear(&s);
         http_answer_clear(&a);
         free(body);
         json_decref(req);
     }
+    json_decref(tools);
 }
 
 /* stop strings, max_tokens → finish_reason */
@@ -529,6 +561,154 @@ static void test_isolation(void)
     CHECK(n_distinct > 0);   /* the seeds and prompts really differ */
 }
 
+/* ---- capacity: --max-sessions 2 -------------------------------------------- */
+
+/* A request whose answer is read later: connected, sent, and read up to the
+ * first SSE event, which the server only sends once the job holds a slot. */
+struct held {
+    int fd;
+    struct strbuf got;
+};
+
+static bool held_open(struct held *h, int port, const char *body)
+{
+    strbuf_init(&h->got);
+    h->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (h->fd < 0 || connect(h->fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return false;
+    struct strbuf req;
+    strbuf_init(&req);
+    strbuf_printf(&req,
+                  "POST /v1/chat/completions HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+                  "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                  strlen(body), body);
+    bool ok = send(h->fd, req.data, req.len, MSG_NOSIGNAL) == (ssize_t)req.len;
+    strbuf_clear(&req);
+    char buf[4096];
+    while (ok && !strstr(strbuf_cstr(&h->got), "data: ")) {
+        ssize_t k = recv(h->fd, buf, sizeof buf, 0);
+        if (k <= 0)
+            return false;
+        strbuf_append(&h->got, buf, (size_t)k);
+    }
+    return ok;
+}
+
+/* Read the rest of the answer; true when it is a complete 200 stream. */
+static bool held_finish(struct held *h)
+{
+    char buf[4096];
+    ssize_t k;
+    while (h->fd >= 0 && (k = recv(h->fd, buf, sizeof buf, 0)) > 0)
+        strbuf_append(&h->got, buf, (size_t)k);
+    if (h->fd >= 0)
+        close(h->fd);
+    const char *all = strbuf_cstr(&h->got);
+    bool ok = !strncmp(all, "HTTP/1.", 7) && atoi(all + 9) == 200 && strstr(all, "data: [DONE]") &&
+              !strstr(all, "\"error\"");
+    strbuf_clear(&h->got);
+    return ok;
+}
+
+/* One turn of session sid ("" = anonymous); returns the answer, *cached the reused tokens. */
+static json_t *turn(json_t *msgs, const char *sid, int *status, long long *cached)
+{
+    json_t *req = json_pack("{s:O, s:i, s:f}", "messages", msgs, "max_tokens", 6, "temperature", 0.0);
+    if (sid[0])
+        json_object_set_new(req, "session_id", json_string(sid));
+    json_t *r = post_json("/v1/chat/completions", req, NULL, status);
+    json_decref(req);
+    json_t *d = json_object_get(json_object_get(r, "usage"), "prompt_tokens_details");
+    *cached = json_integer_value(json_object_get(d, "cached_tokens"));
+    return r;
+}
+
+static void next_turn(json_t *msgs, json_t *reply)
+{
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", reply_text(reply)));
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", "And then the cat"));
+}
+
+/* Two slots, three named sessions: the least recently used idle one is
+ * evicted; its next request still works, from a full prefill, and gives
+ * what a brand-new session gives. */
+static void test_lru_eviction(void)
+{
+    static const char *const ids[3] = {"lru-a", "lru-b", "lru-c"};
+    static const char *const text[3] = {"Once upon a time", "The little girl", "A big dog"};
+    int st;
+    long long cached;
+    json_t *msgs[3], *first[3];
+    for (int i = 0; i < 3; i++) {
+        msgs[i] = json_pack("[{s:s, s:s}]", "role", "user", "content", text[i]);
+        first[i] = turn(msgs[i], ids[i], &st, &cached);
+        CHECK_EQ(st, 200);
+        CHECK_EQ(cached, 0);
+        CHECK(metric("glim_sessions") <= 2);
+    }
+    next_turn(msgs[1], first[1]);   /* b was used after a: it survived c's arrival */
+    json_decref(turn(msgs[1], "lru-b", &st, &cached));
+    CHECK_EQ(st, 200);
+    CHECK(cached > 0);
+    next_turn(msgs[0], first[0]);   /* a was evicted: a full prefill */
+    long long before = metric("glim_prefill_tokens_total");
+    json_t *ra = turn(msgs[0], "lru-a", &st, &cached);
+    CHECK_EQ(st, 200);
+    CHECK_EQ(cached, 0);
+    CHECK_EQ(metric("glim_prefill_tokens_total") - before,
+             json_integer_value(json_object_get(json_object_get(ra, "usage"), "prompt_tokens")));
+    json_t *rz = turn(msgs[0], "lru-fresh", &st, &cached);
+    CHECK_EQ(st, 200);
+    CHECK(!strcmp(reply_text(ra), reply_text(rz)));
+    CHECK_EQ(metric("glim_sessions"), 2);
+    json_decref(ra), json_decref(rz);
+    for (int i = 0; i < 3; i++)
+        json_decref(msgs[i]), json_decref(first[i]);
+}
+
+/* Every slot busy: a new request (stream or not) gets a 429 with an OpenAI
+ * error object; the busy ones finish normally and the slots serve again. */
+static void test_capacity_429(void)
+{
+    long long answered = metric("glim_requests_total") + metric("glim_requests_rejected_total");
+    char body[512];
+    /* both hold their slot until the scheduler has answered the two requests below */
+    struct held h[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"hold %d\"}],\"max_tokens\":3,\"stream\":true,"
+                 "\"glim_test_hold_until\":%lld%s}",
+                 i, answered + 4, i ? ",\"session_id\":\"lru-b\"" : "");
+        CHECK(held_open(&h[i], PORT, body));
+    }
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":%s}",
+                 stream ? "true" : "false");
+        struct http_answer a = http_post(PORT, "/v1/chat/completions", body, NULL);
+        CHECK_EQ(a.status, 429);
+        json_t *o = json_loads(a.body, 0, NULL), *e = json_object_get(o, "error");
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        CHECK(msg && strstr(msg, "capacity"));
+        CHECK(json_is_string(json_object_get(e, "type")) &&
+              !strcmp(json_string_value(json_object_get(e, "type")), "capacity_error"));
+        CHECK(json_is_string(json_object_get(e, "code")) &&
+              !strcmp(json_string_value(json_object_get(e, "code")), "capacity_exhausted"));
+        CHECK(json_is_null(json_object_get(e, "param")));
+        json_decref(o);
+        http_answer_clear(&a);
+    }
+    for (int i = 0; i < 2; i++)
+        CHECK(held_finish(&h[i]));
+    CHECK_EQ(metric("glim_requests_rejected_total"), 2);
+    struct http_answer a = http_post(PORT, "/v1/chat/completions", GOOD, NULL);
+    CHECK_EQ(a.status, 200);
+    http_answer_clear(&a);
+}
+
 int main(void)
 {
     const char *td = getenv("GLIM_TESTDATA") ? getenv("GLIM_TESTDATA") : GLIM_TESTDATA;
@@ -540,24 +720,34 @@ int main(void)
     cfg.port = 0;
     cfg.model_id = "test-model";
     cfg.max_sessions = 10;
-    cfg.max_context = 256;
+    cfg.max_context = 512;   /* the longest vector, 1-3 bytes a piece, fits */
     cfg.n_threads = 1;
     cfg.max_body_bytes = 64 * 1024;
     cfg.test_mode = true;
     struct glim_err err = {0};
-    if (srv_new(&cfg, &S, &err) != GLIM_OK) {
+    if (srv_new(&cfg, &SRV, &err) != GLIM_OK) {
         fprintf(stderr, "srv_new: %s\n", err.msg);
         return 1;
     }
-    PORT = srv_port(S);
+    PORT = srv_port(SRV);
     RUN(test_basic);
     RUN(test_malformed);
-    RUN(test_vectors);
+    RUN(test_atem_vectors);
+    RUN(test_routing_vectors);
     RUN(test_tool_choice_named);
     RUN(test_stop);
     RUN(test_warm_resume);
     RUN(test_isolation);
-    srv_free(S);
+    srv_free(SRV);
+    cfg.max_sessions = 2;
+    if (srv_new(&cfg, &SRV, &err) != GLIM_OK) {
+        fprintf(stderr, "srv_new: %s\n", err.msg);
+        return 1;
+    }
+    PORT = srv_port(SRV);
+    RUN(test_lru_eviction);
+    RUN(test_capacity_429);
+    srv_free(SRV);
     return DONE();
 }
 #else

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "server/srv.h"
 
 static const char *USAGE =
@@ -27,6 +28,10 @@ static const char *USAGE =
     "  --api-key KEY          require 'Authorization: Bearer KEY' (all but /health)\n"
     "  --threads N            CPU threads (default: physical cores)\n"
     "  --max-body-bytes N     request body limit (default 8 MiB)\n"
+    "  --draft FILE           DFlash draft GGUF: speculative decoding for every request (lossless;\n"
+    "                         requests with penalties decode plainly; each re-prefills its whole prompt)\n"
+    "  --block-length B       DFlash block length (2..draft block_size; default block_size)\n"
+    "  --n-draft K            drafts verified per cycle (1..B-1; default B-1)\n"
     "  -v, --verbose          one llm_turn_stats line per request on stderr\n"
     "  --test-output FILE     TEST ONLY: reply with FILE's text (replies split by '---8<---' lines)\n"
     "                         instead of sampling; also honors \"glim_test_output\" in requests\n"
@@ -51,6 +56,9 @@ static int parse(int argc, char **argv, struct srv_config *c)
         else if (!strcmp(a, "--api-key")) { VAL(); c->api_key = v; }
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { INT(0, 1024); c->n_threads = (int)n; }
         else if (!strcmp(a, "--max-body-bytes")) { INT(1024, 1LL << 32); c->max_body_bytes = (size_t)n; }
+        else if (!strcmp(a, "--draft")) { VAL(); c->draft_path = v; }
+        else if (!strcmp(a, "--block-length")) { INT(2, 64); c->block_length = (int)n; }
+        else if (!strcmp(a, "--n-draft")) { INT(1, 63); c->n_draft = (int)n; }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) c->verbose = true;
         else if (!strcmp(a, "--test-output") || !strcmp(a, "--test-output-tokens")) { VAL(); c->test_output_path = v; }
         else if (!strcmp(a, "--test-mode")) c->test_mode = true;
@@ -90,6 +98,9 @@ int cmd_serve(int argc, char **argv)
     }
     fprintf(stderr, "glim serve: model '%s' (%s), %d session slots, context %lld\n", S->model_id,
             glim_model_arch(S->m), c.max_sessions, (long long)S->n_ctx);
+    if (S->draft)
+        fprintf(stderr, "glim serve: DFlash draft '%s' (block length %d)\n", c.draft_path,
+                c.block_length ? c.block_length : S->draft->hp.block_size);
     fprintf(stderr, "glim serve: listening on http://%s:%d\n", c.host, srv_port(S));
     int sig = 0;
     sigwait(&set, &sig);

@@ -29,19 +29,28 @@ fi
 if want bench || want quick; then
     cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c $LIB /usr/local/cuda/lib64/libcudart_static.a \
        -L/usr/local/cuda/lib64 -lcublas -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || exit 1
-    if want quick; then
-        for rw in 1 2; do echo "== GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_RW=$rw timeout 100 /tmp/gemv_bench quick | tail -14; done
-    else
+    if want bench; then
         timeout 200 /tmp/gemv_bench; echo "bench rc=$?"
+    fi
+    if want quick; then
+        for rw in 1 2; do echo "== GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_RW=$rw timeout 100 /tmp/gemv_bench quick | head -28 | tail -24; done
     fi
 fi
 if want e2e; then
     wait $MK; tail -2 /tmp/mk.log
     echo "== e2e (graphs)"
     timeout 200 $B/glim bench -m /tmp/m30.gguf --device cuda -p 512 -n 128 -r 3 2>&1 | tail -8
-    echo "== e2e tg128 without graphs"
-    timeout 60 $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 128 -r 2 --no-graph 2>&1 | tail -4
-    echo "== e2e tg128 exact f32 GEMV (GLIM_CUDA_EXACT=1)"
-    GLIM_CUDA_EXACT=1 timeout 60 $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 128 -r 2 2>&1 | tail -4
+    if want exact; then
+        echo "== e2e tg128 without graphs"
+        timeout 60 $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 128 -r 2 --no-graph 2>&1 | tail -4
+        echo "== e2e tg128 exact f32 GEMV (GLIM_CUDA_EXACT=1)"
+        GLIM_CUDA_EXACT=1 timeout 60 $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 128 -r 2 2>&1 | tail -4
+    fi
+fi
+if want prof; then   # per-kernel device time of eager decode steps (ncu replays each kernel)
+    echo "== ncu per-kernel summary (decode, no graphs)"
+    timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 1200 --print-summary per-kernel \
+        $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 2 -r 1 --no-graph >/tmp/ncu.log 2>&1
+    echo "ncu rc=$?"; cp /tmp/ncu.log ${OUT:-/tmp}/ncu.log 2>/dev/null; tail -3 /tmp/ncu.log
 fi
 echo "total $(( $(date +%s) - t0 )) s"

@@ -465,10 +465,10 @@ void toolcall_stream_free(struct toolcall_stream *st)
  * no tag: no special token or marker is that long. */
 enum { TAG_HOLD_MAX = 256 };
 
-/* Could s[0..n) (starting with '<') still grow into a tag that changes the
- * meaning of the text: a control token, a special token, an ATEM marker?
- * Judged after deleting the control tokens inside it, as the content filter
- * will: "<|eot|" + "<|message|>" + ">" ends up as "<|eot|>", and
+/* Could raw[0..raw_n) (starting with '<') still grow into a tag that
+ * changes the meaning of the text: a control token, a special token, an ATEM
+ * marker? Judged after deleting the control tokens inside it, as the content
+ * filter will: "<|eot|" + "<|message|>" + ">" ends up as "<|eot|>", and
  * "<" + "<|channel|>" + "|patch|>" as "<|patch|>". So a control token that
  * is still arriving holds the '<' too: once it is complete and deleted,
  * whatever follows it joins the '<'. The answer can turn from true to false

@@ -8,51 +8,12 @@
  * broadcast load + a per-half variable shift yields a 512-bit code vector
  * that lines up with one activation load. maddubs forms int16 pair sums and
  * VNNI vpdpwssd multiplies them by the int16 sub-block scale and accumulates
- * in int32, both exact. Q8_0/Q4_0 use 256-bit vpdpbusd (u8 x s8 quads).
+ * in int32, both exact. Q8_0/Q4_0 are the dot_x86.h kernels, which use
+ * 256-bit vpdpbusd (u8 x s8 quads) when built with VNNI, as here.
  * Results equal dot_scalar.c up to f32 rounding of the per-block scaling.
  */
 #if defined(__x86_64__)
-#include <immintrin.h>
-#include <string.h>
-
-#include "cpu_kern.h"
-
-#define INLINE static inline __attribute__((always_inline))
-/* the nx / chunk loops must unroll so accumulators live in registers (-O2 does not by itself) */
-#define UNROLL _Pragma("GCC unroll 8")
-
-#define NX_DISPATCH(BODY, ...)                 \
-    switch (nx) {                              \
-    case 1: BODY(__VA_ARGS__, 1); break;       \
-    case 2: BODY(__VA_ARGS__, 2); break;       \
-    case 3: BODY(__VA_ARGS__, 3); break;       \
-    default: BODY(__VA_ARGS__, 4); break;      \
-    }
-
-#define XROW(x, a, xs) ((const char *)(x) + (size_t)(a) * (xs))
-
-INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-INLINE float hsum256(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* same unpack as dot_avx2.c: bytes 0..7 = sc[0..7], 8..15 = m[0..7] (spec §4.1) */
-INLINE __m128i k4_unpack_scales(const uint8_t s[12])
-{
-    /* 16-byte load: the 4 bytes past the scales are the block's first codes (in bounds) */
-    const __m128i v = _mm_loadu_si128((const __m128i *)s);       /* words w0 w1 w2 (w3 unused) */
-    const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* w0 w2 w1 w2 */
-    const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* w0 w0 w1 w1 */
-    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                                     _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-    return _mm_or_si128(lo, hi);   /* sc_lo sc_hi m_lo m_hi */
-}
+#include "dot_x86.h"
 
 /* int16 lane vector: first 16 lanes = lo, last 16 = hi */
 INLINE __m512i halves16(int lo, int hi)
@@ -63,6 +24,12 @@ INLINE __m512i halves16(int lo, int hi)
 INLINE __m512i bcast256(const void *p)
 {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* the two 256-bit halves of v added lane by lane */
+INLINE __m256i fold512(__m512i v)
+{
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
 /* ---- Q4_K / Q5_K x Q8_K ---------------------------------------------------- */
@@ -77,26 +44,18 @@ INLINE void k45_body(const void *w, const void *x, size_t xs, int64_t nb, float 
     for (int a = 0; a < nx; a++)
         acc[a] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        uint16_t dh, dmh;
-        const uint8_t *scales, *qs, *qhp = NULL;
-        if (has_qh) {
-            const struct block_q5_k *wb = (const struct block_q5_k *)w + b;
-            dh = wb->d, dmh = wb->dmin, scales = wb->scales, qs = wb->qs, qhp = wb->qh;
-        } else {
-            const struct block_q4_k *wb = (const struct block_q4_k *)w + b;
-            dh = wb->d, dmh = wb->dmin, scales = wb->scales, qs = wb->qs;
-        }
-        const __m128i scm = k4_unpack_scales(scales);
+        const struct k45_view wb = k45_at(w, b, has_qh);
+        const __m128i scm = k4_unpack_scales(wb.scales);
         const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
         const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-        const __m512i qh = has_qh ? bcast256(qhp) : _mm512_setzero_si512();
+        const __m512i qh = has_qh ? bcast256(wb.qh) : _mm512_setzero_si512();
         __m512i isum[CPU_NX];
         UNROLL
         for (int a = 0; a < nx; a++)
             isum[a] = _mm512_setzero_si512();
         UNROLL
         for (int c = 0; c < 4; c++) {
-            __m512i q = _mm512_and_si512(_mm512_srlv_epi16(bcast256(qs + 32 * c), nib_shift), m4);
+            __m512i q = _mm512_and_si512(_mm512_srlv_epi16(bcast256(wb.qs + 32 * c), nib_shift), m4);
             if (has_qh) {   /* low half: bit 2c of qh, high half: bit 2c+1 -> code bit 4 */
                 __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(qh, halves16(2 * c, 2 * c + 1)), one);
                 q = _mm512_or_si512(q, _mm512_slli_epi16(hb, 4));
@@ -109,21 +68,13 @@ INLINE void k45_body(const void *w, const void *x, size_t xs, int64_t nb, float 
                 isum[a] = _mm512_dpwssd_epi32(isum[a], _mm512_maddubs_epi16(q, xv), sc);
             }
         }
-        const float d = h2f(dh), dmin = h2f(dmh);
+        const float d = h2f(wb.d), dmin = h2f(wb.dmin);
         UNROLL
-        for (int a = 0; a < nx; a++) {
-            const struct block_q8_k *xb = (const struct block_q8_k *)XROW(x, a, xs) + b;
-            __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);
-            __m256i imin = _mm256_madd_epi16(bs, m16);
-            __m256i is = _mm256_add_epi32(_mm512_castsi512_si256(isum[a]),
-                                          _mm512_extracti64x4_epi64(isum[a], 1));
-            acc[a] = _mm256_fmadd_ps(_mm256_set1_ps(xb->d * d), _mm256_cvtepi32_ps(is), acc[a]);
-            acc[a] = _mm256_fnmadd_ps(_mm256_set1_ps(xb->d * dmin), _mm256_cvtepi32_ps(imin), acc[a]);
-        }
+        for (int a = 0; a < nx; a++)
+            acc[a] = k45_scale(acc[a], (const struct block_q8_k *)XROW(x, a, xs) + b, fold512(isum[a]), m16,
+                               d, dmin);
     }
-    UNROLL
-    for (int a = 0; a < nx; a++)
-        y[(size_t)a * ys] = hsum256(acc[a]);
+    store_rows(y, ys, acc, nx);
 }
 
 static void dot_q4_k(const void *w, const void *x, size_t xs, int nx, int64_t k, float *y, size_t ys)
@@ -186,91 +137,16 @@ INLINE void q6k_body(const void *w, const void *x, size_t xs, int64_t nb, float 
         }
         const float d = h2f(wb->d);
         UNROLL
-        for (int a = 0; a < nx; a++) {
-            const struct block_q8_k *xb = (const struct block_q8_k *)XROW(x, a, xs) + b;
-            /* codes were stored +32: subtract 32 * sum_i sc_i * bsum_i */
-            __m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);
-            __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc_all), 5);
-            __m256i is = _mm256_add_epi32(_mm512_castsi512_si256(isum[a]),
-                                          _mm512_extracti64x4_epi64(isum[a], 1));
-            is = _mm256_sub_epi32(is, off);
-            acc[a] = _mm256_fmadd_ps(_mm256_set1_ps(xb->d * d), _mm256_cvtepi32_ps(is), acc[a]);
-        }
+        for (int a = 0; a < nx; a++)
+            acc[a] = q6k_scale(acc[a], (const struct block_q8_k *)XROW(x, a, xs) + b, fold512(isum[a]),
+                               sc_all, d);
     }
-    UNROLL
-    for (int a = 0; a < nx; a++)
-        y[(size_t)a * ys] = hsum256(acc[a]);
+    store_rows(y, ys, acc, nx);
 }
 
 static void dot_q6_k(const void *w, const void *x, size_t xs, int nx, int64_t k, float *y, size_t ys)
 {
     NX_DISPATCH(q6k_body, w, x, xs, k / QK_K, y, ys)
-}
-
-/* ---- Q8_0 / Q4_0 x Q8_32 ------------------------------------------------------ */
-
-INLINE void q8_0_body(const void *w, const void *x, size_t xs, int64_t nb, float *y, size_t ys,
-                      const int nx)
-{
-    __m256 acc[CPU_NX];
-    UNROLL
-    for (int a = 0; a < nx; a++)
-        acc[a] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const struct block_q8_0 *wb = (const struct block_q8_0 *)w + b;
-        const __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs);
-        const __m256i aq = _mm256_sign_epi8(q, q);   /* |q| as unsigned (128 stays 128) */
-        const float d = h2f(wb->d);
-        UNROLL
-        for (int a = 0; a < nx; a++) {
-            const struct cpu_q8_32 *xb = (const struct cpu_q8_32 *)XROW(x, a, xs) + b;
-            __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), q);
-            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, xv);
-            acc[a] = _mm256_fmadd_ps(_mm256_set1_ps(xb->d * d), _mm256_cvtepi32_ps(p), acc[a]);
-        }
-    }
-    UNROLL
-    for (int a = 0; a < nx; a++)
-        y[(size_t)a * ys] = hsum256(acc[a]);
-}
-
-static void dot_q8_0(const void *w, const void *x, size_t xs, int nx, int64_t k, float *y, size_t ys)
-{
-    NX_DISPATCH(q8_0_body, w, x, xs, k / 32, y, ys)
-}
-
-INLINE void q4_0_body(const void *w, const void *x, size_t xs, int64_t nb, float *y, size_t ys,
-                      const int nx)
-{
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    __m256 acc[CPU_NX];
-    float off[CPU_NX];
-    UNROLL
-    for (int a = 0; a < nx; a++)
-        acc[a] = _mm256_setzero_ps(), off[a] = 0.0f;
-    for (int64_t b = 0; b < nb; b++) {
-        const struct block_q4_0 *wb = (const struct block_q4_0 *)w + b;
-        const __m128i q = _mm_loadu_si128((const __m128i *)wb->qs);
-        const __m256i qq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-        const float d = h2f(wb->d);
-        UNROLL
-        for (int a = 0; a < nx; a++) {
-            const struct cpu_q8_32 *xb = (const struct cpu_q8_32 *)XROW(x, a, xs) + b;
-            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->qs);
-            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qq, xv);
-            float f = xb->d * d;
-            acc[a] = _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(p), acc[a]);
-            off[a] += f * (float)(8 * xb->sum);
-        }
-    }
-    UNROLL
-    for (int a = 0; a < nx; a++)
-        y[(size_t)a * ys] = hsum256(acc[a]) - off[a];
-}
-
-static void dot_q4_0(const void *w, const void *x, size_t xs, int nx, int64_t k, float *y, size_t ys)
-{
-    NX_DISPATCH(q4_0_body, w, x, xs, k / 32, y, ys)
 }
 
 void cpu_kern_fill_avx512(struct cpu_kern *k)

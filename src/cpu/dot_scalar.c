@@ -25,37 +25,34 @@ static void k4_scale_min(const uint8_t s[12], int j, int *sc, int *m)
     }
 }
 
-static float q4_k_block(const struct block_q4_k *w, const struct block_q8_k *x)
+/* Q4_K (qh NULL) or Q5_K (bit j of qh[l] is bit 4 of code 32j+l): the block layouts agree but for qh */
+static float k45_block(uint16_t d, uint16_t dmin, const uint8_t scales[12], const uint8_t *qs,
+                       const uint8_t *qh, const struct block_q8_k *x)
 {
     int32_t isum = 0, imin = 0;
     for (int j = 0; j < 8; j++) {
         int sc, m, s = 0;
-        k4_scale_min(w->scales, j, &sc, &m);
-        const uint8_t *q = w->qs + 32 * (j / 2);
-        for (int l = 0; l < 32; l++)
-            s += ((j & 1) ? q[l] >> 4 : q[l] & 0x0F) * x->qs[32 * j + l];
-        isum += sc * s;
-        imin += m * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
-    }
-    return x->d * (fp16_to_f32(w->d) * (float)isum - fp16_to_f32(w->dmin) * (float)imin);
-}
-
-static float q5_k_block(const struct block_q5_k *w, const struct block_q8_k *x)
-{
-    int32_t isum = 0, imin = 0;
-    for (int j = 0; j < 8; j++) {
-        int sc, m, s = 0;
-        k4_scale_min(w->scales, j, &sc, &m);
-        const uint8_t *q = w->qs + 32 * (j / 2);
+        k4_scale_min(scales, j, &sc, &m);
+        const uint8_t *q = qs + 32 * (j / 2);
         for (int l = 0; l < 32; l++) {
             int lo = (j & 1) ? q[l] >> 4 : q[l] & 0x0F;
-            int hi = (w->qh[l] >> j) & 1;
+            int hi = qh ? (qh[l] >> j) & 1 : 0;
             s += (lo | hi << 4) * x->qs[32 * j + l];
         }
         isum += sc * s;
         imin += m * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
     }
-    return x->d * (fp16_to_f32(w->d) * (float)isum - fp16_to_f32(w->dmin) * (float)imin);
+    return x->d * (fp16_to_f32(d) * (float)isum - fp16_to_f32(dmin) * (float)imin);
+}
+
+static float q4_k_block(const struct block_q4_k *w, const struct block_q8_k *x)
+{
+    return k45_block(w->d, w->dmin, w->scales, w->qs, NULL, x);
+}
+
+static float q5_k_block(const struct block_q5_k *w, const struct block_q8_k *x)
+{
+    return k45_block(w->d, w->dmin, w->scales, w->qs, w->qh, x);
 }
 
 static float q6_k_block(const struct block_q6_k *w, const struct block_q8_k *x)

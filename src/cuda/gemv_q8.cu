@@ -66,6 +66,13 @@ static __device__ __forceinline__ uint4 ldw16(const void *p)
     return r;
 }
 
+/* int -> float for |v| < 2^22 with two full-rate ops (I2F runs at a quarter of the
+ * ALU rate on sm_80/90 and was a large share of the K-quant slot's cost) */
+static __device__ __forceinline__ float i2f(int v)
+{
+    return __int_as_float(0x4B400000 + v) - 12582912.0f;
+}
+
 static __device__ __forceinline__ int dot16(const uint32_t w[4], int4 x)
 {
     int s = __dp4a((int)w[0], x.x, 0);
@@ -93,7 +100,8 @@ template <bool Q5>
 struct slot_k45 {
     static const int SLOT = 32, LAYOUT = XL_K45, BYTES = Q5 ? 176 : 144;
     uint32_t lo[4], hi[4];
-    float    dl, dh, ml, mh;
+    int      scl, sch;    /* 6-bit scales of the two sub-blocks (sc * dot stays < 2^22) */
+    float    d, ml, mh;   /* ml, mh = dmin*m, 0 on the h = 1 lane */
 
     __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
     {
@@ -121,11 +129,12 @@ struct slot_k45 {
         uint32_t scw = c < 2 ? (s0 & 0x3f3f3f3fu) : ((s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u));
         uint32_t mw = c < 2 ? (s1 & 0x3f3f3f3fu) : (((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u));
         int sh = 16 * (c & 1);
-        float d = h2f8(hdr.x), dmin = h2f8(hdr.x >> 16);
-        dl = d * (float)((scw >> sh) & 0xffu);
-        dh = d * (float)((scw >> (sh + 8)) & 0xffu);
-        ml = h ? 0.0f : dmin * (float)((mw >> sh) & 0xffu);
-        mh = h ? 0.0f : dmin * (float)((mw >> (sh + 8)) & 0xffu);
+        d = h2f8(hdr.x);
+        float dmin = h ? 0.0f : h2f8(hdr.x >> 16);
+        scl = (int)((scw >> sh) & 0xffu);
+        sch = (int)((scw >> (sh + 8)) & 0xffu);
+        ml = dmin * i2f((int)((mw >> sh) & 0xffu));
+        mh = dmin * i2f((int)((mw >> (sh + 8)) & 0xffu));
     }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -134,9 +143,9 @@ struct slot_k45 {
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
-        float r = dl * x.ds.x * (float)dot16(lo, x.a);
-        r = fmaf(dh * x.ds.z, (float)dot16(hi, x.b), r);
-        return r - fmaf(ml, x.ds.y, mh * x.ds.w);
+        float r = x.ds.x * i2f(scl * dot16(lo, x.a));
+        r = fmaf(x.ds.z, i2f(sch * dot16(hi, x.b)), r);
+        return fmaf(d, r, -fmaf(ml, x.ds.y, mh * x.ds.w));
     }
 };
 
@@ -167,8 +176,8 @@ struct slot_q6_k {
         }
         const int8_t *sc = (const int8_t *)(v.p + nb * 192 + ib * 16) + 8 * h + 2 * g + f;
         float d = h2f8(((const uint16_t *)(v.p + nb * 208))[ib]);
-        dl = d * (float)__ldg(sc);
-        dh = d * (float)__ldg(sc + 4);
+        dl = d * i2f(__ldg(sc));
+        dh = d * i2f(__ldg(sc + 4));
     }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -180,7 +189,7 @@ struct slot_q6_k {
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
-        return fmaf(dh * x.ds.z, (float)dot16(hi, x.b), dl * x.ds.x * (float)dot16(lo, x.a));
+        return fmaf(dh * x.ds.z, i2f(dot16(hi, x.b)), dl * x.ds.x * i2f(dot16(lo, x.a)));
     }
 };
 
@@ -204,7 +213,7 @@ struct slot_q8_0 {
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
-        return d * x.ds.x * (float)dot16(q, x.a);
+        return d * x.ds.x * i2f(dot16(q, x.a));
     }
 };
 
@@ -237,7 +246,7 @@ struct slot_q4_0 {
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
         int s = dot16(lo, x.a) + dot16(hi, x.b);
-        return d * fmaf(x.ds.x, (float)s, -8.0f * x.ds.y);
+        return d * fmaf(x.ds.x, i2f(s), -8.0f * x.ds.y);
     }
 };
 

@@ -869,89 +869,95 @@ static int wrong_type(const struct gguf_file *f, const struct gguf_kv *kv, const
                      kv->type == GGUF_VT_ARRAY ? VT_NAME[kv->arr_type] : "");
 }
 
-/* the kv, or NULL with *rc = ENOTFOUND (no message: absence is often fine) */
-static const struct gguf_kv *find_or(const struct gguf_file *f, const char *key, int *rc)
+/* A key's value, decoded by get_value. */
+struct kv_value {
+    const struct gguf_kv *kv;
+    int64_t               i;   /* as: GGUF_VT_INT64 */
+    double                f;   /* as: GGUF_VT_FLOAT64 */
+    const char           *s;   /* as: GGUF_VT_STRING */
+    size_t                n;
+};
+
+/* The one core of the typed getters. as picks the decoding: GGUF_VT_INT64 any
+ * integer type that fits i64, GGUF_VT_FLOAT64 f32 or f64, GGUF_VT_STRING a
+ * string, any other type exactly that type (the caller reads v->kv).
+ * ENOTFOUND without a message when the key is absent (absence is often fine);
+ * EFORMAT naming `want` when the value is another type. */
+static int get_value(const struct gguf_file *f, const char *key, enum gguf_vtype as, const char *want,
+                     struct kv_value *v, struct glim_err *err)
 {
-    const struct gguf_kv *kv = gguf_kv_find(f, key);
-    *rc = kv ? GLIM_OK : GLIM_ENOTFOUND;
-    return kv;
+    *v = (struct kv_value){ .kv = gguf_kv_find(f, key) };
+    const struct gguf_kv *kv = v->kv;
+    if (!kv)
+        return GLIM_ENOTFOUND;
+    int rc;
+    switch (as) {
+    case GGUF_VT_INT64:
+        rc = is_int_type(kv->type) ? decode_int(kv->type, kv->data, &v->i) : GLIM_EFORMAT;
+        break;
+    case GGUF_VT_FLOAT64: rc = decode_float(kv->type, kv->data, &v->f); break;
+    case GGUF_VT_STRING: rc = gguf_kv_str(kv, &v->s, &v->n); break;
+    default: rc = kv->type == as ? GLIM_OK : GLIM_EFORMAT;
+    }
+    return rc ? wrong_type(f, kv, want, err) : GLIM_OK;
 }
 
 int gguf_get_i64(const struct gguf_file *f, const char *key, int64_t *out, struct glim_err *err)
 {
-    int rc;
-    const struct gguf_kv *kv = find_or(f, key, &rc);
-    if (!kv)
-        return rc;
-    int64_t v;
-    if (!is_int_type(kv->type) || decode_int(kv->type, kv->data, &v) != GLIM_OK)
-        return wrong_type(f, kv, "an integer that fits i64", err);
-    *out = v;
-    return GLIM_OK;
+    struct kv_value v;
+    int rc = get_value(f, key, GGUF_VT_INT64, "an integer that fits i64", &v, err);
+    if (!rc)
+        *out = v.i;
+    return rc;
 }
 
 int gguf_get_u32(const struct gguf_file *f, const char *key, uint32_t *out, struct glim_err *err)
 {
-    int rc;
-    const struct gguf_kv *kv = find_or(f, key, &rc);
-    if (!kv)
+    struct kv_value v;
+    int rc = get_value(f, key, GGUF_VT_INT64, "an integer that fits u32", &v, err);
+    if (rc)
         return rc;
-    int64_t v;
-    if (!is_int_type(kv->type) || decode_int(kv->type, kv->data, &v) != GLIM_OK)
-        return wrong_type(f, kv, "an integer that fits u32", err);
-    if (v < 0 || v > UINT32_MAX)
+    if (v.i < 0 || v.i > UINT32_MAX)
         return glim_fail(err, GLIM_EFORMAT, "%s: key '%s' (at offset %llu): %lld does not fit u32", f->path, key,
-                         (unsigned long long)kv->offset, (long long)v);
-    *out = (uint32_t)v;
+                         (unsigned long long)v.kv->offset, (long long)v.i);
+    *out = (uint32_t)v.i;
     return GLIM_OK;
 }
 
 int gguf_get_f32(const struct gguf_file *f, const char *key, float *out, struct glim_err *err)
 {
-    int rc;
-    const struct gguf_kv *kv = find_or(f, key, &rc);
-    if (!kv)
-        return rc;
-    double v;
-    if (decode_float(kv->type, kv->data, &v) != GLIM_OK)
-        return wrong_type(f, kv, "f32 or f64", err);
-    *out = (float)v;
-    return GLIM_OK;
+    struct kv_value v;
+    int rc = get_value(f, key, GGUF_VT_FLOAT64, "f32 or f64", &v, err);
+    if (!rc)
+        *out = (float)v.f;
+    return rc;
 }
 
 int gguf_get_bool(const struct gguf_file *f, const char *key, bool *out, struct glim_err *err)
 {
-    int rc;
-    const struct gguf_kv *kv = find_or(f, key, &rc);
-    if (!kv)
-        return rc;
-    if (kv->type != GGUF_VT_BOOL)
-        return wrong_type(f, kv, "bool", err);
-    *out = kv->data[0] != 0;
-    return GLIM_OK;
+    struct kv_value v;
+    int rc = get_value(f, key, GGUF_VT_BOOL, "bool", &v, err);
+    if (!rc)
+        *out = v.kv->data[0] != 0;
+    return rc;
 }
 
 int gguf_get_str(const struct gguf_file *f, const char *key, const char **ptr, size_t *len,
                  struct glim_err *err)
 {
-    int rc;
-    const struct gguf_kv *kv = find_or(f, key, &rc);
-    if (!kv)
-        return rc;
-    if (gguf_kv_str(kv, ptr, len) != GLIM_OK)
-        return wrong_type(f, kv, "str", err);
-    return GLIM_OK;
+    struct kv_value v;
+    int rc = get_value(f, key, GGUF_VT_STRING, "str", &v, err);
+    if (!rc)
+        *ptr = v.s, *len = v.n;
+    return rc;
 }
 
 int gguf_get_arr(const struct gguf_file *f, const char *key, const struct gguf_kv **out,
                  struct glim_err *err)
 {
-    int rc;
-    const struct gguf_kv *kv = find_or(f, key, &rc);
-    if (!kv)
-        return rc;
-    if (kv->type != GGUF_VT_ARRAY)
-        return wrong_type(f, kv, "arr", err);
-    *out = kv;
-    return GLIM_OK;
+    struct kv_value v;
+    int rc = get_value(f, key, GGUF_VT_ARRAY, "arr", &v, err);
+    if (!rc)
+        *out = v.kv;
+    return rc;
 }

@@ -218,9 +218,9 @@ static void reply_whole(struct chat_ctx *c, struct http_reply *out)
             return http_reply_error(out, &e);
         }
         json_t *msg = json_pack("{s:s}", "role", "assistant");
-        json_object_set_new(msg, "content", res.content ? jstr(res.content, strlen(res.content)) : json_null());
+        json_object_set_new(msg, "content", res.content ? jstr(res.content, res.content_len) : json_null());
         if (res.reasoning && c->r.return_reasoning)
-            json_object_set_new(msg, "reasoning_content", jstr(res.reasoning, strlen(res.reasoning)));
+            json_object_set_new(msg, "reasoning_content", jstr(res.reasoning, res.reasoning_len));
         if (res.n_calls) {
             json_object_set_new(msg, "tool_calls", calls_json(&res));
             finish = "tool_calls";
@@ -388,6 +388,8 @@ static struct srv_job *make_job(const struct srv *S, const struct srv_req *r, st
         j->test_output_len = r->test_output_len;
         ok &= j->test_output != NULL;
     }
+    if (S->cfg.test_mode)
+        j->test_hold_until = r->test_hold_until;
     if (!ok) {
         srv_job_release(j);
         srv_job_release(j);

@@ -45,12 +45,12 @@ static int bad(struct api_error *e, const char *fmt, ...)
 
 char *oai_error_json(const struct api_error *e)
 {
-    json_t *o = json_pack("{s:{s:s, s:s, s:o}}", "error", "message", e->msg, "type",
-                          e->type ? e->type : "server_error", "code",
+    json_t *o = json_pack("{s:{s:s, s:s, s:n, s:o}}", "error", "message", e->msg, "type",
+                          e->type ? e->type : "server_error", "param", "code",
                           e->code ? json_string(e->code) : json_null());
     if (!o) {   /* a message that is not UTF-8 (cannot happen: we write them) */
-        o = json_pack("{s:{s:s, s:s, s:n}}", "error", "message", "invalid error message", "type", "server_error",
-                      "code");
+        o = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", "invalid error message", "type",
+                      "server_error", "param", "code");
     }
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
@@ -495,6 +495,10 @@ int oai_parse_request(const char *body, size_t len, bool is_chat, const char *mo
         r->test_output = json_string_value(to);
         r->test_output_len = json_string_length(to);
     }
+    long long hold = 0;
+    if (get_int(root, "glim_test_hold_until", 0, INT64_MAX, &hold, NULL, e))
+        return GLIM_EINVAL;
+    r->test_hold_until = hold;
     return GLIM_OK;
 }
 

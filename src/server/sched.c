@@ -299,6 +299,8 @@ static int prefill_draft(struct sched *q, struct srv_job *j, struct glim_err *er
     if ((rc = dflash_new(S->m, S->draft, e->s, &dp, &g->df, err)))
         return rc;
     dflash_set_eos(g->df, vocab_eog, (void *)S->v);
+    if (S->cfg.test_propose)
+        dflash_set_proposer(g->df, S->cfg.test_propose, S->cfg.test_propose_ud);
     double t0 = now_s();
     if ((rc = dflash_prefill(g->df, j->prompt, j->n_prompt, err)))
         return rc;
@@ -487,24 +489,40 @@ static void step_draft(struct sched *q, struct srv_job *j)
         job_finish(q, j, "length", true);
 }
 
-/* One step of an active job; the job may finish here. */
-static void job_step(struct sched *q, struct srv_job *j)
+/* Test hold (srv_job.test_hold_until): not yet released? */
+static bool job_held(struct sched *q, const struct srv_job *j)
+{
+    if (!j->test_hold_until)
+        return false;
+    pthread_mutex_lock(&q->mu);
+    bool held = q->stats.n_requests + q->stats.n_rejected < j->test_hold_until;
+    pthread_mutex_unlock(&q->mu);
+    return held;
+}
+
+/* One step of an active job; the job may finish here. Returns false when
+ * the job did nothing (held). */
+static bool job_step(struct sched *q, struct srv_job *j)
 {
     struct gen *g = j->priv;
     struct glim_err err = {0};
-    if (atomic_load(&j->cancel))
-        return job_finish(q, j, "stop", false);
+    if (atomic_load(&j->cancel)) {
+        job_finish(q, j, "stop", false);
+        return true;
+    }
+    if (job_held(q, j))
+        return false;
     if (!g->prefilled) {
         if (prefill(q, j, &err))
             job_error(q, j, &err);
-        return;
-    }
-    if (j->test_output)
+    } else if (j->test_output) {
         step_test(q, j);
-    else if (g->df)
+    } else if (g->df) {
         step_draft(q, j);
-    else
+    } else {
         step_decode(q, j);
+    }
+    return true;
 }
 
 /* ---- admission ------------------------------------------------------------ */
@@ -574,7 +592,9 @@ static bool admit(struct sched *q, struct srv_job *j)
         pthread_mutex_lock(&q->mu);
         q->stats.n_rejected++;
         pthread_mutex_unlock(&q->mu);
-        job_fail(j, 429, "capacity_error", "capacity_exhausted", err.msg);
+        char msg[GLIM_ERR_MSG_MAX + 64];
+        snprintf(msg, sizeof msg, "Server at capacity: %s; retry later", err.msg);
+        job_fail(j, 429, "capacity_error", "capacity_exhausted", msg);
         return true;
     }
     if (rc == GLIM_OK && (rc = job_start(q, j, e, &err)) != GLIM_OK) {
@@ -618,10 +638,12 @@ static void take_incoming(struct sched *q)
     }
 }
 
-static void run_round(struct sched *q)
+/* One step for every active job; returns how many did something. */
+static int run_round(struct sched *q)
 {
+    int n_moved = 0;
     for (int i = 0; i < q->n_active; i++)
-        job_step(q, q->active[i]);
+        n_moved += job_step(q, q->active[i]);
     int k = 0;
     for (int i = 0; i < q->n_active; i++) {
         struct srv_job *j = q->active[i];
@@ -631,6 +653,7 @@ static void run_round(struct sched *q)
             srv_job_release(j);
     }
     q->n_active = k;
+    return n_moved;
 }
 
 static void *sched_main(void *arg)
@@ -651,8 +674,10 @@ static void *sched_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&q->mu);
-        run_round(q);
+        int n_moved = run_round(q);
         pthread_mutex_lock(&q->mu);
+        if (!n_moved && !q->incoming && !q->stop)   /* every job held: sleep until a submit */
+            pthread_cond_wait(&q->cv, &q->mu);
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;

@@ -56,6 +56,9 @@ struct srv_config {
     const char *draft_path;        /* DFlash draft GGUF, NULL = plain decoding */
     int         block_length;      /* DFlash L; 0 = the draft's block_size */
     int         n_draft;           /* DFlash N; 0 = L - 1 */
+    /* test only: replaces the draft model's proposals (dflash_set_proposer) */
+    void      (*test_propose)(void *ud, int64_t pos, int32_t *cand, int n);
+    void       *test_propose_ud;
     const char *test_output_path;  /* test only: scripted model output (see sched.c) */
     bool        test_mode;         /* test only: honor "glim_test_output" in requests */
     bool        verbose;           /* one log line per request on stderr */
@@ -96,6 +99,7 @@ struct srv_req {
     char    session_id[SRV_SESSION_ID_MAX + 1];   /* "" = anonymous */
     const char *test_output;       /* borrowed: scripted output (test mode only) */
     size_t  test_output_len;
+    int64_t test_hold_until;       /* test mode only: see srv_job */
 };
 
 /* Parse and validate a body. e->status is set on failure (4xx). */
@@ -142,6 +146,11 @@ struct srv_job {
     int     n_stops;
     char   *test_output;                   /* [in] owned, NULL = real model */
     size_t  test_output_len;
+    /* [in] test only: once admitted, the job holds its slot and does nothing
+     * until the scheduler has answered this many generation requests in all
+     * (admitted + rejected with 429), so a test can keep slots busy without
+     * timing. 0 = off. */
+    int64_t test_hold_until;
 
     pthread_mutex_t mu;
     pthread_cond_t  cv;

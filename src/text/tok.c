@@ -41,6 +41,43 @@ int tok_ids_push(struct tok_ids *ids, int32_t id)
     return GLIM_OK;
 }
 
+/* ---- merge queue (tok_bpe.c, tok_spm.c) -------------------------------- */
+
+static bool pair_before(const struct tok_pair *a, const struct tok_pair *b)
+{
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+
+void tok_pair_push(struct tok_pair *heap, size_t *n, struct tok_pair x)
+{
+    size_t i = (*n)++;
+    while (i > 0 && pair_before(&x, &heap[(i - 1) / 2])) {
+        heap[i] = heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    heap[i] = x;
+}
+
+struct tok_pair tok_pair_pop(struct tok_pair *heap, size_t *n)
+{
+    struct tok_pair top = heap[0], x = heap[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t k = 2 * i + 1;
+        if (k >= m)
+            break;
+        if (k + 1 < m && pair_before(&heap[k + 1], &heap[k]))
+            k++;
+        if (!pair_before(&heap[k], &x))
+            break;
+        heap[i] = heap[k];
+        i = k;
+    }
+    if (m)
+        heap[i] = x;
+    return top;
+}
+
 /* ---- building ---------------------------------------------------------- */
 
 uint64_t tok_hash(const char *s, size_t n)

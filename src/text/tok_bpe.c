@@ -152,60 +152,23 @@ struct sym {
     int32_t prev, next;   /* neighbours in the live list; -1 = none */
 };
 
-struct cand {             /* a pair that may merge; stale entries are skipped when popped */
-    uint32_t rank;
-    int32_t  left, right, lid, rid, res;
-};
-
 struct bpe_ctx {
     const struct tok_vocab *v;
-    struct tok_ids *out;
-    struct sym     *syms;
-    struct cand    *heap;
-    char           *mapped;   /* piece in token-text form, for the whole-piece lookup */
-    size_t          cap, n_heap;
+    struct tok_ids  *out;
+    struct sym      *syms;
+    struct tok_pair *heap;     /* merge queue; BPE fills key (rank), lid, rid, res */
+    char            *mapped;   /* piece in token-text form, for the whole-piece lookup */
+    size_t           cap, n_heap;
 };
-
-static bool cand_less(const struct cand *a, const struct cand *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(struct bpe_ctx *c, struct cand x)
-{
-    size_t i = c->n_heap++;
-    while (i > 0 && cand_less(&x, &c->heap[(i - 1) / 2])) {
-        c->heap[i] = c->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    c->heap[i] = x;
-}
-
-static struct cand heap_pop(struct bpe_ctx *c)
-{
-    struct cand top = c->heap[0], x = c->heap[--c->n_heap];
-    size_t i = 0, n = c->n_heap;
-    for (;;) {
-        size_t k = 2 * i + 1;
-        if (k >= n)
-            break;
-        if (k + 1 < n && cand_less(&c->heap[k + 1], &c->heap[k]))
-            k++;
-        if (!cand_less(&c->heap[k], &x))
-            break;
-        c->heap[i] = c->heap[k];
-        i = k;
-    }
-    if (n)
-        c->heap[i] = x;
-    return top;
-}
 
 static void try_pair(struct bpe_ctx *c, int32_t left, int32_t right)
 {
-    struct cand x = {0, left, right, c->syms[left].id, c->syms[right].id, -1};
-    if (merge_find(c->v, x.lid, x.rid, &x.rank, &x.res))
-        heap_push(c, x);   /* n-1 at first, +1 net per merge: never above 2n */
+    uint32_t rank;
+    struct tok_pair x = {.left = left, .right = right, .lid = c->syms[left].id, .rid = c->syms[right].id};
+    if (merge_find(c->v, x.lid, x.rid, &rank, &x.res)) {
+        x.key = rank;
+        tok_pair_push(c->heap, &c->n_heap, x);   /* n-1 at first, +1 net per merge: never above 2n */
+    }
 }
 
 static int grow(struct bpe_ctx *c, size_t n)
@@ -216,7 +179,7 @@ static int grow(struct bpe_ctx *c, size_t n)
     struct sym *s = glim_realloc(c->syms, cap * sizeof *s);
     if (s)
         c->syms = s;
-    struct cand *h = glim_realloc(c->heap, 2 * cap * sizeof *h);
+    struct tok_pair *h = glim_realloc(c->heap, 2 * cap * sizeof *h);
     if (h)
         c->heap = h;
     char *m = glim_realloc(c->mapped, 2 * cap);
@@ -254,7 +217,7 @@ static int bpe_piece(void *ud, const char *s, size_t n)
     for (size_t i = 0; i + 1 < n; i++)
         try_pair(c, (int32_t)i, (int32_t)i + 1);
     while (c->n_heap) {
-        struct cand x = heap_pop(c);
+        struct tok_pair x = tok_pair_pop(c->heap, &c->n_heap);
         struct sym *l = &c->syms[x.left], *r = &c->syms[x.right];
         if (l->id != x.lid || r->id != x.rid || l->next != x.right)
             continue;   /* stale: one side merged since */

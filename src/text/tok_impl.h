@@ -65,6 +65,19 @@ int32_t tok_lookup(const struct tok_vocab *v, const char *s, size_t n);
 const char *tok_text(const struct tok_vocab *v, int32_t id);
 uint64_t tok_hash(const char *s, size_t n);
 
+/* The merge queue of tok_bpe.c and tok_spm.c: a pair of adjacent symbols
+ * that may merge. An entry goes stale when one side merges first; the
+ * encoder checks for that when it pops it, and skips it. */
+struct tok_pair {
+    double   key;           /* lower pops first (BPE: merge rank, SPM: -score); ties: lower left */
+    int32_t  left, right;   /* symbol indices */
+    int32_t  lid, rid, res; /* BPE: the two ids when pushed, and the merged id */
+    uint32_t size;          /* SPM: bytes of the pair when pushed */
+};
+/* Binary heap in heap[0 .. *n-1], the room sized by the caller. Pop needs *n > 0. */
+void tok_pair_push(struct tok_pair *heap, size_t *n, struct tok_pair x);
+struct tok_pair tok_pair_pop(struct tok_pair *heap, size_t *n);
+
 /* ---- tok_bpe.c ---- */
 /* Unicode code point that byte b stands for in byte-level BPE texts. */
 uint32_t tok_bpe_byte_cp(uint8_t b);

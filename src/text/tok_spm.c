@@ -23,58 +23,17 @@ struct ssym {
     int32_t  prev, next;
 };
 
-struct bigram {
-    float    score;
-    int32_t  left, right;
-    uint32_t size;          /* bytes: stale if the symbols no longer add up to it */
-};
-
 struct spm {
     const struct tok_vocab *v;
-    const char    *text;
-    struct ssym   *syms;
-    struct bigram *heap;
-    size_t         n_heap;
+    const char      *text;
+    struct ssym     *syms;
+    struct tok_pair *heap;   /* merge queue; SPM fills key (-score) and size */
+    size_t           n_heap;
 };
 
 static bool mergeable(const struct tok_vocab *v, int32_t id)
 {
     return id >= 0 && (v->tokens[id].type == TOK_TYPE_NORMAL || v->tokens[id].type == TOK_TYPE_USER_DEFINED);
-}
-
-static bool bigram_before(const struct bigram *a, const struct bigram *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void push(struct spm *c, struct bigram x)
-{
-    size_t i = c->n_heap++;
-    while (i > 0 && bigram_before(&x, &c->heap[(i - 1) / 2])) {
-        c->heap[i] = c->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    c->heap[i] = x;
-}
-
-static struct bigram pop(struct spm *c)
-{
-    struct bigram top = c->heap[0], x = c->heap[--c->n_heap];
-    size_t i = 0, n = c->n_heap;
-    for (;;) {
-        size_t k = 2 * i + 1;
-        if (k >= n)
-            break;
-        if (k + 1 < n && bigram_before(&c->heap[k + 1], &c->heap[k]))
-            k++;
-        if (!bigram_before(&c->heap[k], &x))
-            break;
-        c->heap[i] = c->heap[k];
-        i = k;
-    }
-    if (n)
-        c->heap[i] = x;
-    return top;
 }
 
 static void try_bigram(struct spm *c, int32_t left, int32_t right)
@@ -83,8 +42,10 @@ static void try_bigram(struct spm *c, int32_t left, int32_t right)
         return;
     uint32_t size = c->syms[left].n + c->syms[right].n;
     int32_t id = tok_lookup(c->v, c->text + c->syms[left].start, size);
-    if (mergeable(c->v, id))
-        push(c, (struct bigram){c->v->tokens[id].score, left, right, size});
+    if (mergeable(c->v, id)) {
+        struct tok_pair x = {.key = -c->v->tokens[id].score, .left = left, .right = right, .size = size};
+        tok_pair_push(c->heap, &c->n_heap, x);
+    }
 }
 
 /* " a b" → "▁a▁b"; the caller frees */
@@ -147,7 +108,7 @@ int tok_spm_encode(const struct tok_vocab *v, const char *s, size_t n, bool add_
     for (int32_t i = 0; rc == GLIM_OK && i + 1 < n_sym; i++)
         try_bigram(&c, i, i + 1);
     while (rc == GLIM_OK && c.n_heap) {
-        struct bigram b = pop(&c);
+        struct tok_pair b = tok_pair_pop(c.heap, &c.n_heap);
         struct ssym *l = &c.syms[b.left], *r = &c.syms[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
             continue;

@@ -35,6 +35,7 @@ printf '%s' ' to=self<|message|>Thinking.<|eom|><|start|>assistant to=get_weathe
 </atem:invoke>
 </atem:function_calls><|eom|>' >"$TMP/script"
 start --model-id tiny --max-sessions 4 --max-context 256 --test-mode
+"$GLIM_BIN" serve --help | grep -q -- '--draft FILE' || fail "--help lacks --draft"
 
 curl -s "http://127.0.0.1:$PORT/v1/models" | grep -q '"id":"tiny"' || fail models
 U='{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":8'
