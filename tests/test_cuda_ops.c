@@ -389,8 +389,8 @@ static void test_get_rows(void)
 static void test_rmsnorm(void)
 {
     struct glim_err err = {0};
-    static const int NS[] = {1, 7, 128, 1000, 6659};
-    for (int ni = 0; ni < 5; ni++)
+    static const int NS[] = {1, 7, 128, 1000, 6659, 1024, 4100, 6656, 8192};   /* >= 1024, % 4: vector kernel */
+    for (int ni = 0; ni < 9; ni++)
         for (int weighted = 0; weighted < 2; weighted++) {
             int n = NS[ni], rows = rndi(1, 6);
             float *x = rand_vec((int64_t)rows * n, 3.0f), *g = rand_vec(n, 2.0f);

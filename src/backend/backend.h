@@ -133,6 +133,9 @@ int  backend_cpu_new(int n_threads, struct backend **out, struct glim_err *err);
 /* CUDA backend (only when built with GLIM_CUDA); GLIM_EUNSUPPORTED otherwise. */
 int  backend_cuda_new(int device, struct backend **out, struct glim_err *err);
 bool backend_cuda_available(void);
+/* exact = true: f32 activations in every matmul (the --kernels ref path on CUDA);
+ * false (default): int8 activations for quantized weights. */
+int  backend_cuda_set_exact(struct backend *be, bool exact);
 /* GPU name, memory clock, bus width and size for reports. */
 int  backend_cuda_describe(char *buf, size_t n);
 /* Device-to-device copy bandwidth, bytes read + written per second / 1e9. */

@@ -11,6 +11,8 @@ int backend_cuda_new(int device, struct backend **out, struct glim_err *err)
 
 bool backend_cuda_available(void) { return false; }
 
+int backend_cuda_set_exact(struct backend *be, bool exact) { return GLIM_EUNSUPPORTED; }
+
 int backend_cuda_describe(char *buf, size_t n)
 {
     snprintf(buf, n, "no CUDA");

@@ -24,7 +24,8 @@
  * relative L2 error ~3e-3; tests/test_cuda_ops.c uses 1e-2, like llama.cpp).
  * The exact f32 path stays available: backend_cuda_set_exact / GLIM_CUDA_EXACT=1.
  *
- * Layout of the GEMV: one warp per RW weight rows (RW = 1 or 2), lanes walk
+ * Layout of the GEMV: one warp per RW weight rows (RW = 2 for Q4_K/Q4_0 when N
+ * leaves >= 4 blocks per SM, else 1), lanes walk
  * the row's slots (consecutive lanes read consecutive code bytes), up to
  * NR = 16 activation rows per pass, warp-shuffle reduction.
  */
@@ -98,7 +99,7 @@ static __device__ __forceinline__ void xload_runs(const int8_t *xq, int64_t s, s
  * 64c+32+16h.. (sub-block 2c+1). The min term is added by the h = 0 lane only. */
 template <bool Q5>
 struct slot_k45 {
-    static const int SLOT = 32, LAYOUT = XL_K45, BYTES = Q5 ? 176 : 144;
+    static const int SLOT = 32, LAYOUT = XL_K45, BYTES = Q5 ? 176 : 144, RW_MAX = Q5 ? 1 : 2;
     uint32_t lo[4], hi[4];
     int      scl, sch;    /* 6-bit scales of the two sub-blocks (sc * dot stays < 2^22) */
     float    d, ml, mh;   /* ml, mh = dmin*m, 0 on the h = 1 lane */
@@ -154,7 +155,7 @@ struct slot_k45 {
  * 64h+16(2g+f) ..+15, qh bytes 32h+16f ..+15; low nibbles = group g (weights
  * 128h+32g+16f..), high nibbles = group g+2 (+64). Codes -32 become signed bytes. */
 struct slot_q6_k {
-    static const int SLOT = 32, LAYOUT = XL_Q6;
+    static const int SLOT = 32, LAYOUT = XL_Q6, RW_MAX = 1;
     uint32_t lo[4], hi[4];
     float    dl, dh;
 
@@ -195,7 +196,7 @@ struct slot_q6_k {
 
 /* Q8_0, SoA (qs[nb][32], d[nb]). Slot s = 16 weights: block s/2, bytes 16(s%2)..+15. */
 struct slot_q8_0 {
-    static const int SLOT = 16, LAYOUT = XL_PLAIN;
+    static const int SLOT = 16, LAYOUT = XL_PLAIN, RW_MAX = 1;
     uint32_t q[4];
     float    d;
 
@@ -220,7 +221,7 @@ struct slot_q8_0 {
 /* Q4_0, SoA (qs[nb][16], d[nb]); w = d*(q-8). Slot s = block s: low nibbles = weights
  * 0..15, high = 16..31. */
 struct slot_q4_0 {
-    static const int SLOT = 32, LAYOUT = XL_PLAIN;
+    static const int SLOT = 32, LAYOUT = XL_PLAIN, RW_MAX = 2;
     uint32_t lo[4], hi[4];
     float    d;
 
@@ -385,12 +386,15 @@ static int rows_per_warp(struct cuda_ctx *c, int64_t n)
     return n >= (int64_t)8 * 4 * c->n_sm ? 2 : 1;   /* 2 only while that leaves >= 4 blocks per SM */
 }
 
+/* RW_MAX: 2 weight rows per warp paid off for Q4_K/Q4_0 (fewer activation loads per
+ * weight byte); for Q5_K/Q6_K/Q8_0 the extra registers cost more than they saved
+ * (docs/CUDA.md, 2026-12-02 bench with GLIM_CUDA_GEMV_RW=1|2). */
 template <class W, int NR>
 static void launch_nr(struct cuda_ctx *c, const wview8 &v, const int8_t *xq, const float2 *xd, float *y, int nr)
 {
-    if (rows_per_warp(c, v.n) == 2) {
+    if (W::RW_MAX == 2 && rows_per_warp(c, v.n) == 2) {
         unsigned grid = (unsigned)((v.n + 2 * Q8_WARPS - 1) / (2 * Q8_WARPS));
-        gemv_q8_kernel<W, NR, 2><<<grid, Q8_WARPS * 32, 0, c->stream>>>(v, xq, xd, y, nr);
+        gemv_q8_kernel<W, NR, W::RW_MAX><<<grid, Q8_WARPS * 32, 0, c->stream>>>(v, xq, xd, y, nr);
     } else {
         unsigned grid = (unsigned)((v.n + Q8_WARPS - 1) / Q8_WARPS);
         gemv_q8_kernel<W, NR, 1><<<grid, Q8_WARPS * 32, 0, c->stream>>>(v, xq, xd, y, nr);

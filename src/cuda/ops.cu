@@ -41,11 +41,57 @@ static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, 
         yr[i] = w ? xr[i] * r * w[i] : xr[i] * r;
 }
 
+/* Rows of n <= 8192 floats, n % 4 == 0, 16-byte aligned: every x and w load is issued
+ * before the reduction (one memory round trip instead of three; the plain kernel was
+ * ~8 us per 6656-wide row under ncu, 4 of them per layer). Same double sum and rounding. */
+#define RMS_VEC_MAX 2   /* float4 per thread, 1024 threads */
+static __global__ void __launch_bounds__(1024) rmsnorm_vec_kernel(float *y, const float *x, const float *w,
+                                                                  int n, float eps)
+{
+    __shared__ double red[32];
+    const float4 *xr = (const float4 *)(x + (int64_t)blockIdx.x * n);
+    float4 *yr = (float4 *)(y + (int64_t)blockIdx.x * n);
+    const float4 *wr = (const float4 *)w;
+    int n4 = n / 4;
+    float4 xv[RMS_VEC_MAX], wv[RMS_VEC_MAX];
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++) {
+        int i = threadIdx.x + j * blockDim.x;
+        xv[j] = i < n4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        wv[j] = w && i < n4 ? wr[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+    }
+    double ss = 0.0;
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++)
+        ss += (double)xv[j].x * xv[j].x + (double)xv[j].y * xv[j].y + (double)xv[j].z * xv[j].z +
+              (double)xv[j].w * xv[j].w;
+    ss = block_sum(ss, red);
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++) {
+        int i = threadIdx.x + j * blockDim.x;
+        if (i >= n4)
+            break;
+        float4 o;
+        o.x = w ? xv[j].x * r * wv[j].x : xv[j].x * r;
+        o.y = w ? xv[j].y * r * wv[j].y : xv[j].y * r;
+        o.z = w ? xv[j].z * r * wv[j].z : xv[j].z * r;
+        o.w = w ? xv[j].w * r * wv[j].w : xv[j].w * r;
+        yr[i] = o;
+    }
+}
+
 void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, int64_t n_rows, int n,
                   float eps)
 {
     if (n_rows <= 0 || n <= 0)
         return;
+    bool aligned = (((uintptr_t)x | (uintptr_t)y | (uintptr_t)w) & 15) == 0 && n % 4 == 0;
+    if (aligned && n >= 1024 && n <= 4 * 1024 * RMS_VEC_MAX) {
+        rmsnorm_vec_kernel<<<(unsigned)n_rows, 1024, 0, c->stream>>>(y, x, w, n, eps);
+        CUDA_LAUNCHED(c, "rmsnorm");
+        return;
+    }
     int threads = n >= 4096 ? 1024 : n >= 512 ? 256 : 64;
     rmsnorm_kernel<<<(unsigned)n_rows, threads, 0, c->stream>>>(y, x, w, n, eps);
     CUDA_LAUNCHED(c, "rmsnorm");

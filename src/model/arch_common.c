@@ -160,8 +160,13 @@ int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batc
             arch_head(m, s, 0, 1);
         rc = be->i->graph_end(be, &kv->graph, err);   /* always end the capture */
         if (brc != GLIM_OK || rc != GLIM_OK) {
-            kv->graph_ok = false;   /* this backend/model cannot be captured: stay eager */
-            return brc != GLIM_OK ? brc : rc;
+            /* this step cannot be captured: stay eager for the session and run it now */
+            kv->graph_ok = false;
+            kv->graph = NULL;
+            glim_err_clear(err);
+            if ((rc = body(m, kv, b, s, err)) != GLIM_OK)
+                return rc;
+            return arch_output(m, b, s, err);
         }
     }
     if ((rc = be->i->graph_launch(be, kv->graph, err)) != GLIM_OK)

@@ -101,8 +101,12 @@ static int make_backend(const struct glim_model_params *p, struct backend **be, 
     const char *dev = p->device;
     if (!dev || !*dev)
         dev = backend_cuda_available() ? "cuda" : "cpu";
-    if (!strcmp(dev, "cuda"))
-        return backend_cuda_new(0, be, err);
+    if (!strcmp(dev, "cuda")) {
+        int rc = backend_cuda_new(0, be, err);
+        if (rc == GLIM_OK && p->kernels == GLIM_KERNELS_REF)
+            backend_cuda_set_exact(*be, true);   /* exact dequant, f32 activations */
+        return rc;
+    }
     if (strcmp(dev, "cpu"))
         return glim_fail(err, GLIM_EINVAL, "--device: expected cpu or cuda, got '%s'", dev);
     if (p->kernels == GLIM_KERNELS_REF)
