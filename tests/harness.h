@@ -2,6 +2,7 @@
 #ifndef GLIM_HARNESS_H
 #define GLIM_HARNESS_H
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 static int t_fail __attribute__((unused)), t_run __attribute__((unused));
@@ -25,5 +26,47 @@ static inline const char *testdata(const char *rel)
     char *b = buf[k++ % 8];
     snprintf(b, sizeof buf[0], "%s/%s", root, rel);
     return b;
+}
+/* name under dir, in one of 8 rotating buffers (like testdata) */
+static inline const char *test_path(const char *dir, const char *name)
+{
+    static char buf[8][1024];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", dir, name);
+    return b;
+}
+/* Whole file, malloc'ed with a NUL after its *n bytes; NULL (and *n = 0) if it cannot be read. */
+static inline char *test_read_file(const char *path, size_t *n)
+{
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *b = NULL;
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)len + 1)) &&
+        fread(b, 1, (size_t)len, f) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[len] = '\0';
+        *n = (size_t)len;
+    }
+    return b;
+}
+/* xorshift64* uniform in (0, 1), and a standard normal from two of them (Box-Muller) */
+static inline double test_rng_unit(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return ((double)((*state * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
+}
+static inline float test_rng_gauss(uint64_t *state)
+{
+    return (float)(sqrt(-2.0 * log(test_rng_unit(state))) * cos(6.283185307179586 * test_rng_unit(state)));
 }
 #endif

@@ -23,33 +23,7 @@
 
 static char tmpdir[256];
 
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-    return b;
-}
-
-/* whole file into memory (malloc'ed) */
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
-    if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
+static const char *tmp_path(const char *name) { return test_path(tmpdir, name); }
 
 static bool str_is(const char *p, size_t n, const char *want)
 {
@@ -569,8 +543,8 @@ static void test_writer_identity(void)
     const char *path = tmp_path("copy.gguf");
     CHECK_EQ(gguf_writer_write(w, path, NULL, NULL, &err), GLIM_OK);
     size_t n_orig = 0, n_copy = 0;
-    uint8_t *orig = slurp(testdata("models/stories260K.gguf"), &n_orig);
-    uint8_t *copy = slurp(path, &n_copy);
+    uint8_t *orig = (uint8_t *)test_read_file(testdata("models/stories260K.gguf"), &n_orig);
+    uint8_t *copy = (uint8_t *)test_read_file(path, &n_copy);
     CHECK(orig && copy);
     CHECK_EQ(n_copy, n_orig);
     CHECK(orig && copy && n_copy == n_orig && memcmp(orig, copy, n_orig) == 0);
@@ -870,7 +844,7 @@ static void test_truncations(void)
 {
     /* every prefix of stories260K up to its first tensor's data is invalid */
     size_t n = 0;
-    uint8_t *p = slurp(testdata("models/stories260K.gguf"), &n);
+    uint8_t *p = (uint8_t *)test_read_file(testdata("models/stories260K.gguf"), &n);
     CHECK(p != NULL);
     if (!p)
         return;
@@ -891,7 +865,7 @@ static void test_truncations(void)
 static void test_byte_flips(void)
 {
     size_t n = 0;
-    uint8_t *p = slurp(tmp_path("roundtrip.gguf"), &n);
+    uint8_t *p = (uint8_t *)test_read_file(tmp_path("roundtrip.gguf"), &n);
     CHECK(p != NULL);
     if (!p)
         return;
@@ -917,7 +891,7 @@ static void test_byte_flips(void)
 static void test_random_corruption(void)
 {
     size_t n = 0;
-    uint8_t *p = slurp(tmp_path("roundtrip.gguf"), &n), *q = malloc(n ? n : 1);
+    uint8_t *p = (uint8_t *)test_read_file(tmp_path("roundtrip.gguf"), &n), *q = malloc(n ? n : 1);
     CHECK(p && q);
     if (!p || !q)
         goto done;
@@ -951,7 +925,7 @@ done:
 static void test_stories_flips(void)
 {
     size_t n = 0;
-    uint8_t *p = slurp(testdata("models/stories260K.gguf"), &n);
+    uint8_t *p = (uint8_t *)test_read_file(testdata("models/stories260K.gguf"), &n);
     CHECK(p != NULL);
     if (!p)
         return;
@@ -969,7 +943,7 @@ static void test_stories_flips(void)
 static void test_oom(void)
 {
     size_t n = 0;
-    uint8_t *p = slurp(testdata("models/stories260K.gguf"), &n);
+    uint8_t *p = (uint8_t *)test_read_file(testdata("models/stories260K.gguf"), &n);
     CHECK(p != NULL);
     if (!p)
         return;

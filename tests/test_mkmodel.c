@@ -28,14 +28,7 @@
 
 static char tmpdir[256];
 
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-    return b;
-}
+static const char *tmp_path(const char *name) { return test_path(tmpdir, name); }
 
 static const struct synth_tensor *plan_find(const struct synth_plan *p, const char *name)
 {

@@ -14,18 +14,7 @@
 /* ---- seeded random numbers (xorshift64*, Box-Muller) ---- */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static double rng_unit(void)   /* (0, 1) */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return ((double)((rng_state * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float rng_gauss(void)
-{
-    return (float)(sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit()));
-}
+static float rng_gauss(void) { return test_rng_gauss(&rng_state); }
 
 static uint32_t f32_bits(float f)
 {

@@ -15,18 +15,7 @@
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
-static double rng_unit(void)   /* (0, 1), xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return ((double)((rng_state * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float rng_gauss(void)
-{
-    return (float)(sqrt(-2.0 * log(rng_unit())) * cos(6.283185307179586 * rng_unit()));
-}
+static float rng_gauss(void) { return test_rng_gauss(&rng_state); }
 
 /* relative RMSE of dequant(quantize(x)) */
 static double rel_rmse(uint32_t type, quant_from_f32_fn q, const float *x, int64_t n)

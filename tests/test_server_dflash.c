@@ -5,18 +5,21 @@
  * its drafter; greedy replies (chat and completions, non-stream and stream,
  * a two-turn named session) must be equal byte for byte. Also: a seeded
  * sampled request repeats exactly, a request with penalties (decoded plainly
- * by design) equals the plain server's, and /metrics counts the DFlash
- * requests and reports their full prefill.
+ * by design) equals the plain server's, concurrent DFlash requests (cycles
+ * interleaved by the scheduler) give their solo replies, and /metrics counts
+ * the DFlash requests and reports their full prefill.
  */
 #include "harness.h"
 
 #if defined(GLIM_HAVE_SERVER) && defined(GLIM_HAVE_TEXT)
 #include <jansson.h>
+#include <pthread.h>
 
 #include "server/srv.h"
 #include "server_client.h"
 
 #define N_REPLIES 8
+#define N_GEN 12   /* tokens per reply */
 
 static int PORT;
 
@@ -78,7 +81,7 @@ static void reply_text(const struct http_answer *a, bool stream, struct strbuf *
 static json_t *chat_req(const char *text, bool stream)
 {
     return json_pack("{s:[{s:s, s:s}], s:i, s:f, s:b}", "messages", "role", "user", "content", text, "max_tokens",
-                     24, "temperature", 0.0, "stream", stream);
+                     N_GEN, "temperature", 0.0, "stream", stream);
 }
 
 /* POST body; the reply text into out (status 200 checked). Returns cached_tokens (non-stream) or -1. */
@@ -109,26 +112,26 @@ static void run_all(struct strbuf *r)
     ask("/v1/chat/completions", chat_req("Once upon a time", true), &r[1]);
     ask("/v1/chat/completions", chat_req("The little dog ran to the park", true), &r[2]);
     ask("/v1/completions",
-        json_pack("{s:s, s:i, s:f}", "prompt", "The quick brown fox", "max_tokens", 24, "temperature", 0.0), &r[3]);
+        json_pack("{s:s, s:i, s:f}", "prompt", "The quick brown fox", "max_tokens", N_GEN, "temperature", 0.0), &r[3]);
     ask("/v1/completions",
-        json_pack("{s:s, s:i, s:f, s:b}", "prompt", "The quick brown fox", "max_tokens", 24, "temperature", 0.0,
+        json_pack("{s:s, s:i, s:f, s:b}", "prompt", "The quick brown fox", "max_tokens", N_GEN, "temperature", 0.0,
                   "stream", true),
         &r[4]);
     /* a named session, two turns: the second resumes it */
     json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", "Tell me a story");
     ask("/v1/chat/completions",
-        json_pack("{s:O, s:i, s:f, s:s}", "messages", msgs, "max_tokens", 16, "temperature", 0.0, "session_id", "s1"),
+        json_pack("{s:O, s:i, s:f, s:s}", "messages", msgs, "max_tokens", N_GEN, "temperature", 0.0, "session_id", "s1"),
         &r[5]);
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", strbuf_cstr(&r[5])));
     json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", "And then?"));
     ask("/v1/chat/completions",
-        json_pack("{s:O, s:i, s:f, s:s}", "messages", msgs, "max_tokens", 16, "temperature", 0.0, "session_id", "s1"),
+        json_pack("{s:O, s:i, s:f, s:s}", "messages", msgs, "max_tokens", N_GEN, "temperature", 0.0, "session_id", "s1"),
         &r[6]);
     json_decref(msgs);
     /* penalties: DFlash cannot apply them, so this one decodes plainly */
     ask("/v1/chat/completions",
         json_pack("{s:[{s:s, s:s}], s:i, s:f, s:f}", "messages", "role", "user", "content", "Once upon a time",
-                  "max_tokens", 24, "temperature", 0.0, "frequency_penalty", 1.5),
+                  "max_tokens", N_GEN, "temperature", 0.0, "frequency_penalty", 1.5),
         &r[7]);
 }
 
@@ -139,6 +142,45 @@ static void propose_repeat(void *ud, int64_t pos, int32_t *cand, int n)
     (void)ud, (void)pos;
     for (int i = 1; i < n; i++)
         cand[i] = cand[0];
+}
+
+/* Concurrent requests: the scheduler interleaves their DFlash cycles. */
+struct par_req {
+    const char *path;
+    char *body;                    /* owned */
+    bool stream;
+    struct http_answer a;
+};
+
+static void *par_run(void *arg)
+{
+    struct par_req *r = arg;
+    r->a = http_post(PORT, r->path, r->body, NULL);
+    return NULL;
+}
+
+static void run_concurrent(struct strbuf *r)
+{
+    json_t *reqs[3] = {chat_req("Once upon a time", false), chat_req("The little dog ran to the park", true),
+                       json_pack("{s:s, s:i, s:f}", "prompt", "The quick brown fox", "max_tokens", N_GEN,
+                                 "temperature", 0.0)};
+    const int which[3] = {0, 2, 3};
+    struct par_req pr[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        pr[i].path = i == 2 ? "/v1/completions" : "/v1/chat/completions";
+        pr[i].body = json_dumps(reqs[i], JSON_COMPACT);
+        pr[i].stream = json_is_true(json_object_get(reqs[i], "stream"));
+        json_decref(reqs[i]);
+        pthread_create(&th[i], NULL, par_run, &pr[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(pr[i].a.status, 200);
+        reply_text(&pr[i].a, pr[i].stream, &r[which[i]]);
+        http_answer_clear(&pr[i].a);
+        free(pr[i].body);
+    }
 }
 
 static int start(const char *model, const char *draft, bool repeat, struct srv **S)
@@ -193,6 +235,14 @@ static void draft_equals_plain(bool repeat)
             fprintf(stderr, "reply %d: plain '%s', draft '%s'\n", i, strbuf_cstr(&PLAIN[i]), strbuf_cstr(&SPEC[i]));
     }
     CHECK_EQ(metric("glim_dflash_requests_total"), N_REPLIES - 1);
+    struct strbuf par[N_REPLIES];
+    for (int i = 0; i < N_REPLIES; i++)
+        strbuf_init(&par[i]);
+    run_concurrent(par);
+    for (int i = 0; i < 4; i++)
+        CHECK(i == 1 || same(&par[i], &PLAIN[i]));
+    for (int i = 0; i < N_REPLIES; i++)
+        strbuf_clear(&par[i]);
     CHECK(metric("glim_dflash_cycles_total") > 0);
     if (repeat)   /* multi-token cycles were exercised */
         CHECK(metric("glim_dflash_accepted_tokens_total") > 0);
@@ -205,7 +255,7 @@ static void draft_equals_plain(bool repeat)
     for (int k = 0; k < 2; k++)
         ask("/v1/chat/completions",
             json_pack("{s:[{s:s, s:s}], s:i, s:f, s:i, s:i}", "messages", "role", "user", "content", "Once upon",
-                      "max_tokens", 24, "temperature", 0.9, "top_k", 40, "seed", 77),
+                      "max_tokens", N_GEN, "temperature", 0.9, "top_k", 40, "seed", 77),
             k ? &b : &a);
     CHECK(a.len > 0);
     CHECK(same(&a, &b));

@@ -26,27 +26,6 @@ int main(void)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = '\0';
-        *len = (size_t)n;
-    }
-    return b;
-}
-
 #define MAX_CASES 128
 
 struct cases {
@@ -64,9 +43,9 @@ static bool cases_load(struct cases *c, const char *vocab_name)
     size_t n_inp, n_out;
     memset(c, 0, sizeof *c);
     snprintf(p, sizeof p, "vocab/%s.inp", vocab_name);
-    c->inp = slurp(testdata(p), &n_inp);
+    c->inp = test_read_file(testdata(p), &n_inp);
     snprintf(p, sizeof p, "vocab/%s.out", vocab_name);
-    c->out = slurp(testdata(p), &n_out);
+    c->out = test_read_file(testdata(p), &n_out);
     if (!c->inp || !c->out)
         return false;
     const char *sep = "\n__ggml_vocab_test__\n";

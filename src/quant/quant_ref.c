@@ -65,21 +65,31 @@ void quant_k4_scales_pack(uint8_t s[12], const uint8_t sc[8], const uint8_t m[8]
  * nibble = weight 64c+l, high nibble = weight 64c+32+l. Q5_K's 5th bit of
  * weight t = 32j+l is bit j of qh[l].
  */
-void quant_q4k_codes_pack(struct block_q4_k *b, const uint8_t q[QK_K])
+/* codes 64c+l (low nibble) and 64c+32+l (high nibble) in byte 32c+l */
+static void k45_nibbles_pack(uint8_t qs[QK_K / 2], const uint8_t q[QK_K])
 {
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++)
-            b->qs[32 * c + l] = (uint8_t)((q[64 * c + l] & 15) | ((q[64 * c + 32 + l] & 15) << 4));
+            qs[32 * c + l] = (uint8_t)((q[64 * c + l] & 15) | ((q[64 * c + 32 + l] & 15) << 4));
 }
 
-void quant_q5k_codes_pack(struct block_q5_k *b, const uint8_t q[QK_K])
+void quant_k45_pack(void *dst, int64_t i, int nmax, uint16_t d, uint16_t dmin, const uint8_t sc[8],
+                    const uint8_t m[8], const uint8_t q[QK_K])
 {
-    memset(b->qh, 0, sizeof b->qh);
-    for (int c = 0; c < 4; c++)
-        for (int l = 0; l < 32; l++)
-            b->qs[32 * c + l] = (uint8_t)((q[64 * c + l] & 15) | ((q[64 * c + 32 + l] & 15) << 4));
-    for (int t = 0; t < QK_K; t++)
-        b->qh[t % 32] |= (uint8_t)(((q[t] >> 4) & 1) << (t / 32));
+    if (nmax == 31) {   /* Q5_K: bit 4 of code t is bit t/32 of qh[t%32] */
+        struct block_q5_k *b = (struct block_q5_k *)dst + i;
+        b->d = d, b->dmin = dmin;
+        quant_k4_scales_pack(b->scales, sc, m);
+        k45_nibbles_pack(b->qs, q);
+        memset(b->qh, 0, sizeof b->qh);
+        for (int t = 0; t < QK_K; t++)
+            b->qh[t % 32] |= (uint8_t)(((q[t] >> 4) & 1) << (t / 32));
+    } else {
+        struct block_q4_k *b = (struct block_q4_k *)dst + i;
+        b->d = d, b->dmin = dmin;
+        quant_k4_scales_pack(b->scales, sc, m);
+        k45_nibbles_pack(b->qs, q);
+    }
 }
 
 /* Q6_K: two halves of 128; in half h, for l < 32 with QL = ql+64h, QH = qh+32h:
@@ -310,27 +320,18 @@ static void k4_minmax(const float *x, int nmax, uint16_t *pd, uint16_t *pdmin, u
     }
 }
 
-void quant_q4_k_from_f32(const float *src, void *dst, int64_t n)
+static void k45_from_f32(const float *src, void *dst, int64_t n, int nmax)
 {
-    struct block_q4_k *b = dst;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        uint16_t d, dmin;
         uint8_t sc[8], m[8], q[QK_K];
-        k4_minmax(src, 15, &b[i].d, &b[i].dmin, sc, m, q);
-        quant_k4_scales_pack(b[i].scales, sc, m);
-        quant_q4k_codes_pack(&b[i], q);
+        k4_minmax(src, nmax, &d, &dmin, sc, m, q);
+        quant_k45_pack(dst, i, nmax, d, dmin, sc, m, q);
     }
 }
 
-void quant_q5_k_from_f32(const float *src, void *dst, int64_t n)
-{
-    struct block_q5_k *b = dst;
-    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
-        uint8_t sc[8], m[8], q[QK_K];
-        k4_minmax(src, 31, &b[i].d, &b[i].dmin, sc, m, q);
-        quant_k4_scales_pack(b[i].scales, sc, m);
-        quant_q5k_codes_pack(&b[i], q);
-    }
-}
+void quant_q4_k_from_f32(const float *src, void *dst, int64_t n) { k45_from_f32(src, dst, n, 15); }
+void quant_q5_k_from_f32(const float *src, void *dst, int64_t n) { k45_from_f32(src, dst, n, 31); }
 
 /* Q6_K symmetric: per 16 weights scale = amax/31, d = max|scale|/127,
  * 8-bit signed sub-scales, codes -32..31 */

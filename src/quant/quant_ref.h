@@ -13,8 +13,10 @@ void quant_k4_scale_min_get(const uint8_t s[12], int j, uint8_t *sc, uint8_t *m)
 /* pack eight 6-bit scales and mins (each 0..63) into 12 bytes (the inverse) */
 void quant_k4_scales_pack(uint8_t s[12], const uint8_t sc[8], const uint8_t m[8]);
 /* Q4_K/Q5_K/Q6_K code placement: q[256] codes -> block fields and back */
-void quant_q4k_codes_pack(struct block_q4_k *b, const uint8_t q[QK_K]);    /* q in 0..15 */
-void quant_q5k_codes_pack(struct block_q5_k *b, const uint8_t q[QK_K]);    /* q in 0..31 */
+/* Q4_K (nmax 15) or Q5_K (nmax 31): block i of dst from d, dmin, sub-block scales and mins
+ * (each 0..63) and codes q (0..nmax) */
+void quant_k45_pack(void *dst, int64_t i, int nmax, uint16_t d, uint16_t dmin, const uint8_t sc[8],
+                    const uint8_t m[8], const uint8_t q[QK_K]);
 void quant_q6k_codes_pack(struct block_q6_k *b, const int8_t q[QK_K]);     /* q in -32..31 */
 
 void quant_f32_to_f32(const void *src, float *dst, int64_t n);

@@ -165,28 +165,26 @@ static void k4_block_search(const float *x, const struct affine_params *p, uint1
     }
 }
 
+static void k45_search_rows(const float *x, void *dst, int64_t n, const struct affine_params *p)
+{
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        uint16_t d, dmin;
+        uint8_t sc[8], m[8], q[QK_K];
+        k4_block_search(x, p, &d, &dmin, sc, m, q);
+        quant_k45_pack(dst, i, p->nmax, d, dmin, sc, m, q);
+    }
+}
+
 void quantize_row_q4_k_search(const float *x, void *dst, int64_t n)
 {
     static const struct affine_params p = {.nmax = 15, .rmin = -1.0f, .rdelta = 0.1f, .nstep = 20};
-    struct block_q4_k *b = dst;
-    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        uint8_t sc[8], m[8], q[QK_K];
-        k4_block_search(x, &p, &b[i].d, &b[i].dmin, sc, m, q);
-        quant_k4_scales_pack(b[i].scales, sc, m);
-        quant_q4k_codes_pack(&b[i], q);
-    }
+    k45_search_rows(x, dst, n, &p);
 }
 
 void quantize_row_q5_k_search(const float *x, void *dst, int64_t n)
 {
     static const struct affine_params p = {.nmax = 31, .rmin = -0.5f, .rdelta = 0.1f, .nstep = 15};
-    struct block_q5_k *b = dst;
-    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        uint8_t sc[8], m[8], q[QK_K];
-        k4_block_search(x, &p, &b[i].d, &b[i].dmin, sc, m, q);
-        quant_k4_scales_pack(b[i].scales, sc, m);
-        quant_q5k_codes_pack(&b[i], q);
-    }
+    k45_search_rows(x, dst, n, &p);
 }
 
 /* ---- symmetric search (Q6_K): x ~ s*q, q in -32..31, weights x^2 ----

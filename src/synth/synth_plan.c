@@ -85,11 +85,12 @@ static int plan_ends(struct synth_plan *p, const struct synth_hparams *hp, const
 /* "blk.<il>.<suffix>.weight" in the caller's buffer n */
 #define BLK(suffix) (snprintf(n, sizeof n, "blk.%d." suffix ".weight", il), n)
 
-static int plan_layer_llama(struct synth_plan *p, const struct synth_hparams *hp,
-                            const struct synth_ftype *ft, int il, struct glim_err *err)
+/* attn_norm, attn_q, attn_k, attn_v: how every arch's block starts */
+static int plan_attn_in(struct synth_plan *p, const struct synth_hparams *hp, const struct synth_ftype *ft,
+                        int il, struct glim_err *err)
 {
     int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
-            kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+            kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     uint32_t t = ft->base, tmb = synth_use_more_bits(il, hp->n_layer) ? ft->more_bits : ft->base;
     char n[64];
     int rc = 0;
@@ -97,6 +98,16 @@ static int plan_layer_llama(struct synth_plan *p, const struct synth_hparams *hp
     rc = rc ? rc : plan_matrix(p, BLK("attn_q"), t, E, q_dim, err);
     rc = rc ? rc : plan_matrix(p, BLK("attn_k"), t, E, kv_dim, err);
     rc = rc ? rc : plan_matrix(p, BLK("attn_v"), tmb, E, kv_dim, err);
+    return rc;
+}
+
+static int plan_layer_llama(struct synth_plan *p, const struct synth_hparams *hp,
+                            const struct synth_ftype *ft, int il, struct glim_err *err)
+{
+    int64_t E = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim, F = hp->n_ff;
+    uint32_t t = ft->base, tmb = synth_use_more_bits(il, hp->n_layer) ? ft->more_bits : ft->base;
+    char n[64];
+    int rc = plan_attn_in(p, hp, ft, il, err);
     rc = rc ? rc : plan_matrix(p, BLK("attn_output"), t, q_dim, E, err);
     rc = rc ? rc : plan_norm(p, BLK("ffn_norm"), E, err);
     rc = rc ? rc : plan_matrix(p, BLK("ffn_gate"), t, E, F, err);
@@ -110,16 +121,11 @@ static int plan_layer_llama(struct synth_plan *p, const struct synth_hparams *hp
 static int plan_layer_muse(struct synth_plan *p, const struct synth_hparams *hp,
                            const struct synth_ftype *ft, int il, struct glim_err *err)
 {
-    int64_t E = hp->n_embd, D = hp->head_dim, q_dim = (int64_t)hp->n_head * D,
-            kv_dim = (int64_t)hp->n_head_kv * D, F = hp->n_ff;
+    int64_t E = hp->n_embd, D = hp->head_dim, q_dim = (int64_t)hp->n_head * D, F = hp->n_ff;
     uint32_t t = ft->base, tmb = synth_use_more_bits(il, hp->n_layer) ? ft->more_bits : ft->base;
     float q_norm = hp->q_norm > 0 ? hp->q_norm : (float)(43.7840518911 / sqrt((double)D));
     char n[64];
-    int rc = 0;
-    rc = rc ? rc : plan_norm(p, BLK("attn_norm"), E, err);
-    rc = rc ? rc : plan_matrix(p, BLK("attn_q"), t, E, q_dim, err);
-    rc = rc ? rc : plan_matrix(p, BLK("attn_k"), t, E, kv_dim, err);
-    rc = rc ? rc : plan_matrix(p, BLK("attn_v"), tmb, E, kv_dim, err);
+    int rc = plan_attn_in(p, hp, ft, il, err);
     rc = rc ? rc : plan_push(p, BLK("attn_q_norm"), GLIM_TYPE_F32, D, 0, q_norm, 0.0f, err);
     rc = rc ? rc : plan_push(p, BLK("attn_k_norm"), GLIM_TYPE_F32, D, 0, 1.0f, 0.0f, err);
     rc = rc ? rc : plan_matrix(p, BLK("attn_gate"), t, E, q_dim, err);
@@ -150,15 +156,10 @@ static int plan_ends_dflash(struct synth_plan *p, const struct synth_hparams *hp
 static int plan_layer_dflash(struct synth_plan *p, const struct synth_hparams *hp,
                              const struct synth_ftype *ft, int il, struct glim_err *err)
 {
-    int64_t E = hp->n_embd, D = hp->head_dim, q_dim = (int64_t)hp->n_head * D,
-            kv_dim = (int64_t)hp->n_head_kv * D, F = hp->n_ff;
+    int64_t E = hp->n_embd, D = hp->head_dim, q_dim = (int64_t)hp->n_head * D, F = hp->n_ff;
     uint32_t t = ft->base, tmb = synth_use_more_bits(il, hp->n_layer) ? ft->more_bits : ft->base;
     char n[64];
-    int rc = 0;
-    rc = rc ? rc : plan_norm(p, BLK("attn_norm"), E, err);
-    rc = rc ? rc : plan_matrix(p, BLK("attn_q"), t, E, q_dim, err);
-    rc = rc ? rc : plan_matrix(p, BLK("attn_k"), t, E, kv_dim, err);
-    rc = rc ? rc : plan_matrix(p, BLK("attn_v"), tmb, E, kv_dim, err);
+    int rc = plan_attn_in(p, hp, ft, il, err);
     rc = rc ? rc : plan_norm(p, BLK("attn_q_norm"), D, err);
     rc = rc ? rc : plan_norm(p, BLK("attn_k_norm"), D, err);
     rc = rc ? rc : plan_matrix(p, BLK("attn_output"), t, q_dim, E, err);
