@@ -11,10 +11,10 @@ nvidia-smi --query-gpu=name,clocks.mem,memory.used,memory.total --format=csv,noh
 cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 \
   && cmake --build build-gpu -j16 >/tmp/build.log 2>&1 || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head; exit 1; }
 el "build ok"
-( $B mkmodel --preset muse-glimmer-30b -q -o /tmp/m30.gguf >/tmp/mk.log 2>&1
-  $B mkmodel --arch dflash --preset dflash-muse-glimmer-30b -q -o /tmp/d30.gguf >>/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+( $B mkmodel --preset muse-glimmer-30b --vocab 202048 -q -o /tmp/m30.gguf >/tmp/mk.log 2>&1
+  $B mkmodel --arch dflash --preset dflash-muse-glimmer-30b --vocab 202048 -q -o /tmp/d30.gguf >>/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
 MK=$!
-timeout 240 ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | grep -vE "^\s*$" | tail -25
+timeout 240 ctest --test-dir build-gpu -L gpu -V 2>&1 | grep -E " cuda|ok$|FAIL|checks|tests passed|skipped" | tail -30
 el "gpu tests done"
 wait $MK; tail -1 /tmp/mk.log; ls -la /tmp/m30.gguf /tmp/d30.gguf
 el "models written"
