@@ -25,7 +25,7 @@ timeout 60 $B bench -m /tmp/m30.gguf --device cuda -p 0 -n 128 -r 2 --no-graph |
 el "no-graph done"
 ( while sleep 1; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) >/tmp/mem.log &
 MP=$!
-timeout 240 $B bench -m /tmp/m30.gguf --device cuda -p 0 -n 64 -d 4096,32768,131072 -r 1 | grep -E "tg|GPU"
+timeout 200 $B bench -m /tmp/m30.gguf --device cuda -p 0 -n 64 -d 4096,32768,131072 -r 1 | grep -E "tg|GPU"
 kill $MP; echo "GPU memory used, max over the depth run (MiB): $(sort -n /tmp/mem.log | tail -1)"
 el "depths done"
 for bl in 4 8 16; do
