@@ -78,8 +78,8 @@ static int resolve(struct glim_model *m, const struct glim_session_params *p, st
         return glim_fail(err, GLIM_EINVAL, "--ctx: expected 1..%d, got %lld", 0x7fffffff, (long long)p->n_ctx);
     if (p->n_chunk < 0 || r->n_chunk > 65536)
         return glim_fail(err, GLIM_EINVAL, "--chunk: expected 1..65536, got %d", p->n_chunk);
-    if (r->n_extra > 4096)
-        return glim_fail(err, GLIM_EINVAL, "ring extra rows: expected 0..4096, got %d", r->n_extra);
+    if (r->n_extra > (1 << 20))
+        return glim_fail(err, GLIM_EINVAL, "ring extra rows: expected 0..%d, got %d", 1 << 20, r->n_extra);
     if (r->n_chunk > r->n_ctx)
         r->n_chunk = (int)r->n_ctx;
     return GLIM_OK;
