@@ -8,6 +8,8 @@
  */
 #include "golden_util.h"
 #include "../src/backend/backend.h"
+#include "../src/model/model.h"
+#include "../src/runtime/dflash.h"
 
 static struct glim_model *load_cuda(const char *rel)
 {
@@ -142,6 +144,48 @@ static void test_greedy_small(void)
     greedy_ids("models/stories260K.gguf", sp, 5, "goldens/stories260K.greedy64.txt", 64);
 }
 
+/* DFlash on the GPU is lossless: greedy with the glimmer-tiny drafter equals plain greedy. */
+static void test_dflash_lossless(void)
+{
+    enum { NG = 64 };
+    int n;
+    int32_t *prompt = ids_of("glimmer-tiny/prompt.ids", "", 128, &n);
+    struct glim_model *m = load_cuda("glimmer-tiny/glimmer-tiny-F32.gguf"), *d = NULL;
+    struct glim_err err = {0};
+    CHECK(m != NULL);
+    if (m)
+        CHECK_EQ(glim_draft_load(m, testdata("glimmer-tiny/dflash/glimmer-tiny-dflash-BF16.gguf"), &d, &err), 0);
+    int32_t want[NG], got[NG];
+    if (!m || !d)
+        goto done;
+    CHECK_EQ(g_greedy(m, prompt, n, NG, GLIM_KV_F32, want, NULL), 0);
+    const int Bs[] = {2, 4, 8};   /* the drafter's block_size is 8 */
+    for (int b = 0; b < 3; b++) {
+        struct glim_session *s = g_session(m, 0, GLIM_KV_F32);
+        struct dflash_params p;
+        dflash_params_init(&p);
+        p.block_length = Bs[b];
+        struct dflash *df = NULL;
+        CHECK_EQ(dflash_new(m, d, s, &p, &df, &err), 0);
+        CHECK_EQ(dflash_prefill(df, prompt, n, &err), 0);
+        int k = 0;
+        bool eos = false;
+        while (df && k < NG && !eos && dflash_next(df, &got[k], &eos, &err) == GLIM_OK)
+            k++;
+        int same = 0;
+        while (same < k && got[same] == want[same])
+            same++;
+        printf("  dflash cuda B=%d: %d/%d ids equal to plain greedy\n", Bs[b], same, NG);
+        CHECK_EQ(same, NG);
+        dflash_free(df);
+        glim_session_free(s);
+    }
+done:
+    free(prompt);
+    glim_model_free(d);
+    glim_model_free(m);
+}
+
 int main(void)
 {
     if (!backend_cuda_available()) {
@@ -151,5 +195,6 @@ int main(void)
     RUN(test_muse_glimmer_tiny);
     RUN(test_glimmer_tiny);
     RUN(test_greedy_small);
+    RUN(test_dflash_lossless);
     return DONE();
 }
