@@ -37,6 +37,8 @@ static double q8_worst;     /* largest rel. L2 error seen on the int8-activation
 
 /* src/cuda/backend_cuda.cu (not in backend.h yet) */
 int backend_cuda_set_exact(struct backend *be_, bool exact);
+int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (default) or v1 */
+static bool attn_v2 = true;  /* which attention kernel the attention tests run */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static uint32_t rnd(void)
@@ -493,6 +495,7 @@ struct attn_case {
     int window, block;
     int n_tokens;
     int32_t p_last;    /* position of the last query */
+    int q_off;         /* floats: q and out start this far into their buffers (1 = not 16-byte aligned) */
 };
 
 static size_t kv_elem(uint32_t t)
@@ -536,17 +539,22 @@ static void check_attention(struct attn_case ac)
                              .n_head = ac.n_head, .n_head_kv = ac.n_head_kv, .head_dim = ac.head_dim,
                              .window = ac.window, .scale = 1.0f / sqrtf((float)ac.head_dim), .block = ac.block};
     cpu_ref_attention(&a);
-    float *dq = to_dev(q, (size_t)ac.n_tokens * q_dim * 4);
-    float *dout = be->i->alloc(be, (size_t)ac.n_tokens * q_dim * 4);
+    float *dq = be->i->alloc(be, ((size_t)ac.n_tokens * q_dim + ac.q_off) * 4);
+    float *dout = be->i->alloc(be, ((size_t)ac.n_tokens * q_dim + ac.q_off) * 4);
     int32_t *dpos = to_dev(pos, (size_t)ac.n_tokens * 4);
-    a.out = dout, a.q = dq, a.k_cache = dk, a.v_cache = dv, a.pos = dpos;
+    struct glim_err err = {0};
+    CHECK_EQ(be->i->upload(be, dq + ac.q_off, q, (size_t)ac.n_tokens * q_dim * 4, &err), GLIM_OK);
+    a.out = dout + ac.q_off, a.q = dq + ac.q_off, a.k_cache = dk, a.v_cache = dv, a.pos = dpos;
     be->i->attention(be, &a);
-    from_dev(got, dout, (size_t)ac.n_tokens * q_dim * 4);
-    char what[160];
-    snprintf(what, sizeof what, "attention %s heads %d/%d dim %d slots %lld window %d block %d tokens %d p %d",
-             quant_type_name(ac.kv_type), ac.n_head, ac.n_head_kv, ac.head_dim, (long long)ac.n_slots, ac.window,
-             ac.block, ac.n_tokens, ac.p_last);
+    from_dev(got, dout + ac.q_off, (size_t)ac.n_tokens * q_dim * 4);
+    char what[200];
+    snprintf(what, sizeof what,
+             "attention %s %s heads %d/%d dim %d slots %lld window %d block %d tokens %d p %d q_off %d",
+             attn_v2 ? "v2" : "v1", quant_type_name(ac.kv_type), ac.n_head, ac.n_head_kv, ac.head_dim,
+             (long long)ac.n_slots, ac.window, ac.block, ac.n_tokens, ac.p_last, ac.q_off);
     CHECK(close_enough(got, ref, (int64_t)ac.n_tokens * q_dim, 1e-5, what));
+    if (ac.p_last >= 8000)   /* long contexts: show the error (v1 and v2 should be alike) */
+        printf("  %s: rel L2 %.3g\n", what, last_rel);
     be->i->release(be, dq), be->i->release(be, dout), be->i->release(be, dpos);
     be->i->release(be, dk), be->i->release(be, dv);
     free(hk), free(hv), free(gk), free(gv), free(q), free(ref), free(got);
@@ -558,22 +566,113 @@ static void test_attention(void)
     for (int i = 0; i < 3; i++) {
         uint32_t kt = KV[i];
         /* decode, global, GQA 16:1 (Muse Glimmer shape), several positions */
-        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 0});
-        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 37});
-        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 2999});
+        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 0, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 37, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 1, 2999, 0});
         /* sliding window on a ring that has wrapped several times */
-        check_attention((struct attn_case){kt, 8, 2, 64, 96, 48, 0, 1, 1000});
-        check_attention((struct attn_case){kt, 8, 2, 64, 96, 48, 0, 7, 517});
-        check_attention((struct attn_case){kt, 4, 4, 80, 64, 16, 0, 3, 10});
+        check_attention((struct attn_case){kt, 8, 2, 64, 96, 48, 0, 1, 1000, 0});
+        check_attention((struct attn_case){kt, 8, 2, 64, 96, 48, 0, 7, 517, 0});
+        check_attention((struct attn_case){kt, 4, 4, 80, 64, 16, 0, 3, 10, 0});
         /* prefill chunks, global and windowed, MHA and GQA */
-        check_attention((struct attn_case){kt, 6, 3, 64, 700, 0, 0, 40, 650});
-        check_attention((struct attn_case){kt, 16, 1, 128, 2100, 0, 0, 33, 2049});
-        check_attention((struct attn_case){kt, 32, 2, 128, 4096, 2048, 0, 17, 6000});
+        check_attention((struct attn_case){kt, 6, 3, 64, 700, 0, 0, 40, 650, 0});
+        check_attention((struct attn_case){kt, 16, 1, 128, 2100, 0, 0, 33, 2049, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 4096, 2048, 0, 17, 6000, 0});
         /* DFlash block (bidirectional tail), head_dim 256, more than 16 heads per KV head */
-        check_attention((struct attn_case){kt, 8, 2, 128, 512, 0, 5, 5, 300});
-        check_attention((struct attn_case){kt, 8, 2, 64, 96, 32, 4, 6, 500});
-        check_attention((struct attn_case){kt, 40, 1, 256, 300, 0, 0, 2, 200});
+        check_attention((struct attn_case){kt, 8, 2, 128, 512, 0, 5, 5, 300, 0});
+        check_attention((struct attn_case){kt, 8, 2, 64, 96, 32, 4, 6, 500, 0});
+        check_attention((struct attn_case){kt, 40, 1, 256, 300, 0, 0, 2, 200, 0});
+        /* v2 split plan edges: key counts around the 64-key minimum split and the 32-key tile */
+        for (int p = 30; p <= 130; p += 1 + p / 16)
+            check_attention((struct attn_case){kt, 32, 2, 128, 4160, 0, 0, 1, p, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 4160, 0, 0, 1, 4095, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 4160, 0, 0, 1, 4159, 0});
+        /* long context decode (Muse Glimmer shapes): global, window 2048 on a wrapped ring */
+        check_attention((struct attn_case){kt, 32, 2, 128, 33000, 0, 0, 1, 32999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2560, 2048, 0, 1, 9999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2560, 2048, 0, 1, 2047, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2560, 2048, 0, 1, 2048, 0});
+        /* long prefill chunk / DFlash block at long context, global and windowed */
+        check_attention((struct attn_case){kt, 32, 2, 128, 9000, 0, 0, 64, 8999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 0, 64, 9000, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 9000, 0, 16, 16, 8999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 16, 16, 9000, 0});
+        /* shapes v2 leaves to v1: head_dim % 8 != 0, q/out not 16-byte aligned */
+        check_attention((struct attn_case){kt, 8, 2, 68, 600, 0, 0, 2, 500, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 3000, 0, 0, 3, 2500, 1});
+        /* head_dim 64/80/256 with long ranges (several splits) */
+        check_attention((struct attn_case){kt, 8, 2, 64, 5000, 0, 0, 1, 4999, 0});
+        check_attention((struct attn_case){kt, 10, 2, 80, 3000, 1000, 0, 2, 2999, 0});
+        check_attention((struct attn_case){kt, 40, 1, 256, 3000, 0, 0, 1, 2999, 0});
     }
+}
+
+/* the same cases on attention v1 (GLIM_CUDA_NEW=0) */
+static void test_attention_v1(void)
+{
+    attn_v2 = false;
+    CHECK_EQ(backend_cuda_set_new(be, false), GLIM_OK);
+    test_attention();
+    CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
+    attn_v2 = true;
+}
+
+/* A decode step's attention captured once (at a short position) and replayed at other
+ * positions after uploading pos: the launch shape must not depend on the position. */
+static void check_attention_graph(uint32_t kt, int64_t n_slots, int window, int32_t n_fill, const int32_t *ps,
+                                  int n_ps)
+{
+    const int H = 32, HKV = 2, D = 128, kv_dim = HKV * D, q_dim = H * D;
+    struct glim_err err = {0};
+    size_t cache_bytes = (size_t)n_slots * kv_dim * kv_elem(kt);
+    void *hk = calloc(1, cache_bytes), *hv = calloc(1, cache_bytes);
+    int32_t *fill = malloc((size_t)n_fill * 4);
+    for (int32_t i = 0; i < n_fill; i++)
+        fill[i] = i;
+    float *k = rand_vec((int64_t)n_fill * kv_dim, 3.0f), *v = rand_vec((int64_t)n_fill * kv_dim, 2.0f);
+    cpu_ref_kv_store(hk, hv, kt, n_slots, k, v, n_fill, fill, kv_dim);
+    void *dk = to_dev(hk, cache_bytes), *dv = to_dev(hv, cache_bytes);
+    float *q = rand_vec(q_dim, 1.0f), *ref = malloc(q_dim * 4), *got = malloc(q_dim * 4);
+    float *dq = to_dev(q, q_dim * 4), *dout = be->i->alloc(be, q_dim * 4);
+    int32_t *dpos = to_dev(&ps[0], 4);
+    struct be_attn_args a = {.out = dout, .q = dq, .k_cache = dk, .v_cache = dv, .kv_type = kt,
+                             .n_slots = n_slots, .n_tokens = 1, .pos = dpos, .pos_host0 = ps[0],
+                             .n_head = H, .n_head_kv = HKV, .head_dim = D, .window = window,
+                             .scale = 1.0f / sqrtf((float)D), .block = 0};
+    be->i->attention(be, &a);   /* eager: sizes the scratch */
+    void *graph = NULL;
+    CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
+    be->i->attention(be, &a);
+    CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
+    for (int i = 0; graph && i < n_ps; i++) {
+        CHECK_EQ(be->i->upload(be, dpos, &ps[i], 4, &err), GLIM_OK);
+        CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
+        from_dev(got, dout, q_dim * 4);
+        struct be_attn_args r = a;
+        r.out = ref, r.q = q, r.k_cache = hk, r.v_cache = hv, r.pos = &ps[i], r.pos_host0 = ps[i];
+        cpu_ref_attention(&r);
+        char what[160];
+        snprintf(what, sizeof what, "attention graph %s %s slots %lld window %d p %d", attn_v2 ? "v2" : "v1",
+                 quant_type_name(kt), (long long)n_slots, window, ps[i]);
+        CHECK(close_enough(got, ref, q_dim, 1e-5, what));
+    }
+    be->i->graph_free(be, graph);
+    be->i->release(be, dk), be->i->release(be, dv), be->i->release(be, dq), be->i->release(be, dout);
+    be->i->release(be, dpos);
+    free(hk), free(hv), free(fill), free(k), free(v), free(q), free(ref), free(got);
+}
+
+static void test_attention_graph(void)
+{
+    static const int32_t global_ps[] = {40, 63, 64, 65, 129, 1000, 4097, 5999, 7};
+    static const int32_t ring_ps[] = {9999, 9600, 9487, 9998};
+    for (int v = 1; v >= 0; v--) {
+        attn_v2 = v;
+        CHECK_EQ(backend_cuda_set_new(be, attn_v2), GLIM_OK);
+        check_attention_graph(GLIM_TYPE_F16, 6000, 0, 6000, global_ps, 9);
+        check_attention_graph(GLIM_TYPE_BF16, 2560, 2048, 10000, ring_ps, 4);
+    }
+    attn_v2 = true;
+    CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
 }
 
 static void test_errors(void)
@@ -610,6 +709,8 @@ int main(void)
     RUN(test_rope);
     RUN(test_elementwise);
     RUN(test_attention);
+    RUN(test_attention_v1);
+    RUN(test_attention_graph);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
     backend_free(be);

@@ -185,6 +185,282 @@ static __global__ void attn_combine_kernel(attn_params a)
     }
 }
 
+/* ---- v2: split-K decode that scales with the context (2026-12-02) -------------------
+ *
+ * Why: v1 sized the split count from n_slots/512 (at most 64) and gave each CTA an
+ * even share of the keys, so at 4096 context a decode step ran 2 KV heads x 4..9
+ * splits = 8..18 CTAs on 132 SMs, each walking 455..512 keys serially with scalar
+ * 2-byte loads and a 64-bit modulo per element: ~130 us per layer, ~7 ms per token.
+ * v2 launches up to 4 CTAs per SM worth of splits (at most ATTN2_MAX_SPLITS), lets
+ * each split take at least ATTN2_MIN_CHUNK keys (a multiple of the tile), and
+ * computes on device how many splits the current range needs: splits past it exit
+ * at once, so the launch shape still depends only on n_slots/window/block/n_tokens.
+ * K/V tiles arrive as 16-byte loads (8 elements), are widened to f32 in shared
+ * memory, and are read back as float4 (K rows padded to D + 4: conflict-free).
+ * Partials use a row stride of D + 4 (acc, then m, l). When the range needs one
+ * split, that split writes out directly and the combine leaves the row alone.
+ * Requirements (else v1 runs): head_dim % 8 == 0; q, out, k_cache, v_cache 16-byte
+ * aligned. GLIM_CUDA_NEW=0 (or backend_cuda_set_new(be, false)) selects v1. */
+
+#define ATTN2_MIN_CHUNK 64    /* keys per split at least (multiple of ATTN_TILE) */
+#define ATTN2_MAX_SPLITS 256  /* also the combine kernel's shared weight array */
+#define ATTN2_COMBINE_WARPS 4
+
+/* visible range [lo, hi] of query t (as attn_split_kernel / cpu_ref.c attn_range) and
+ * the split size this range uses: n_eff splits of chunk keys (the last may be short) */
+static __device__ __forceinline__ void attn2_plan(const attn_params &a, int t, int *lo_out, int *hi_out,
+                                                  int *chunk_out, int *n_eff_out)
+{
+    int p = a.pos[t], hi = p, lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    if (a.block > 0 && t >= a.n_tokens - a.block) {
+        int b0 = a.pos[a.n_tokens - a.block];
+        hi = a.pos[a.n_tokens - 1];
+        lo = a.window > 0 ? max(0, b0 - a.window) : 0;
+    }
+    int n_keys = hi - lo + 1;                                   /* >= 1 */
+    int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
+    chunk = (chunk + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
+    chunk = max(chunk, ATTN2_MIN_CHUNK);
+    *lo_out = lo;
+    *hi_out = hi;
+    *chunk_out = chunk;
+    *n_eff_out = (n_keys + chunk - 1) / chunk;                  /* <= n_splits */
+}
+
+/* 8 consecutive cache elements starting at element i (i % 8 == 0) -> f32 */
+static __device__ __forceinline__ void kv_get8(const void *p, uint32_t type, int64_t i, float4 *lo4,
+                                               float4 *hi4)
+{
+    if (type == GLIM_TYPE_F32) {
+        const float4 *f = (const float4 *)((const float *)p + i);
+        *lo4 = f[0];
+        *hi4 = f[1];
+        return;
+    }
+    uint4 r = *(const uint4 *)((const uint16_t *)p + i);
+    float2 a, b, c, d;
+    if (type == GLIM_TYPE_F16) {
+        a = __half22float2(*(const __half2 *)&r.x);
+        b = __half22float2(*(const __half2 *)&r.y);
+        c = __half22float2(*(const __half2 *)&r.z);
+        d = __half22float2(*(const __half2 *)&r.w);
+    } else {
+        a = __bfloat1622float2(*(const __nv_bfloat162 *)&r.x);
+        b = __bfloat1622float2(*(const __nv_bfloat162 *)&r.y);
+        c = __bfloat1622float2(*(const __nv_bfloat162 *)&r.z);
+        d = __bfloat1622float2(*(const __nv_bfloat162 *)&r.w);
+    }
+    *lo4 = make_float4(a.x, a.y, b.x, b.y);
+    *hi4 = make_float4(c.x, c.y, d.x, d.y);
+}
+
+/* grid: x = split, y = kv head * head groups, z = token.  block: 32 * heads_per_cta.
+ * smem: ks[ATTN_TILE][D + 4], vs[ATTN_TILE][D], qs[heads_per_cta][D] (floats). */
+static __global__ void __launch_bounds__(32 * ATTN_MAX_HEADS) attn_split2_kernel(attn_params a)
+{
+    extern __shared__ float4 smem4[];
+    const int D = a.head_dim, KS = D + 4;
+    float *ks = (float *)smem4;
+    float *vs = ks + ATTN_TILE * KS;
+    float *qs = vs + ATTN_TILE * D;
+
+    int t = blockIdx.z, s = blockIdx.x;
+    int lo, hi, chunk, n_eff;
+    attn2_plan(a, t, &lo, &hi, &chunk, &n_eff);
+    if (s >= n_eff)
+        return;                                            /* whole CTA: no barrier reached */
+    int k_begin = lo + s * chunk, k_end = min(hi + 1, k_begin + chunk);
+
+    int n_groups = (a.group + a.heads_per_cta - 1) / a.heads_per_cta;
+    int kvh = blockIdx.y / n_groups, hg = blockIdx.y % n_groups;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int hl = hg * a.heads_per_cta + warp;
+    bool head_ok = hl < a.group;
+    int h = kvh * a.group + (head_ok ? hl : 0);
+    int64_t kv_dim = (int64_t)a.n_head_kv * D;
+    unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);   /* positions are < 2^31 */
+
+    const float4 *qrow = (const float4 *)(a.q + ((int64_t)t * a.n_head + h) * D);
+    for (int d4 = lane; d4 < D / 4; d4 += 32)
+        ((float4 *)(qs + warp * D))[d4] = qrow[d4];
+
+    float m = -INFINITY, l = 0.0f;
+    float4 acc[ATTN_MAX_DIM / 128];
+#pragma unroll
+    for (int i = 0; i < ATTN_MAX_DIM / 128; i++)
+        acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+    const int cpr = D / 8;                                 /* 8-element pieces per row */
+    for (int u0 = k_begin; u0 < k_end; u0 += ATTN_TILE) {
+        int n_tile = min(ATTN_TILE, k_end - u0);
+        __syncthreads();                                   /* previous tile fully used */
+        for (int e = threadIdx.x; e < ATTN_TILE * cpr; e += blockDim.x) {
+            int j = e / cpr, c8 = (e - j * cpr) * 8;
+            float4 k0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), k1 = k0, v0 = k0, v1 = k0;
+            if (j < n_tile) {
+                int64_t slot = (unsigned)(u0 + j) % ns;
+                int64_t off = slot * kv_dim + (int64_t)kvh * D + c8;
+                kv_get8(a.k_cache, a.kv_type, off, &k0, &k1);
+                kv_get8(a.v_cache, a.kv_type, off, &v0, &v1);
+            }
+            *(float4 *)(ks + j * KS + c8) = k0;
+            *(float4 *)(ks + j * KS + c8 + 4) = k1;
+            *(float4 *)(vs + j * D + c8) = v0;
+            *(float4 *)(vs + j * D + c8 + 4) = v1;
+        }
+        __syncthreads();
+        float sc = -INFINITY;
+        if (lane < n_tile) {
+            const float4 *kr = (const float4 *)(ks + lane * KS), *qr = (const float4 *)(qs + warp * D);
+            float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+            for (int i = 0; i < D / 4; i++) {
+                float4 kk = kr[i], qq = qr[i];
+                d0 = fmaf(qq.x, kk.x, d0);
+                d1 = fmaf(qq.y, kk.y, d1);
+                d2 = fmaf(qq.z, kk.z, d2);
+                d3 = fmaf(qq.w, kk.w, d3);
+            }
+            sc = ((d0 + d1) + (d2 + d3)) * a.scale;
+        }
+        float mt = sc;
+        for (int o = 16; o > 0; o >>= 1)
+            mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+        float m_new = fmaxf(m, mt);                        /* finite: the tile has >= 1 key */
+        float alpha = expf(m - m_new);                     /* 0 when m = -inf */
+        float pk = lane < n_tile ? expf(sc - m_new) : 0.0f;
+        float ps = pk;
+        for (int o = 16; o > 0; o >>= 1)
+            ps += __shfl_xor_sync(0xffffffffu, ps, o);
+        l = l * alpha + ps;
+        m = m_new;
+#pragma unroll
+        for (int i = 0; i < ATTN_MAX_DIM / 128; i++) {
+            acc[i].x *= alpha;
+            acc[i].y *= alpha;
+            acc[i].z *= alpha;
+            acc[i].w *= alpha;
+        }
+        for (int j = 0; j < n_tile; j++) {
+            float pj = __shfl_sync(0xffffffffu, pk, j);
+            const float4 *vr = (const float4 *)(vs + j * D);
+#pragma unroll
+            for (int i = 0; i < ATTN_MAX_DIM / 128; i++) {
+                int d4 = lane + 32 * i;                    /* float4 index: dims 4*d4 .. 4*d4+3 */
+                if (4 * d4 < D) {
+                    float4 vv = vr[d4];
+                    acc[i].x = fmaf(pj, vv.x, acc[i].x);
+                    acc[i].y = fmaf(pj, vv.y, acc[i].y);
+                    acc[i].z = fmaf(pj, vv.z, acc[i].z);
+                    acc[i].w = fmaf(pj, vv.w, acc[i].w);
+                }
+            }
+        }
+    }
+    if (!head_ok)
+        return;
+    float *dst;
+    float scale_out = 1.0f;
+    if (n_eff == 1) {                                      /* the only split: final output */
+        dst = a.out + ((int64_t)t * a.n_head + h) * D;
+        scale_out = l > 0.0f ? 1.0f / l : 0.0f;
+    } else {
+        dst = a.part + (((int64_t)s * a.n_tokens + t) * a.n_head + h) * (D + 4);
+        if (lane == 0) {
+            dst[D] = m;
+            dst[D + 1] = l;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < ATTN_MAX_DIM / 128; i++) {
+        int d4 = lane + 32 * i;
+        if (4 * d4 < D)
+            ((float4 *)dst)[d4] = make_float4(acc[i].x * scale_out, acc[i].y * scale_out, acc[i].z * scale_out,
+                                              acc[i].w * scale_out);
+    }
+}
+
+/* one warp per (token, head), over the n_eff splits its range used (all non-empty):
+ * out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s; rows with n_eff == 1 are done */
+static __global__ void attn_combine2_kernel(attn_params a)
+{
+    __shared__ float wsh[ATTN2_COMBINE_WARPS][ATTN2_MAX_SPLITS];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, D = a.head_dim;
+    int64_t row = (int64_t)blockIdx.x * ATTN2_COMBINE_WARPS + warp;    /* t * n_head + h */
+    if (row >= (int64_t)a.n_tokens * a.n_head)
+        return;
+    int t = (int)(row / a.n_head);
+    int lo, hi, chunk, n_eff;
+    attn2_plan(a, t, &lo, &hi, &chunk, &n_eff);
+    if (n_eff <= 1)
+        return;
+    int64_t stride = (int64_t)a.n_tokens * a.n_head * (D + 4);
+    const float *p0 = a.part + row * (D + 4);
+    float M = -INFINITY;
+    for (int s = lane; s < n_eff; s += 32)
+        M = fmaxf(M, p0[s * stride + D]);
+    for (int o = 16; o > 0; o >>= 1)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    float L = 0.0f;
+    for (int s = lane; s < n_eff; s += 32) {
+        float w = expf(p0[s * stride + D] - M);
+        wsh[warp][s] = w;
+        L = fmaf(w, p0[s * stride + D + 1], L);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        L += __shfl_xor_sync(0xffffffffu, L, o);
+    __syncwarp();
+    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d4 = lane; 4 * d4 < D; d4 += 32) {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int s = 0; s < n_eff; s++) {
+            float w = wsh[warp][s];
+            float4 x = ((const float4 *)(p0 + s * stride))[d4];
+            v.x = fmaf(w, x.x, v.x);
+            v.y = fmaf(w, x.y, v.y);
+            v.z = fmaf(w, x.z, v.z);
+            v.w = fmaf(w, x.w, v.w);
+        }
+        ((float4 *)(a.out + row * D))[d4] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+    }
+}
+
+/* v2 launch: false when the shapes/alignment need v1 (nothing launched) */
+static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_params a)
+{
+    uintptr_t align = (uintptr_t)x->q | (uintptr_t)x->out | (uintptr_t)x->k_cache | (uintptr_t)x->v_cache;
+    if (x->head_dim % 8 != 0 || align % 16 != 0)
+        return false;
+    int n_groups = (a.group + a.heads_per_cta - 1) / a.heads_per_cta;
+    int64_t max_keys = x->n_slots;
+    if (x->window > 0)
+        max_keys = GLIM_MIN(max_keys, (int64_t)x->window + GLIM_MAX(x->block, 0));
+    int64_t ctas = (int64_t)x->n_tokens * x->n_head_kv * n_groups;
+    int64_t cap = GLIM_MIN((int64_t)ATTN2_MAX_SPLITS, GLIM_MAX((int64_t)1, 4 * (int64_t)c->n_sm / ctas));
+    int64_t n_splits = GLIM_MAX((int64_t)1, GLIM_MIN((max_keys + ATTN2_MIN_CHUNK - 1) / ATTN2_MIN_CHUNK, cap));
+    a.n_splits = (int)n_splits;
+    a.part = NULL;
+    if (n_splits > 1) {
+        size_t nbytes = (size_t)n_splits * x->n_tokens * x->n_head * (x->head_dim + 4) * sizeof(float);
+        if (!cuda_buf_reserve(c, &c->attn_part, nbytes))
+            return true;                                    /* failure recorded */
+        a.part = (float *)c->attn_part.p;
+    }
+    size_t smem = (size_t)(ATTN_TILE * (2 * x->head_dim + 4) + a.heads_per_cta * x->head_dim) * sizeof(float);
+    if (smem > 48 * 1024 &&
+        CUDA_TRY(c, cudaFuncSetAttribute(attn_split2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+        return true;
+    dim3 grid((unsigned)n_splits, (unsigned)(x->n_head_kv * n_groups), (unsigned)x->n_tokens);
+    attn_split2_kernel<<<grid, 32 * a.heads_per_cta, smem, c->stream>>>(a);
+    if (CUDA_LAUNCHED(c, "attention v2"))
+        return true;
+    if (n_splits > 1) {
+        int64_t rows = (int64_t)x->n_tokens * x->n_head;
+        attn_combine2_kernel<<<cuda_blocks(rows, ATTN2_COMBINE_WARPS), 32 * ATTN2_COMBINE_WARPS, 0, c->stream>>>(a);
+        CUDA_LAUNCHED(c, "attention v2 combine");
+    }
+    return true;
+}
+
 void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
 {
     if (x->n_tokens <= 0)
@@ -211,6 +487,8 @@ void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
     a.window = x->window;
     a.block = x->block;
     a.scale = x->scale;
+    if (c->attn_v2 && attn2_launch(c, x, a))
+        return;
     int n_groups = (a.group + a.heads_per_cta - 1) / a.heads_per_cta;
 
     /* splits from an upper bound of the keys a query can see (never from the position) */

@@ -450,6 +450,16 @@ extern "C" int backend_cuda_set_exact(struct backend *be, bool exact)
     return GLIM_OK;
 }
 
+/* New kernels (today: attention v2, attn_decode.cu) on or off. Default: on, or off when
+ * GLIM_CUDA_NEW is "0" at creation. Returns GLIM_EINVAL if be is not a CUDA backend. */
+extern "C" int backend_cuda_set_new(struct backend *be, bool on)
+{
+    if (!be || be->i != &CUDA_I)
+        return GLIM_EINVAL;
+    ctx_of(be)->attn_v2 = on;
+    return GLIM_OK;
+}
+
 extern "C" bool backend_cuda_available(void)
 {
     int n = 0;
@@ -490,6 +500,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->n_sm = prop.multiProcessorCount;
     const char *exact = getenv("GLIM_CUDA_EXACT");
     c->exact = exact && exact[0] && strcmp(exact, "0") != 0;
+    const char *fresh = getenv("GLIM_CUDA_NEW");
+    c->attn_v2 = !(fresh && strcmp(fresh, "0") == 0);
     snprintf(be->desc, sizeof be->desc, "cuda:%d %s (sm_%d%d, %d SMs, %.0f GiB)", device, prop.name,
              prop.major, prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
     *out = be;

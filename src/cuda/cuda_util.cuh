@@ -57,6 +57,7 @@ struct cuda_ctx {
     int64_t         xq_k;
     int             xq_nr, xq_layout;
     bool            exact;         /* f32 GEMV only (GLIM_CUDA_EXACT=1, backend_cuda_set_exact) */
+    bool            attn_v2;       /* attention v2 (default; GLIM_CUDA_NEW=0 or backend_cuda_set_new: v1) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
 
@@ -68,6 +69,9 @@ static inline void cuda_xq_forget(struct cuda_ctx *c)
 
 /* backend_cuda.cu: exact f32 GEMV on/off (declared here until backend.h has it) */
 extern "C" int backend_cuda_set_exact(struct backend *be, bool exact);
+/* backend_cuda.cu: the kernels added 2026-12-02 evening on/off (attention v2); tests
+ * compare both; GLIM_CUDA_NEW=0 at creation turns them off */
+extern "C" int backend_cuda_set_new(struct backend *be, bool on);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
