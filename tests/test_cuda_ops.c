@@ -13,6 +13,8 @@
  *   get_rows, kv_store, copy_rows: exact (dequant is bit-exact).
  * Attention with F16/BF16 caches uses the same cache values and the same
  * rounded query on both sides, so it keeps the f32 bound.
+ * New kernels (backend_cuda_set_new / GLIM_CUDA_NEW): attention runs on v2 and v1,
+ * the Q4_K/Q5_K decoded-scale GEMV must be bit-equal to the old one.
  */
 #include "harness.h"
 
@@ -231,6 +233,69 @@ static void test_matmul_q8(void)
     check_matmul(GLIM_TYPE_Q4_K, 19968, 40, 16, 2);
     check_matmul(GLIM_TYPE_Q8_0, 6656, 4099, 5, 0);
     printf("  int8-activation GEMV: worst rel. L2 error %.3g (tol 1e-2)\n", q8_worst);
+}
+
+/* Q4_K/Q5_K with the decoded-scale table (be_weight.aux, default) must give the same
+ * bits as without it (same float ops, scales read from elsewhere); also the other
+ * ops that read the weight (get_rows, bf16 GEMM for > 16 rows) ignore the table. */
+static void check_k45_aux(uint32_t type, int64_t k, int64_t n, int n_rows)
+{
+    struct glim_err err = {0};
+    struct be_weight hw = make_weight(type, k, n), with = hw, without = hw;
+    CHECK_EQ(backend_cuda_set_new(be, false), GLIM_OK);
+    CHECK_EQ(be->i->weight_init(be, &without, &err), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
+    CHECK_EQ(be->i->weight_init(be, &with, &err), GLIM_OK);
+    CHECK(without.aux == NULL && with.aux != NULL);
+    float *x = rand_vec((int64_t)n_rows * k, 1.0f);
+    size_t y_bytes = (size_t)n_rows * n * sizeof(float);
+    float *a = malloc(y_bytes), *b = malloc(y_bytes), *ref = malloc(y_bytes);
+    float *dx = to_dev(x, (size_t)n_rows * k * sizeof(float)), *dy = be->i->alloc(be, y_bytes);
+    be->i->matmul(be, dy, &with, dx, n_rows);
+    from_dev(a, dy, y_bytes);
+    be->i->matmul(be, dy, &without, dx, n_rows);
+    from_dev(b, dy, y_bytes);
+    if (n_rows <= 16)   /* the dp4a GEMV; more rows run the bf16 GEMM on the same blocks */
+        CHECK(memcmp(a, b, y_bytes) == 0);
+    cpu_ref_matmul(ref, &hw, x, n_rows);
+    char what[128];
+    snprintf(what, sizeof what, "matmul aux %s k=%lld n=%lld rows=%d", quant_type_name(type), (long long)k,
+             (long long)n, n_rows);
+    CHECK(close_enough(a, ref, (int64_t)n_rows * n, 1e-2, what));
+    /* get_rows reads the GGUF blocks in front of the table: still exact */
+    int32_t ids[3] = {0, (int32_t)(n / 2), (int32_t)(n - 1)};
+    int32_t *dids = to_dev(ids, sizeof ids);
+    float *drows = be->i->alloc(be, 3 * k * sizeof(float));
+    float *grows = malloc(3 * k * sizeof(float)), *rrows = malloc(3 * k * sizeof(float));
+    be->i->get_rows(be, drows, &with, dids, 3);
+    from_dev(grows, drows, 3 * k * sizeof(float));
+    cpu_ref_get_rows(rrows, &hw, ids, 3);
+    CHECK(memcmp(grows, rrows, 3 * k * sizeof(float)) == 0);
+    be->i->release(be, dx), be->i->release(be, dy), be->i->release(be, dids), be->i->release(be, drows);
+    be->i->weight_clear(be, &with), be->i->weight_clear(be, &without);
+    CHECK(with.aux == NULL);
+    free(x), free(a), free(b), free(ref), free(grows), free(rrows), free((void *)hw.host);
+}
+
+static void test_k45_aux(void)
+{
+    static const uint32_t QT[] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K};
+    for (int ti = 0; ti < 2; ti++) {
+        for (int n_rows = 1; n_rows <= 16; n_rows += 1 + n_rows / 4)
+            check_k45_aux(QT[ti], 256 * rndi(1, 30), rndi(1, 300), n_rows);
+        check_k45_aux(QT[ti], 6656, 4224 + 8, 1);   /* 2 weight rows per warp (Q4_K) */
+        check_k45_aux(QT[ti], 6656, 4224 + 3, 3);
+        check_k45_aux(QT[ti], 19968, 64, 2);
+        check_k45_aux(QT[ti], 512, 40, 17);         /* bf16 GEMM path */
+    }
+}
+
+/* the int8-activation tests again without the new kernels (GLIM_CUDA_NEW=0) */
+static void test_matmul_q8_old(void)
+{
+    CHECK_EQ(backend_cuda_set_new(be, false), GLIM_OK);
+    test_matmul_q8();
+    CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
 }
 
 /* The int8 copy of x is reused by the next matmul of the same x; an upload to x,
@@ -581,6 +646,8 @@ static void test_attention(void)
         check_attention((struct attn_case){kt, 8, 2, 128, 512, 0, 5, 5, 300, 0});
         check_attention((struct attn_case){kt, 8, 2, 64, 96, 32, 4, 6, 500, 0});
         check_attention((struct attn_case){kt, 40, 1, 256, 300, 0, 0, 2, 200, 0});
+        if (!attn_v2)   /* v1 (today's kernel) keeps its original cases */
+            continue;
         /* v2 split plan edges: key counts around the 64-key minimum split and the 32-key tile */
         for (int p = 30; p <= 130; p += 1 + p / 16)
             check_attention((struct attn_case){kt, 32, 2, 128, 4160, 0, 0, 1, p, 0});
@@ -592,9 +659,9 @@ static void test_attention(void)
         check_attention((struct attn_case){kt, 32, 2, 128, 2560, 2048, 0, 1, 2047, 0});
         check_attention((struct attn_case){kt, 32, 2, 128, 2560, 2048, 0, 1, 2048, 0});
         /* long prefill chunk / DFlash block at long context, global and windowed */
-        check_attention((struct attn_case){kt, 32, 2, 128, 9000, 0, 0, 64, 8999, 0});
-        check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 0, 64, 9000, 0});
-        check_attention((struct attn_case){kt, 32, 2, 128, 9000, 0, 16, 16, 8999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 5000, 0, 0, 8, 4999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 0, 16, 9000, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 5000, 0, 8, 8, 3999, 0});
         check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 16, 16, 9000, 0});
         /* shapes v2 leaves to v1: head_dim % 8 != 0, q/out not 16-byte aligned */
         check_attention((struct attn_case){kt, 8, 2, 68, 600, 0, 0, 2, 500, 0});
@@ -606,12 +673,13 @@ static void test_attention(void)
     }
 }
 
-/* the same cases on attention v1 (GLIM_CUDA_NEW=0) */
+/* the original cases on attention v1 (GLIM_CUDA_NEW=0), and one long context to compare */
 static void test_attention_v1(void)
 {
     attn_v2 = false;
     CHECK_EQ(backend_cuda_set_new(be, false), GLIM_OK);
     test_attention();
+    check_attention((struct attn_case){GLIM_TYPE_F16, 32, 2, 128, 33000, 0, 0, 1, 32999, 0});   /* error vs v2 */
     CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
     attn_v2 = true;
 }
@@ -702,6 +770,8 @@ int main(void)
     RUN(test_matmul_shapes);
     RUN(test_matmul_all_types);
     RUN(test_matmul_q8);
+    RUN(test_matmul_q8_old);
+    RUN(test_k45_aux);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);
     RUN(test_graph);

@@ -2,7 +2,7 @@
 # dev/cuda/gpu_run.sh — one batched device call: build libglim + glim with CUDA,
 # run test_cuda_ops, the GEMV bench and (e2e) the 30B end-to-end bench.
 # Usage on the GPU machine (repo root):
-#   bash dev/cuda/gpu_run.sh [test] [bench|quick] [e2e]  2>&1 | tee $OUT/log
+#   bash dev/cuda/gpu_run.sh [test] [bench|quick] [attn] [e2e]  2>&1 | tee $OUT/log
 # e2e writes a synthetic Muse Glimmer 30B (17 GB) to /tmp in the background
 # while the tests and the kernel bench run, then times pp512/tg128.
 set -u
@@ -35,6 +35,11 @@ if want bench || want quick; then
     if want quick; then
         for rw in 1 2; do echo "== GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_RW=$rw timeout 100 /tmp/gemv_bench quick | head -28 | tail -24; done
     fi
+fi
+if want attn; then   # attention v1 vs v2 at Muse shapes (dev/cuda/attn_bench.c)
+    cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/attn_bench.c $LIB /usr/local/cuda/lib64/libcudart_static.a \
+       -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/attn_bench && timeout 120 /tmp/attn_bench
+    echo "attn_bench rc=$?"
 fi
 if want e2e; then
     wait $MK; tail -2 /tmp/mk.log

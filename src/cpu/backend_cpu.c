@@ -50,6 +50,7 @@ static void cpu_release(struct backend *be, void *p) { glim_free_aligned(p); }
 
 static int cpu_copy(struct backend *be, void *dst, const void *src, size_t n, struct glim_err *err)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);   /* an upload may rewrite an input */
     memcpy(dst, src, n);
     return GLIM_OK;
 }
@@ -69,6 +70,7 @@ static void cpu_weight_clear(struct backend *be, struct be_weight *w) { w->dev =
 static void cpu_get_rows(struct backend *be, float *y, const struct be_weight *w, const int32_t *ids,
                          int n)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_ref_get_rows(y, w, ids, n);
 }
 
@@ -81,49 +83,58 @@ static void cpu_mm(struct backend *be, float *y, const struct be_weight *w, cons
 static void cpu_norm(struct backend *be, float *y, const float *x, const struct be_weight *w,
                      int64_t n_rows, int n, float eps)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_rmsnorm(ctx_of(be)->pool, y, x, w, n_rows, n, eps);
 }
 
 static void cpu_rope_op(struct backend *be, float *x, int n_rows, int n_head, int head_dim, int n_rot,
                         const int32_t *pos, float base, bool neox)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_rope(ctx_of(be)->pool, x, n_rows, n_head, head_dim, n_rot, pos, base, neox);
 }
 
 static void cpu_add(struct backend *be, float *y, const float *x, int64_t n)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_elementwise(ctx_of(be)->pool, CPU_EW_ADD, y, x, NULL, n, 0, 0);
 }
 
 static void cpu_mul_sigmoid(struct backend *be, float *y, const float *g, int64_t n)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_elementwise(ctx_of(be)->pool, CPU_EW_MUL_SIGMOID, y, g, NULL, n, 0, 0);
 }
 
 static void cpu_swiglu(struct backend *be, float *y, const float *gate, const float *up, int64_t n)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_elementwise(ctx_of(be)->pool, CPU_EW_SWIGLU, y, gate, up, n, 0, 0);
 }
 
 static void cpu_softcap(struct backend *be, float *y, int64_t n, float scale, float cap)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_elementwise(ctx_of(be)->pool, CPU_EW_SOFTCAP, y, NULL, NULL, n, scale, cap);
 }
 
 static void cpu_copy_rows(struct backend *be, float *dst, int64_t ds, const float *src, int64_t ss,
                           int n_rows, int n)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_ref_copy_rows(dst, ds, src, ss, n_rows, n);
 }
 
 static void cpu_kv_store(struct backend *be, void *kc, void *vc, uint32_t type, int64_t n_slots,
                          const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     cpu_ref_kv_store(kc, vc, type, n_slots, k, v, n_tokens, pos, kv_dim);
 }
 
 static void cpu_attn(struct backend *be, const struct be_attn_args *a)
 {
+    cpu_scratch_touch(&ctx_of(be)->scratch);
     struct cpu_ctx *c = ctx_of(be);
     cpu_attention(c->pool, c->kern, &c->scratch, a);
 }

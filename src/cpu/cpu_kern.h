@@ -82,7 +82,16 @@ size_t cpu_act_row_bytes(int act, int64_t k);
 struct cpu_scratch {
     void  *data;     /* owned, 64-byte aligned */
     size_t n_bytes;
+    /* The int8 activations in data are reused by the next matmul on the same input
+     * (q/k/v/gate all read one normalized row): valid until any other op runs or a
+     * matmul writes over the input. */
+    const float *act_x;
+    int64_t      act_k;
+    int          act_rows, act_type;
+    bool         act_valid;
 };
+/* Any op that writes memory (everything but matmul) forgets the cached activations. */
+static inline void cpu_scratch_touch(struct cpu_scratch *s) { s->act_valid = false; }
 int  cpu_scratch_reserve(struct cpu_scratch *s, size_t n_bytes);   /* GLIM_OK / GLIM_ENOMEM */
 void cpu_scratch_clear(struct cpu_scratch *s);
 

@@ -55,6 +55,7 @@ struct mm_task {
     const char  *xa;           /* activations in the kernel's format */
     size_t       xa_stride;    /* bytes between activation rows */
     size_t       w_row_bytes;
+    bool         have_xa;      /* activations already quantized (cached) */
 };
 
 static void mm_quantize(const struct mm_task *t, int ith, int nth)
@@ -99,7 +100,7 @@ static void mm_task_run(void *arg, int ith, int nth)
             cpu_ref_matmul_rows(t->y, t->w, t->x, t->n_rows, j0, j1);
         return;
     }
-    if (t->act != CPU_ACT_F32) {
+    if (t->act != CPU_ACT_F32 && !t->have_xa) {
         mm_quantize(t, ith, nth);
         pool_barrier(t->pool);
     }
@@ -124,10 +125,17 @@ void cpu_matmul(struct pool *pool, const struct cpu_kern *kern, struct cpu_scrat
     if (t.dot && t.act == CPU_ACT_F32) {
         t.xa = (const char *)x;
     } else if (t.dot) {
-        if (cpu_scratch_reserve(scratch, t.xa_stride * (size_t)n_rows) != GLIM_OK)
+        t.have_xa = scratch->act_valid && scratch->act_x == x && scratch->act_k == w->k &&
+                    scratch->act_rows == n_rows && scratch->act_type == t.act;
+        if (!t.have_xa && cpu_scratch_reserve(scratch, t.xa_stride * (size_t)n_rows) != GLIM_OK)
             t.dot = NULL;   /* no memory for int8 activations: the reference needs none */
         else
             t.xa = scratch->data;
     }
     pool_run(pool, mm_task_run, &t);
+    /* remember what scratch holds, unless this matmul just wrote over its own input */
+    const float *y_end = y + (size_t)n_rows * w->n, *x_end = x + (size_t)n_rows * w->k;
+    bool clobbered = y < x_end && x < y_end;
+    scratch->act_valid = t.dot && t.act != CPU_ACT_F32 && !clobbered;
+    scratch->act_x = x, scratch->act_k = w->k, scratch->act_rows = n_rows, scratch->act_type = t.act;
 }

@@ -12,11 +12,16 @@
  * merges the splits' (max, sum, acc). Position u lives in slot u % n_slots.
  * Prefill uses the same kernel (each query token its own CTA row); a tiled
  * tensor-core prefill kernel is future work (docs/CUDA.md).
+ *
+ * Two versions: v2 (attn_split2_kernel, default; see its comment for why) and v1
+ * (attn_split_kernel, the first version; GLIM_CUDA_NEW=0 or GLIM_CUDA_NEW_ATTN=0,
+ * and the fallback for head_dim % 8 != 0 or unaligned pointers).
  */
 #include "cuda_util.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <limits.h>
 #include <math.h>
 
 #define ATTN_TILE 32          /* keys per tile: one per lane when scoring */
@@ -461,6 +466,225 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
     return true;
 }
 
+/* ---- v3 (experimental, off unless GLIM_CUDA_ATTN_TC=1): tensor-core prefill -----------
+ *
+ * For n_tokens >= ATTN3_MIN_TOKENS with an F16 cache, head_dim % 16 == 0 (<= 128) and at
+ * most 16 query heads per KV head. CTA = (KV head, ATTN3_WARPS consecutive query tokens),
+ * one warp per token; the 16 rows of an m16n8k16 MMA are the query heads of that token's
+ * GQA group (rows >= group are zero), so the causal/window mask is per key only. K/V tiles
+ * of 32 keys are copied raw (f16) into shared memory once per CTA and serve all its warps.
+ * Accuracy: K and V are exact in f16; q and p are split into f16 hi + lo (x = hi + lo to
+ * ~2^-22), two MMAs each, fp32 accumulation, so the error stays near the f32 kernels'.
+ * Fragment layouts (PTX ISA, mma.m16n8k16 .f16): g = lane / 4, c = lane % 4;
+ * A: a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..);
+ * B: b0 = (k 2c..2c+1, n g), b1 = (k 2c+8.., n g); C: (g, 2c..2c+1), (g+8, 2c..2c+1). */
+
+#define ATTN3_WARPS 4
+#define ATTN3_MIN_TOKENS 128
+#define ATTN3_MAX_DIM 128
+
+static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* (x0, x1) -> f16 hi pair and f16 lo pair (x = hi + lo) */
+static __device__ __forceinline__ void split2(float x0, float x1, uint32_t *hi, uint32_t *lo)
+{
+    __half2 h = __floats2half2_rn(x0, x1);
+    float2 hf = __half22float2(h);
+    __half2 l = __floats2half2_rn(x0 - hf.x, x1 - hf.y);
+    *hi = *(uint32_t *)&h;
+    *lo = *(uint32_t *)&l;
+}
+
+/* visible range of query t (the rule of attn2_plan) */
+static __device__ __forceinline__ void attn3_range(const attn_params &a, int t, int *lo, int *hi)
+{
+    int p = a.pos[t];
+    *hi = p;
+    *lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    if (a.block > 0 && t >= a.n_tokens - a.block) {
+        int b0 = a.pos[a.n_tokens - a.block];
+        *hi = a.pos[a.n_tokens - 1];
+        *lo = a.window > 0 ? max(0, b0 - a.window) : 0;
+    }
+}
+
+/* grid: x = token group (ATTN3_WARPS tokens), y = KV head.  block: 32 * ATTN3_WARPS.
+ * smem: ks[ATTN_TILE][D + 8], vs[ATTN_TILE][D + 8] (halves) */
+static __global__ void __launch_bounds__(32 * ATTN3_WARPS) attn_tc_kernel(attn_params a)
+{
+    extern __shared__ uint4 smem_tc[];
+    const int D = a.head_dim, S = D + 8;                   /* row stride in halves */
+    __half *ks = (__half *)smem_tc, *vs = ks + ATTN_TILE * S;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    int kvh = blockIdx.y, t0 = blockIdx.x * ATTN3_WARPS, t = t0 + warp;
+    bool tok_ok = t < a.n_tokens;
+
+    /* the CTA walks the union of its tokens' ranges; each warp masks to its own */
+    int lo_u = INT_MAX, hi_u = -1, lo = 0, hi = -1;
+    for (int w = 0; w < ATTN3_WARPS && t0 + w < a.n_tokens; w++) {
+        int l, h;
+        attn3_range(a, t0 + w, &l, &h);
+        lo_u = min(lo_u, l), hi_u = max(hi_u, h);
+        if (w == warp)
+            lo = l, hi = h;
+    }
+
+    /* q of rows g and g+8 (heads kvh*group + row), split into f16 hi/lo A fragments */
+    uint32_t qh[ATTN3_MAX_DIM / 16][4], ql[ATTN3_MAX_DIM / 16][4];
+    const float *q0 = a.q + ((int64_t)(tok_ok ? t : 0) * a.n_head + (int64_t)kvh * a.group) * D;
+    bool r0_ok = tok_ok && g < a.group, r1_ok = tok_ok && g + 8 < a.group;
+#pragma unroll
+    for (int kk = 0; kk < ATTN3_MAX_DIM / 16; kk++) {
+        if (kk * 16 >= D)
+            break;
+#pragma unroll
+        for (int half = 0; half < 2; half++) {             /* cols 2c.. and 2c+8.. */
+            int col = kk * 16 + 8 * half + 2 * c;
+            float2 x0 = r0_ok ? *(const float2 *)(q0 + (int64_t)g * D + col) : make_float2(0.0f, 0.0f);
+            float2 x1 = r1_ok ? *(const float2 *)(q0 + (int64_t)(g + 8) * D + col) : make_float2(0.0f, 0.0f);
+            split2(x0.x, x0.y, &qh[kk][2 * half], &ql[kk][2 * half]);
+            split2(x1.x, x1.y, &qh[kk][2 * half + 1], &ql[kk][2 * half + 1]);
+        }
+    }
+
+    float o[ATTN3_MAX_DIM / 8][4];
+#pragma unroll
+    for (int i = 0; i < ATTN3_MAX_DIM / 8; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* rows g, g+8 */
+    unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);
+    int64_t kv_dim = (int64_t)a.n_head_kv * D;
+    const int cpr = D / 8;                                 /* 16-byte pieces per row */
+
+    for (int u0 = lo_u; u0 <= hi_u; u0 += ATTN_TILE) {
+        int n_tile = min(ATTN_TILE, hi_u + 1 - u0);
+        __syncthreads();
+        for (int e = threadIdx.x; e < ATTN_TILE * cpr; e += blockDim.x) {
+            int j = e / cpr, c8 = (e - j * cpr) * 8;
+            uint4 kr = make_uint4(0, 0, 0, 0), vr = kr;
+            if (j < n_tile) {
+                int64_t off = (int64_t)((unsigned)(u0 + j) % ns) * kv_dim + (int64_t)kvh * D + c8;
+                kr = *(const uint4 *)((const __half *)a.k_cache + off);
+                vr = *(const uint4 *)((const __half *)a.v_cache + off);
+            }
+            *(uint4 *)(ks + j * S + c8) = kr;
+            *(uint4 *)(vs + j * S + c8) = vr;
+        }
+        __syncthreads();
+        if (!tok_ok || u0 > hi || u0 + ATTN_TILE <= lo)
+            continue;                                      /* nothing visible: warp-uniform */
+
+        /* scores s[nt]: keys u0 + 8nt + 2c + {0,1}, rows g / g+8 */
+        float s[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            const __half *kr = ks + (nt * 8 + g) * S + 2 * c;
+#pragma unroll
+            for (int kk = 0; kk < ATTN3_MAX_DIM / 16; kk++) {
+                if (kk * 16 >= D)
+                    break;
+                uint32_t b0 = *(const uint32_t *)(kr + kk * 16), b1 = *(const uint32_t *)(kr + kk * 16 + 8);
+                mma16816(s[nt], qh[kk], b0, b1);
+                mma16816(s[nt], ql[kk], b0, b1);
+            }
+        }
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int u = u0 + nt * 8 + 2 * c + i;
+                bool ok = u >= lo && u <= hi;              /* u <= hi <= hi_u: inside the tile */
+                s[nt][i] = ok ? s[nt][i] * a.scale : -INFINITY;
+                s[nt][2 + i] = ok ? s[nt][2 + i] * a.scale : -INFINITY;
+                mx0 = fmaxf(mx0, s[nt][i]);
+                mx1 = fmaxf(mx1, s[nt][2 + i]);
+            }
+        for (int x = 1; x <= 2; x <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+        }
+        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        float rf0 = mn0 == -INFINITY ? 0.0f : mn0, rf1 = mn1 == -INFINITY ? 0.0f : mn1;
+        float al0 = expf(m0 - rf0), al1 = expf(m1 - rf1);  /* 0 when m = -inf */
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                s[nt][i] = expf(s[nt][i] - rf0);           /* -inf -> 0 */
+                s[nt][2 + i] = expf(s[nt][2 + i] - rf1);
+                ps0 += s[nt][i];
+                ps1 += s[nt][2 + i];
+            }
+        for (int x = 1; x <= 2; x <<= 1) {
+            ps0 += __shfl_xor_sync(0xffffffffu, ps0, x);
+            ps1 += __shfl_xor_sync(0xffffffffu, ps1, x);
+        }
+        l0 = l0 * al0 + ps0, l1 = l1 * al1 + ps1;
+        m0 = mn0, m1 = mn1;
+#pragma unroll
+        for (int i = 0; i < ATTN3_MAX_DIM / 8; i++)
+            o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
+
+        /* o += P V: k-step j = keys 16j..16j+15; the C fragments of s[2j], s[2j+1] are the A fragment */
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            uint32_t ph[4], pl[4];
+            split2(s[2 * j][0], s[2 * j][1], &ph[0], &pl[0]);
+            split2(s[2 * j][2], s[2 * j][3], &ph[1], &pl[1]);
+            split2(s[2 * j + 1][0], s[2 * j + 1][1], &ph[2], &pl[2]);
+            split2(s[2 * j + 1][2], s[2 * j + 1][3], &ph[3], &pl[3]);
+            const unsigned short *v0 = (const unsigned short *)(vs + (16 * j + 2 * c) * S);
+#pragma unroll
+            for (int dt = 0; dt < ATTN3_MAX_DIM / 8; dt++) {
+                if (dt * 8 >= D)
+                    break;
+                int d = dt * 8 + g;
+                uint32_t b0 = (uint32_t)v0[d] | ((uint32_t)v0[S + d] << 16);
+                uint32_t b1 = (uint32_t)v0[8 * S + d] | ((uint32_t)v0[9 * S + d] << 16);
+                mma16816(o[dt], ph, b0, b1);
+                mma16816(o[dt], pl, b0, b1);
+            }
+        }
+    }
+    if (!tok_ok)
+        return;
+    float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    float *out0 = a.out + ((int64_t)t * a.n_head + (int64_t)kvh * a.group) * D;
+#pragma unroll
+    for (int dt = 0; dt < ATTN3_MAX_DIM / 8; dt++) {
+        if (dt * 8 >= D)
+            break;
+        int col = dt * 8 + 2 * c;
+        if (r0_ok)
+            *(float2 *)(out0 + (int64_t)g * D + col) = make_float2(o[dt][0] * inv0, o[dt][1] * inv0);
+        if (r1_ok)
+            *(float2 *)(out0 + (int64_t)(g + 8) * D + col) = make_float2(o[dt][2] * inv1, o[dt][3] * inv1);
+    }
+}
+
+/* v3 launch: false when the shapes need v2/v1 (nothing launched) */
+static bool attn_tc_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_params a)
+{
+    uintptr_t align = (uintptr_t)x->q | (uintptr_t)x->out | (uintptr_t)x->k_cache | (uintptr_t)x->v_cache;
+    if (x->n_tokens < ATTN3_MIN_TOKENS || x->kv_type != GLIM_TYPE_F16 || x->head_dim % 16 != 0 ||
+        x->head_dim > ATTN3_MAX_DIM || a.group > 16 || align % 16 != 0)
+        return false;
+    size_t smem = (size_t)2 * ATTN_TILE * (x->head_dim + 8) * sizeof(__half);
+    dim3 grid((unsigned)((x->n_tokens + ATTN3_WARPS - 1) / ATTN3_WARPS), (unsigned)x->n_head_kv);
+    attn_tc_kernel<<<grid, 32 * ATTN3_WARPS, smem, c->stream>>>(a);
+    CUDA_LAUNCHED(c, "attention tc");
+    return true;
+}
+
 void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
 {
     if (x->n_tokens <= 0)
@@ -487,6 +711,8 @@ void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
     a.window = x->window;
     a.block = x->block;
     a.scale = x->scale;
+    if (c->attn_tc && attn_tc_launch(c, x, a))
+        return;
     if (c->attn_v2 && attn2_launch(c, x, a))
         return;
     int n_groups = (a.group + a.heads_per_cta - 1) / a.heads_per_cta;

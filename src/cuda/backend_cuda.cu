@@ -180,6 +180,21 @@ static int weight_upload_vector_f32(struct cuda_ctx *c, struct be_weight *w, str
     return ctx_status(c, err);
 }
 
+/* Q4_K/Q5_K: decoded 6-bit scales/mins for the dp4a GEMV at dst (device, inside the
+ * weight's allocation); sets w->aux. GLIM_ENOMEM if the host staging buffer fails. */
+static int weight_upload_k45_aux(struct cuda_ctx *c, struct be_weight *w, void *dst, size_t aux_bytes)
+{
+    uint8_t *tmp = (uint8_t *)glim_malloc(aux_bytes);
+    if (!tmp)
+        return GLIM_ENOMEM;
+    cuda_k45_aux_build(w->type, w->host, tmp, w->k, w->n);
+    CUDA_TRY(c, cudaMemcpyAsync(dst, tmp, aux_bytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    glim_free(tmp);
+    w->aux = dst;
+    return GLIM_OK;
+}
+
 static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
@@ -197,11 +212,18 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
         return glim_fail(err, GLIM_EINVAL, "cuda: weight '%s': %lld x %lld %s does not fit %zu bytes",
                          w->name ? w->name : "?", (long long)w->k, (long long)w->n,
                          quant_type_name(w->type), w->nbytes);
+    size_t aux_bytes = c->k45_aux ? cuda_k45_aux_bytes(dev_type, w->k, w->n) : 0;
+    size_t alloc_bytes = aux_bytes ? CUDA_K45_AUX_OFFSET(dev_bytes) + aux_bytes : dev_bytes;
     void *d = NULL;
-    if (cudaMalloc(&d, dev_bytes) != cudaSuccess) {
+    if (cudaMalloc(&d, alloc_bytes) != cudaSuccess) {
         cudaGetLastError();
         return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': out of device memory (%zu bytes)",
-                         w->name ? w->name : "?", dev_bytes);
+                         w->name ? w->name : "?", alloc_bytes);
+    }
+    void *aux = (uint8_t *)d + CUDA_K45_AUX_OFFSET(dev_bytes);
+    if (aux_bytes && weight_upload_k45_aux(c, w, aux, aux_bytes) != GLIM_OK) {
+        cudaFree(d);
+        return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': scale staging buffer", w->name ? w->name : "?");
     }
     if (dev_type == w->type) {
         CUDA_TRY(c, cudaMemcpyAsync(d, w->host, dev_bytes, cudaMemcpyHostToDevice, c->stream));
@@ -210,6 +232,7 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
         void *tmp = glim_malloc(dev_bytes);
         if (!tmp) {
             cudaFree(d);
+            w->aux = NULL;
             return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': staging buffer", w->name);
         }
         cuda_weight_repack(w->type, w->host, tmp, w->k, w->n);
@@ -223,6 +246,7 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
     if (rc != GLIM_OK) {
         cudaFree(d);
         w->dev = NULL;
+        w->aux = NULL;
     }
     return rc;
 }
@@ -233,8 +257,9 @@ static void be_weight_clear(struct backend *be, struct be_weight *w)
         return;
     struct cuda_ctx *c = ctx_of(be);
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));
-    CUDA_TRY(c, cudaFree(w->dev));
+    CUDA_TRY(c, cudaFree(w->dev));   /* aux (if any) lives in the same allocation */
     w->dev = NULL;
+    w->aux = NULL;
 }
 
 /* ---- ops --------------------------------------------------------------------------- */
@@ -457,6 +482,17 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
     if (!be || be->i != &CUDA_I)
         return GLIM_EINVAL;
     ctx_of(be)->attn_v2 = on;
+    ctx_of(be)->k45_aux = on;   /* weights initialised from now on; GEMV uses aux where present */
+    return GLIM_OK;
+}
+
+/* Experimental tensor-core prefill attention (attn_decode.cu v3) on or off. Default: off,
+ * or on when GLIM_CUDA_ATTN_TC is "1" at creation. GLIM_EINVAL if not a CUDA backend. */
+extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on)
+{
+    if (!be || be->i != &CUDA_I)
+        return GLIM_EINVAL;
+    ctx_of(be)->attn_tc = on;
     return GLIM_OK;
 }
 
@@ -502,6 +538,14 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->exact = exact && exact[0] && strcmp(exact, "0") != 0;
     const char *fresh = getenv("GLIM_CUDA_NEW");
     c->attn_v2 = !(fresh && strcmp(fresh, "0") == 0);
+    c->k45_aux = c->attn_v2;
+    const char *f_attn = getenv("GLIM_CUDA_NEW_ATTN"), *f_k45 = getenv("GLIM_CUDA_NEW_K45");
+    if (f_attn && strcmp(f_attn, "0") == 0)
+        c->attn_v2 = false;
+    if (f_k45 && strcmp(f_k45, "0") == 0)
+        c->k45_aux = false;
+    const char *f_tc = getenv("GLIM_CUDA_ATTN_TC");
+    c->attn_tc = f_tc && strcmp(f_tc, "1") == 0;
     snprintf(be->desc, sizeof be->desc, "cuda:%d %s (sm_%d%d, %d SMs, %.0f GiB)", device, prop.name,
              prop.major, prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
     *out = be;

@@ -58,6 +58,10 @@ struct cuda_ctx {
     int             xq_nr, xq_layout;
     bool            exact;         /* f32 GEMV only (GLIM_CUDA_EXACT=1, backend_cuda_set_exact) */
     bool            attn_v2;       /* attention v2 (default; GLIM_CUDA_NEW=0 or backend_cuda_set_new: v1) */
+    bool            attn_tc;       /* attention v3, tensor-core prefill (experimental; off unless
+                                    * GLIM_CUDA_ATTN_TC=1 or backend_cuda_set_attn_tc) */
+    bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
+                                    * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
 
@@ -72,6 +76,7 @@ extern "C" int backend_cuda_set_exact(struct backend *be, bool exact);
 /* backend_cuda.cu: the kernels added 2026-12-02 evening on/off (attention v2); tests
  * compare both; GLIM_CUDA_NEW=0 at creation turns them off */
 extern "C" int backend_cuda_set_new(struct backend *be, bool on);
+extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
@@ -105,6 +110,12 @@ void cuda_get_rows(struct cuda_ctx *c, float *y, const struct be_weight *w, cons
 bool cuda_q8_supported(uint32_t dev_type);
 /* y[n_rows][N] = x . W^T with x quantized to int8 per 32 (n_rows <= 16) */
 void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
+/* Q4_K/Q5_K decoded scales (be_weight.aux): 16 bytes per block, placed after the GGUF
+ * blocks in the same allocation at offset CUDA_K45_AUX_OFFSET(dev_bytes); 0 = other type */
+#define CUDA_K45_AUX_OFFSET(dev_bytes) (((dev_bytes) + 255) & ~(size_t)255)
+size_t cuda_k45_aux_bytes(uint32_t type, int64_t k, int64_t n);
+/* host: dst[block][c][4] = {sc[2c], sc[2c+1], m[2c], m[2c+1]} (6-bit values, c = 0..3) */
+void cuda_k45_aux_build(uint32_t type, const void *src, uint8_t *dst, int64_t k, int64_t n);
 
 /* ---- attn_decode.cu ---- */
 void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *a);

@@ -35,6 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+extern "C" {
+#include "quant/quant_ref.h"
+}
+
 #define Q8_WARPS 4   /* warps per block */
 
 enum { XL_PLAIN = 0, XL_K45 = 1, XL_Q6 = 2 };
@@ -43,6 +47,7 @@ struct wview8 {
     const uint8_t *p;   /* device data in dev_type layout */
     int64_t        k;   /* row length */
     int64_t        n;   /* rows */
+    const uint8_t *aux; /* Q4_K/Q5_K decoded scales (cuda_k45_aux_build) or NULL */
 };
 
 /* One slot of activations: two 16-byte runs of int8 and their scales
@@ -96,8 +101,11 @@ static __device__ __forceinline__ void xload_runs(const int8_t *xq, int64_t s, s
 
 /* Q4_K / Q5_K, GGUF blocks. Slot s: block s/8, lane t = s%8 = 2c + h: code bytes
  * qs[32c+16h .. +15]; low nibbles = weights 64c+16h.. (sub-block 2c), high nibbles =
- * 64c+32+16h.. (sub-block 2c+1). The min term is added by the h = 0 lane only. */
-template <bool Q5>
+ * 64c+32+16h.. (sub-block 2c+1). The min term is added by the h = 0 lane only.
+ * AUX (2026-12-02 evening): the 6-bit scales/mins come pre-decoded from v.aux (one u32
+ * per slot: {sc[2c], sc[2c+1], m[2c], m[2c+1]}) and only d/dmin from the block header,
+ * instead of the 16-byte header load and the lane-dependent unpack. */
+template <bool Q5, bool AUX = false>
 struct slot_k45 {
     static const int SLOT = 32, LAYOUT = XL_K45, BYTES = Q5 ? 176 : 144, RW_MAX = Q5 ? 1 : 2;
     uint32_t lo[4], hi[4];
@@ -124,6 +132,16 @@ struct slot_k45 {
                 lo[i] |= (qh[i] & 0x01010101u) << 4;
                 hi[i] |= ((qh[i] >> 1) & 0x01010101u) << 4;
             }
+        }
+        if (AUX) {
+            uint32_t sm = __ldg((const unsigned int *)(v.aux + (row * (v.k >> 8) + (s >> 3)) * 16) + c);
+            d = h2f8(hdr.x);
+            float dmin = h ? 0.0f : h2f8(hdr.x >> 16);
+            scl = (int)(sm & 0xffu);
+            sch = (int)((sm >> 8) & 0xffu);
+            ml = dmin * i2f((int)((sm >> 16) & 0xffu));
+            mh = dmin * i2f((int)(sm >> 24));
+            return;
         }
         /* 6-bit scales/mins of sub-blocks 2c, 2c+1 (quant_k4_scale_min_get, 4 at a time) */
         uint32_t s0 = hdr.y, s1 = hdr.z, s2 = hdr.w;
@@ -423,14 +441,55 @@ void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, con
         return;
     const int8_t *xq = (const int8_t *)c->xq.p;
     const float2 *xd = (const float2 *)((const uint8_t *)c->xq.p + (size_t)n_rows * w->k);
-    wview8 v = {(const uint8_t *)w->dev, w->k, w->n};
+    const uint8_t *aux = c->k45_aux ? (const uint8_t *)w->aux : NULL;
+    wview8 v = {(const uint8_t *)w->dev, w->k, w->n, aux};
     switch (w->dev_type) {
-    case GLIM_TYPE_Q4_K: launch<slot_k45<false> >(c, v, xq, xd, y, n_rows); break;
-    case GLIM_TYPE_Q5_K: launch<slot_k45<true> >(c, v, xq, xd, y, n_rows); break;
+    case GLIM_TYPE_Q4_K:
+        if (aux)
+            launch<slot_k45<false, true> >(c, v, xq, xd, y, n_rows);
+        else
+            launch<slot_k45<false> >(c, v, xq, xd, y, n_rows);
+        break;
+    case GLIM_TYPE_Q5_K:
+        if (aux)
+            launch<slot_k45<true, true> >(c, v, xq, xd, y, n_rows);
+        else
+            launch<slot_k45<true> >(c, v, xq, xd, y, n_rows);
+        break;
     case CUDA_DT_Q6_K_SOA: launch<slot_q6_k>(c, v, xq, xd, y, n_rows); break;
     case CUDA_DT_Q8_0_SOA: launch<slot_q8_0>(c, v, xq, xd, y, n_rows); break;
     case CUDA_DT_Q4_0_SOA: launch<slot_q4_0>(c, v, xq, xd, y, n_rows); break;
     default: break;
     }
     CUDA_LAUNCHED(c, "matmul q8");
+}
+
+/* ---- Q4_K/Q5_K decoded scales (be_weight.aux) ------------------------------------- */
+
+size_t cuda_k45_aux_bytes(uint32_t type, int64_t k, int64_t n)
+{
+    if (type != GLIM_TYPE_Q4_K && type != GLIM_TYPE_Q5_K)
+        return 0;
+    return (size_t)(k / 256) * (size_t)n * 16;
+}
+
+/* Lossless: the same 6-bit values quant_k4_scale_min_get reads, one byte each, in the
+ * order a GEMV lane of sub-block pair c wants them (slot_k45<., true>::load). */
+void cuda_k45_aux_build(uint32_t type, const void *src, uint8_t *dst, int64_t k, int64_t n)
+{
+    size_t block_bytes = type == GLIM_TYPE_Q5_K ? sizeof(struct block_q5_k) : sizeof(struct block_q4_k);
+    int64_t n_blocks = (k / 256) * n;
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const uint8_t *scales = (const uint8_t *)src + (size_t)b * block_bytes + 4;   /* after d, dmin */
+        uint8_t *o = dst + (size_t)b * 16;
+        for (int c = 0; c < 4; c++) {
+            uint8_t sc0, m0, sc1, m1;
+            quant_k4_scale_min_get(scales, 2 * c, &sc0, &m0);
+            quant_k4_scale_min_get(scales, 2 * c + 1, &sc1, &m1);
+            o[4 * c + 0] = sc0;
+            o[4 * c + 1] = sc1;
+            o[4 * c + 2] = m0;
+            o[4 * c + 3] = m1;
+        }
+    }
 }
