@@ -40,6 +40,7 @@ static double q8_worst;     /* largest rel. L2 error seen on the int8-activation
 /* src/cuda/backend_cuda.cu (not in backend.h yet) */
 int backend_cuda_set_exact(struct backend *be_, bool exact);
 int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (default) or v1 */
+int backend_cuda_set_attn_tc(struct backend *be_, bool on);   /* tensor-core prefill (default off) */
 static bool attn_v2 = true;  /* which attention kernel the attention tests run */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -594,7 +595,7 @@ static void check_attention(struct attn_case ac)
     from_dev(gv, dv, cache_bytes);
     CHECK(memcmp(gk, hk, cache_bytes) == 0 && memcmp(gv, hv, cache_bytes) == 0);
 
-    int32_t pos[64];
+    int32_t pos[256];   /* n_tokens <= 256 */
     for (int t = 0; t < ac.n_tokens; t++)
         pos[t] = ac.p_last - ac.n_tokens + 1 + t;
     float *q = rand_vec((int64_t)ac.n_tokens * q_dim, 1.0f);
@@ -729,6 +730,26 @@ static void check_attention_graph(uint32_t kt, int64_t n_slots, int window, int3
     free(hk), free(hv), free(fill), free(k), free(v), free(q), free(ref), free(got);
 }
 
+/* the experimental tensor-core prefill (v3, GLIM_CUDA_ATTN_TC=1): F16 caches, >= 128
+ * query tokens, head_dim % 16 == 0 (<= 128), <= 16 heads per KV head; else v2 runs */
+static void test_attention_tc(void)
+{
+    CHECK_EQ(backend_cuda_set_attn_tc(be, true), GLIM_OK);
+    uint32_t kt = GLIM_TYPE_F16;
+    check_attention((struct attn_case){kt, 32, 2, 128, 700, 0, 0, 130, 650, 0});      /* Muse shape */
+    check_attention((struct attn_case){kt, 32, 2, 128, 2000, 0, 0, 128, 127, 0});     /* from position 0 */
+    check_attention((struct attn_case){kt, 8, 1, 64, 600, 0, 0, 129, 300, 0});        /* group 8: rows 8..15 empty */
+    check_attention((struct attn_case){kt, 6, 3, 64, 400, 100, 0, 131, 450, 0});      /* window, ring wrapped */
+    check_attention((struct attn_case){kt, 32, 2, 128, 400, 200, 0, 128, 900, 0});    /* Muse window */
+    check_attention((struct attn_case){kt, 16, 1, 128, 400, 0, 16, 133, 350, 0});     /* DFlash block */
+    check_attention((struct attn_case){kt, 8, 2, 128, 300, 64, 8, 128, 700, 0});      /* block + window */
+    check_attention((struct attn_case){kt, 10, 2, 80, 300, 0, 0, 130, 200, 0});       /* head_dim 80 */
+    check_attention((struct attn_case){kt, 16, 1, 128, 2000, 0, 0, 128, 1999, 0});    /* long range */
+    check_attention((struct attn_case){kt, 8, 1, 64, 700, 0, 0, 130, 650, 1});        /* unaligned: v1 */
+    check_attention((struct attn_case){GLIM_TYPE_BF16, 8, 1, 64, 700, 0, 0, 130, 650, 0});   /* v2 */
+    CHECK_EQ(backend_cuda_set_attn_tc(be, false), GLIM_OK);
+}
+
 static void test_attention_graph(void)
 {
     static const int32_t global_ps[] = {40, 63, 64, 65, 129, 1000, 4097, 5999, 7};
@@ -781,6 +802,7 @@ int main(void)
     RUN(test_attention);
     RUN(test_attention_v1);
     RUN(test_attention_graph);
+    RUN(test_attention_tc);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
     backend_free(be);

@@ -1,7 +1,8 @@
 /*
  * attn_bench.c — time the CUDA backend's attention at Muse Glimmer 30B shapes
  * (32 query heads, 2 KV heads, head_dim 128, F16 cache; window 2048 on a ring)
- * for v1 and v2 (backend_cuda_set_new), through struct backend_i as the model
+ * for v1, v2 (backend_cuda_set_new) and the experimental tensor-core prefill v3
+ * (backend_cuda_set_attn_tc; used for >= 128 query tokens only), through struct backend_i as the model
  * calls it. Correctness lives in tests/test_cuda_ops.c; this only prints.
  *
  * Build (GPU machine, after building libglim with -DGLIM_CUDA=ON in build-gpu):
@@ -23,7 +24,8 @@
 #include "backend/backend.h"
 #include "quant/quant.h"
 
-int backend_cuda_set_new(struct backend *be, bool on);   /* src/cuda/backend_cuda.cu */
+int backend_cuda_set_new(struct backend *be, bool on);      /* src/cuda/backend_cuda.cu */
+int backend_cuda_set_attn_tc(struct backend *be, bool on);
 
 static uint64_t rs = 88172645463325252ull;
 static uint32_t rnd(void)
@@ -122,7 +124,14 @@ int main(void)
         double v1 = time_attention(be, cases[i]);
         backend_cuda_set_new(be, true);
         double v2 = time_attention(be, cases[i]);
-        printf("%-38s v1 %9.1f us   v2 %9.1f us   x%.1f\n", cases[i].what, v1, v2, v2 > 0 ? v1 / v2 : 0.0);
+        double v3 = -1;
+        if (cases[i].n_tokens >= 128) {
+            backend_cuda_set_attn_tc(be, true);
+            v3 = time_attention(be, cases[i]);
+            backend_cuda_set_attn_tc(be, false);
+        }
+        printf("%-38s v1 %9.1f us   v2 %9.1f us (x%.1f)   v3 %9.1f us\n", cases[i].what, v1, v2,
+               v2 > 0 ? v1 / v2 : 0.0, v3);
         fflush(stdout);
     }
     backend_free(be);
