@@ -14,6 +14,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <sched.h>
 #include <stdatomic.h>
 
@@ -49,12 +50,13 @@ struct pool {
     pthread_cond_t  cv;
     struct pool_worker *workers;    /* owned: n - 1 entries */
     int n_started;
+    unsigned spin_before_yield;     /* long when every thread has a core of its own */
 };
 
 /* spin politely: pause first, then give the core away */
-static void pool_relax(unsigned *spins)
+static void pool_relax(const struct pool *p, unsigned *spins)
 {
-    if (++*spins < POOL_SPIN_BEFORE_YIELD)
+    if (++*spins < p->spin_before_yield)
         POOL_PAUSE();
     else
         sched_yield();
@@ -99,6 +101,10 @@ int pool_new(int n_threads, struct pool **out, struct glim_err *err)
     if (!p)
         return glim_fail(err, GLIM_ENOMEM, "thread pool: out of memory");
     p->n = n_threads;
+    /* With a core per thread, waiting is short: spin (a yield costs a syscall and,
+     * in a VM, a trip through the scheduler). Oversubscribed pools yield early. */
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    p->spin_before_yield = n_cpu > 0 && n_threads <= n_cpu ? 1u << 16 : POOL_SPIN_BEFORE_YIELD;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->workers = glim_calloc((size_t)n_threads, sizeof *p->workers);
@@ -156,7 +162,7 @@ void pool_run(struct pool *p, pool_task_fn fn, void *arg)
     fn(arg, 0, p->n);
     unsigned spins = 0;
     while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
-        pool_relax(&spins);
+        pool_relax(p, &spins);
 }
 
 void pool_barrier(struct pool *p)
@@ -171,7 +177,7 @@ void pool_barrier(struct pool *p)
     }
     unsigned spins = 0;
     while (atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase)
-        pool_relax(&spins);
+        pool_relax(p, &spins);
 }
 
 void pool_split(int64_t n, int ith, int nth, int64_t *r0, int64_t *r1)
