@@ -174,6 +174,51 @@ int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batc
     return be->i->download(be, b->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float), err);
 }
 
+void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,
+                 struct fwd_scratch *s, const struct attend_opts *o)
+{
+    const struct model_hparams *hp = &m->hp;
+    const struct model_layer *L = &m->layers[il];
+    struct backend *be = m->be;
+    const struct backend_i *op = be->i;
+    int H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
+
+    op->matmul(be, s->q, &L->wq, s->h, T);          /* [T][H*D]   */
+    op->matmul(be, s->k, &L->wk, s->h, T);          /* [T][Hkv*D] */
+    op->matmul(be, s->v, &L->wv, s->h, T);          /* [T][Hkv*D] */
+    if (L->q_norm.host)   /* QK-norm: per head, before RoPE */
+        op->rmsnorm(be, s->q, s->q, &L->q_norm, (int64_t)T * H, D, hp->eps);
+    if (L->k_norm.host)
+        op->rmsnorm(be, s->k, s->k, &L->k_norm, (int64_t)T * Hkv, D, hp->eps);
+    if (o->rope) {
+        op->rope(be, s->q, T, H, D, hp->n_rot, s->pos, o->rope_base, o->neox);
+        op->rope(be, s->k, T, Hkv, D, hp->n_rot, s->pos, o->rope_base, o->neox);
+    }
+    struct kv_layer *c = &kv->layers[il];
+    op->kv_store(be, c->k, c->v, kv->type, c->n_slots, s->k, s->v, T, s->pos, Hkv * D);
+    struct be_attn_args a = {
+        .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
+        .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
+        .n_head = H, .n_head_kv = Hkv, .head_dim = D,
+        .window = o->window, .scale = hp->attn_scale, .block = o->block,
+    };
+    op->attention(be, &a);
+}
+
+void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
+{
+    const struct model_hparams *hp = &m->hp;
+    const struct model_layer *L = &m->layers[il];
+    struct backend *be = m->be;
+    const struct backend_i *op = be->i;
+
+    op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, hp->n_embd, hp->eps);
+    op->matmul(be, s->f1, &L->ffn_gate, s->h, T);
+    op->matmul(be, s->f2, &L->ffn_up, s->h, T);
+    op->swiglu(be, s->f1, s->f1, s->f2, (int64_t)T * hp->n_ff);
+    op->matmul(be, s->o, &L->ffn_down, s->f1, T);
+}
+
 /* ---- loading ---------------------------------------------------------- */
 
 static int need_pos(const struct glim_model *m, const char *what, uint32_t v, uint32_t max,

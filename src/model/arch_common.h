@@ -53,6 +53,21 @@ int arch_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_bat
 int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
                 arch_body_fn body, struct glim_err *err);
 
+/* How a layer's attention positions its queries and keys. */
+struct attend_opts {
+    bool  rope;        /* rotate q and k (NoPE layers: false) */
+    float rope_base;
+    bool  neox;        /* pairing (i, i + n_rot/2) instead of (2i, 2i+1) */
+    int   window;      /* 0 = global */
+    int   block;       /* DFlash bidirectional block rows, 0 = causal */
+};
+/* From s->h: q, k, v projections, per-head q/k RMSNorm when the layer has those
+ * weights, RoPE, store K/V in layer il's cache, attention into s->a. */
+void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,
+                 struct fwd_scratch *s, const struct attend_opts *o);
+/* s->o = Wdown · (silu(Wgate h) ⊙ Wup h) with h = RMSNorm(x) · ffn_norm (left in s->h). */
+void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s);
+
 /* Common hyperparameters: embedding_length, block_count, head counts, head_dim,
  * feed_forward_length, context_length, rms eps, vocab from token_embd. */
 int arch_read_common(struct glim_model *m, struct glim_err *err);

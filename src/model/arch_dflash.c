@@ -187,33 +187,16 @@ static void draft_layer(struct glim_model *d, struct kv_cache *kv, int il, int T
     const struct model_layer *L = &d->layers[il];
     struct backend *be = d->be;
     const struct backend_i *op = be->i;
-    int E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
+    int E = hp->n_embd;
+    /* block K/V go where the next committed rows will be injected: transient */
+    struct attend_opts o = {.rope = true, .rope_base = hp->rope_base, .neox = true,
+                            .window = hp->is_swa[il] ? hp->n_swa : 0, .block = T};
 
     op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, E, hp->eps);
-    op->matmul(be, s->q, &L->wq, s->h, T);
-    op->matmul(be, s->k, &L->wk, s->h, T);
-    op->matmul(be, s->v, &L->wv, s->h, T);
-    op->rmsnorm(be, s->q, s->q, &L->q_norm, (int64_t)T * H, D, hp->eps);
-    op->rmsnorm(be, s->k, s->k, &L->k_norm, (int64_t)T * Hkv, D, hp->eps);
-    op->rope(be, s->q, T, H, D, hp->n_rot, s->pos, hp->rope_base, true);
-    op->rope(be, s->k, T, Hkv, D, hp->n_rot, s->pos, hp->rope_base, true);
-    struct kv_layer *c = &kv->layers[il];
-    /* block K/V go where the next committed rows will be injected: transient */
-    op->kv_store(be, c->k, c->v, kv->type, c->n_slots, s->k, s->v, T, s->pos, Hkv * D);
-    struct be_attn_args a = {
-        .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
-        .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
-        .n_head = H, .n_head_kv = Hkv, .head_dim = D,
-        .window = hp->is_swa[il] ? hp->n_swa : 0, .scale = hp->attn_scale, .block = T,
-    };
-    op->attention(be, &a);
+    arch_attend(d, kv, il, T, pos0, s, &o);
     op->matmul(be, s->o, &L->wo, s->a, T);
     op->add(be, s->x, s->o, (int64_t)T * E);
-    op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, E, hp->eps);
-    op->matmul(be, s->f1, &L->ffn_gate, s->h, T);
-    op->matmul(be, s->f2, &L->ffn_up, s->h, T);
-    op->swiglu(be, s->f1, s->f1, s->f2, (int64_t)T * hp->n_ff);
-    op->matmul(be, s->o, &L->ffn_down, s->f1, T);
+    arch_ffn(d, il, T, s);
     op->add(be, s->x, s->o, (int64_t)T * E);
 }
 

@@ -61,39 +61,18 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
     const struct model_layer *L = &m->layers[il];
     struct backend *be = m->be;
     const struct backend_i *op = be->i;
-    int E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
+    struct attend_opts o = {.rope = true, .rope_base = hp->rope_base, .neox = false};
 
-    op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, E, hp->eps);
-    op->matmul(be, s->q, &L->wq, s->h, T);
-    op->matmul(be, s->k, &L->wk, s->h, T);
-    op->matmul(be, s->v, &L->wv, s->h, T);
-    op->rope(be, s->q, T, H, D, hp->n_rot, s->pos, hp->rope_base, false);
-    op->rope(be, s->k, T, Hkv, D, hp->n_rot, s->pos, hp->rope_base, false);
-    struct kv_layer *c = &kv->layers[il];
-    op->kv_store(be, c->k, c->v, kv->type, c->n_slots, s->k, s->v, T, s->pos, Hkv * D);
-    struct be_attn_args a = {
-        .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
-        .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
-        .n_head = H, .n_head_kv = Hkv, .head_dim = D, .window = 0, .scale = hp->attn_scale,
-    };
-    op->attention(be, &a);
+    op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, hp->n_embd, hp->eps);
+    arch_attend(m, kv, il, T, pos0, s, &o);
     op->matmul(be, s->o, &L->wo, s->a, T);
-    op->add(be, s->x, s->o, (int64_t)T * E);
+    op->add(be, s->x, s->o, (int64_t)T * hp->n_embd);
 }
 
 static void ffn_block(struct glim_model *m, int il, int T, struct fwd_scratch *s)
 {
-    const struct model_hparams *hp = &m->hp;
-    const struct model_layer *L = &m->layers[il];
-    struct backend *be = m->be;
-    const struct backend_i *op = be->i;
-
-    op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, hp->n_embd, hp->eps);
-    op->matmul(be, s->f1, &L->ffn_gate, s->h, T);
-    op->matmul(be, s->f2, &L->ffn_up, s->h, T);
-    op->swiglu(be, s->f1, s->f1, s->f2, (int64_t)T * hp->n_ff);
-    op->matmul(be, s->o, &L->ffn_down, s->f1, T);
-    op->add(be, s->x, s->o, (int64_t)T * hp->n_embd);
+    arch_ffn(m, il, T, s);
+    m->be->i->add(m->be, s->x, s->o, (int64_t)T * m->hp.n_embd);
 }
 
 static int llama_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,

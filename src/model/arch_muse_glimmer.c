@@ -140,30 +140,16 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
     const struct model_layer *L = &m->layers[il];
     struct backend *be = m->be;
     const struct backend_i *op = be->i;
-    int E = hp->n_embd, H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
+    int E = hp->n_embd;
     bool swa = hp->is_swa[il];
+    /* RoPE only on sliding layers; global layers are NoPE and see the whole context */
+    struct attend_opts o = {.rope = swa, .rope_base = hp->rope_base_swa, .neox = hp->rope_neox,
+                            .window = swa ? hp->n_swa : 0};
 
     op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, E, hp->eps);
-    op->matmul(be, s->q, &L->wq, s->h, T);          /* [T][H*D]   */
-    op->matmul(be, s->k, &L->wk, s->h, T);          /* [T][Hkv*D] */
-    op->matmul(be, s->v, &L->wv, s->h, T);          /* [T][Hkv*D] */
-    op->matmul(be, s->g, &L->attn_gate, s->h, T);   /* [T][H*D]   */
-    op->rmsnorm(be, s->q, s->q, &L->q_norm, (int64_t)T * H, D, hp->eps);   /* per head */
-    op->rmsnorm(be, s->k, s->k, &L->k_norm, (int64_t)T * Hkv, D, hp->eps);
-    if (swa) {   /* RoPE only on sliding layers; global layers are NoPE */
-        op->rope(be, s->q, T, H, D, hp->n_rot, s->pos, hp->rope_base_swa, hp->rope_neox);
-        op->rope(be, s->k, T, Hkv, D, hp->n_rot, s->pos, hp->rope_base_swa, hp->rope_neox);
-    }
-    struct kv_layer *c = &kv->layers[il];
-    op->kv_store(be, c->k, c->v, kv->type, c->n_slots, s->k, s->v, T, s->pos, Hkv * D);
-    struct be_attn_args a = {
-        .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
-        .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
-        .n_head = H, .n_head_kv = Hkv, .head_dim = D,
-        .window = swa ? hp->n_swa : 0, .scale = hp->attn_scale,
-    };
-    op->attention(be, &a);
-    op->mul_sigmoid(be, s->a, s->g, (int64_t)T * H * D);   /* output gate, before Wo */
+    op->matmul(be, s->g, &L->attn_gate, s->h, T);          /* [T][H*D] output gate */
+    arch_attend(m, kv, il, T, pos0, s, &o);                 /* QK-norm, RoPE, window */
+    op->mul_sigmoid(be, s->a, s->g, (int64_t)T * hp->n_head * hp->head_dim);   /* gate before Wo */
     op->matmul(be, s->o, &L->wo, s->a, T);
     op->rmsnorm(be, s->o, s->o, &L->post_attn_norm, T, E, hp->post_eps);
     op->add(be, s->x, s->o, (int64_t)T * E);
@@ -173,18 +159,10 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
 static void ffn_block(struct glim_model *m, int il, int T, struct fwd_scratch *s)
 {
     const struct model_hparams *hp = &m->hp;
-    const struct model_layer *L = &m->layers[il];
     struct backend *be = m->be;
-    const struct backend_i *op = be->i;
-    int E = hp->n_embd;
-
-    op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, E, hp->eps);
-    op->matmul(be, s->f1, &L->ffn_gate, s->h, T);
-    op->matmul(be, s->f2, &L->ffn_up, s->h, T);
-    op->swiglu(be, s->f1, s->f1, s->f2, (int64_t)T * hp->n_ff);
-    op->matmul(be, s->o, &L->ffn_down, s->f1, T);
-    op->rmsnorm(be, s->o, s->o, &L->post_ffw_norm, T, E, hp->post_eps);
-    op->add(be, s->x, s->o, (int64_t)T * E);
+    arch_ffn(m, il, T, s);
+    be->i->rmsnorm(be, s->o, s->o, &m->layers[il].post_ffw_norm, T, hp->n_embd, hp->post_eps);
+    be->i->add(be, s->x, s->o, (int64_t)T * hp->n_embd);
 }
 
 static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
