@@ -14,25 +14,12 @@
 /* whole file into a malloc'ed buffer (NUL-terminated); NULL on failure */
 static inline char *g_read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    size_t n = 0;
+    char *b = test_read_file(path, &n);
+    if (!b)
         fprintf(stderr, "cannot open %s\n", path);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = '\0';
-        if (len)
-            *len = (size_t)n;
-    }
+    if (len)
+        *len = n;
     return b;
 }
 

@@ -35,24 +35,6 @@ static time_t pinned_clock(void *ud)
     return (time_t)1787486400;   /* 2026-08-23 12:00:00 UTC */
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0', *len = (size_t)n;
-    return buf;
-}
 
 /* The text of the next ```json fenced block at or after *p; advances *p past it. */
 static char *next_json_block(const char **p, size_t *len)
@@ -91,7 +73,7 @@ static char *json_string(const char *text, size_t len, size_t *out_len)
 static char *config_template(const char *path)
 {
     size_t len;
-    char *cfg = read_file(path, &len);
+    char *cfg = test_read_file(path, &len);
     if (!cfg)
         return NULL;
     struct jinja_arena *a = jinja_arena_new(0);
@@ -120,8 +102,8 @@ static void show_diff(const char *name, const char *got, size_t got_len, const c
 static void test_muse_glimmer_vectors(void)
 {
     size_t tlen, mdlen;
-    char *tmpl = read_file(testdata("chat_templates/muse-glimmer.jinja"), &tlen);
-    char *md = read_file(testdata("chat_templates/muse-glimmer-renders.md"), &mdlen);
+    char *tmpl = test_read_file(testdata("chat_templates/muse-glimmer.jinja"), &tlen);
+    char *md = test_read_file(testdata("chat_templates/muse-glimmer-renders.md"), &mdlen);
     CHECK(tmpl && md);
     if (!tmpl || !md)
         return;
@@ -173,9 +155,9 @@ static void check_fixture(const char *model, const char *name)
     char *tmpl = config_template(testdata(path));
     size_t in_len, want_len;
     snprintf(path, sizeof path, "%s.json", name);
-    char *in = read_file(fixture(path), &in_len);
+    char *in = test_read_file(fixture(path), &in_len);
     snprintf(path, sizeof path, "%s.out", name);
-    char *want = read_file(fixture(path), &want_len);
+    char *want = test_read_file(fixture(path), &want_len);
     CHECK(tmpl && in && want);
     struct chat_template *t = NULL;
     struct glim_err err = {0};
@@ -234,7 +216,7 @@ static void test_raise_exception(void)
 static void test_c_api_matches_json(void)
 {
     size_t tlen;
-    char *tmpl = read_file(testdata("chat_templates/muse-glimmer.jinja"), &tlen);
+    char *tmpl = test_read_file(testdata("chat_templates/muse-glimmer.jinja"), &tlen);
     CHECK(tmpl != NULL);
     if (!tmpl)
         return;

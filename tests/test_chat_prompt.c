@@ -13,24 +13,6 @@
 
 #include "../src/text/chat_prompt.h"
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b)
-        b[n] = 0, *len = (size_t)n;
-    return b;
-}
 
 static int count(const struct tok_ids *ids, int32_t id)
 {
@@ -47,7 +29,7 @@ static void test_trust_levels(void)
     struct tok_vocab *v = NULL;
     struct chat_template *t = NULL;
     size_t len = 0;
-    char *src = slurp(testdata("chat_templates/muse-glimmer.jinja"), &len);
+    char *src = test_read_file(testdata("chat_templates/muse-glimmer.jinja"), &len);
     CHECK(src != NULL);
     CHECK_EQ(gguf_open(testdata("vocab/ggml-vocab-llama4.gguf"), &g, &err), GLIM_OK);
     if (!src || !g)
