@@ -304,6 +304,61 @@ static void test_matmul_unaccelerated_type_falls_back(void)
     free(wd);
 }
 
+/* matmul_n (several weights, one input) gives exactly what separate matmuls give: fused
+ * when the weights share an activation format (Q4_K + Q6_K + Q5_K: Q8_K), one at a time
+ * otherwise (F32 next to Q4_K), with 1..7 input rows and ragged output row counts. */
+static void test_matmul_n_equals_separate(void)
+{
+    const uint32_t sets[][4] = {
+        {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K},
+        {GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K},
+        {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_0, GLIM_TYPE_Q8_0, GLIM_TYPE_Q8_0},
+        {GLIM_TYPE_F32, GLIM_TYPE_Q4_K, GLIM_TYPE_F16, GLIM_TYPE_Q6_K},
+    };
+    const int64_t k = 512, ns[4] = {37, 5, 64, 19};
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        for (int n_w = 2; n_w <= 4; n_w++) {
+            for (int rows = 1; rows <= 7; rows += 3) {
+                void *data[4];
+                size_t nb;
+                struct be_weight w[4];
+                float *y1[4], *y2[4], *x = malloc(sizeof(float) * (size_t)(k * rows));
+                for (int64_t i = 0; i < k * rows; i++)
+                    x[i] = frand(-1, 1);
+                for (int i = 0; i < n_w; i++) {
+                    data[i] = make_weight(sets[si][i], k, ns[i], &nb);
+                    w[i] = (struct be_weight){.name = "w", .type = sets[si][i], .k = k, .n = ns[i],
+                                              .nbytes = nb, .host = data[i]};
+                    y1[i] = malloc(sizeof(float) * (size_t)(ns[i] * rows));
+                    y2[i] = malloc(sizeof(float) * (size_t)(ns[i] * rows));
+                }
+                for (int bi = 0; bi < n_bes; bi++) {
+                    struct backend *be = bes_all[bi];
+                    if (!be->i->matmul_n)
+                        continue;
+                    const struct be_weight *wp[4];
+                    struct be_weight wb[4];
+                    for (int i = 0; i < n_w; i++) {
+                        wb[i] = w[i];
+                        be->i->weight_init(be, &wb[i], NULL);
+                        wp[i] = &wb[i];
+                        be->i->matmul(be, y1[i], &wb[i], x, rows);
+                    }
+                    be->i->matmul_n(be, n_w, y2, wp, x, rows);
+                    for (int i = 0; i < n_w; i++)
+                        CHECK(memcmp(y1[i], y2[i], sizeof(float) * (size_t)(ns[i] * rows)) == 0);
+                }
+                for (int i = 0; i < n_w; i++) {
+                    free(data[i]);
+                    free(y1[i]);
+                    free(y2[i]);
+                }
+                free(x);
+            }
+        }
+    }
+}
+
 /* ---- activation quantizers --------------------------------------------------------- */
 
 static void test_quant_act_bounds(void)
@@ -483,6 +538,7 @@ int main(void)
     RUN(test_matmul_every_type_and_level);
     RUN(test_matmul_tiles);
     RUN(test_matmul_unaccelerated_type_falls_back);
+    RUN(test_matmul_n_equals_separate);
     RUN(test_attention_vs_ref);
     RUN(test_small_ops_identical);
     for (int i = 0; i < n_bes; i++)

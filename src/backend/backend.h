@@ -89,6 +89,10 @@ struct backend_i {
     void (*get_rows)(struct backend *be, float *y, const struct be_weight *w, const int32_t *ids, int n);
     /* y[n_rows][w->n] = x[n_rows][w->k] . W^T */
     void (*matmul)(struct backend *be, float *y, const struct be_weight *w, const float *x, int n_rows);
+    /* optional: n (<= 4) weights over the same input in one call, ys[i] = x . ws[i]^T
+     * (q/k/v/gate, FFN gate/up). NULL: the model calls matmul n times. */
+    void (*matmul_n)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
+                     const float *x, int n_rows);
     /* y = x / sqrt(mean(x^2) + eps) * w   per row of length n; w NULL = no weight (F32 [n]) */
     void (*rmsnorm)(struct backend *be, float *y, const float *x, const struct be_weight *w,
                     int64_t n_rows, int n, float eps);

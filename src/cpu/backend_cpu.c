@@ -80,6 +80,13 @@ static void cpu_mm(struct backend *be, float *y, const struct be_weight *w, cons
     cpu_matmul(c->pool, c->kern, &c->scratch, y, w, x, n_rows);
 }
 
+static void cpu_mm_n(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
+                     const float *x, int n_rows)
+{
+    struct cpu_ctx *c = ctx_of(be);
+    cpu_matmul_n(c->pool, c->kern, &c->scratch, n, ys, ws, x, n_rows);
+}
+
 static void cpu_norm(struct backend *be, float *y, const float *x, const struct be_weight *w,
                      int64_t n_rows, int n, float eps)
 {
@@ -152,6 +159,7 @@ static const struct backend_i CPU_FAST = {
     .weight_clear = cpu_weight_clear,
     .get_rows = cpu_get_rows,
     .matmul = cpu_mm,
+    .matmul_n = cpu_mm_n,
     .rmsnorm = cpu_norm,
     .rope = cpu_rope_op,
     .add = cpu_add,

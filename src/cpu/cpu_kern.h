@@ -100,6 +100,11 @@ void cpu_scratch_clear(struct cpu_scratch *s);
 void cpu_matmul(struct pool *pool, const struct cpu_kern *kern, struct cpu_scratch *scratch,
                 float *y, const struct be_weight *w, const float *x, int n_rows);
 
+/* The same for up to CPU_MATMUL_N_MAX weights sharing one input (backend_i.matmul_n). */
+#define CPU_MATMUL_N_MAX 4
+void cpu_matmul_n(struct pool *pool, const struct cpu_kern *kern, struct cpu_scratch *scratch, int n,
+                  float *const *ys, const struct be_weight *const *ws, const float *x, int n_rows);
+
 /* Attention (same contract as backend_i.attention) split over query rows x
  * KV heads; each task reads a K/V row once for all query heads of its group. */
 void cpu_attention(struct pool *pool, const struct cpu_kern *kern, struct cpu_scratch *scratch,

@@ -108,34 +108,108 @@ static void mm_task_run(void *arg, int ith, int nth)
         mm_rows(t, j0, j1);
 }
 
+/* Pick the kernel for w; t->dot stays NULL when the type has none (reference fallback). */
+static void mm_setup(struct mm_task *t, const struct cpu_kern *kern, const struct be_weight *w)
+{
+    uint32_t type = w->dev_type;
+    if (type < GLIM_TYPE_COUNT && kern->dot[type] && w->dev) {
+        t->act = kern->act[type];
+        t->xa_stride = cpu_act_row_bytes(t->act, w->k);
+        t->w_row_bytes = quant_row_bytes(type, w->k);
+        if (t->xa_stride && t->w_row_bytes)
+            t->dot = kern->dot[type];
+    }
+}
+
+/* Point t at the activations: x itself (f32 kernels), the cached int8 copy, or fresh
+ * scratch that the task fills. false = no memory: use the reference. */
+static bool mm_bind_acts(struct mm_task *t, struct cpu_scratch *scratch, const float *x, int n_rows)
+{
+    if (t->act == CPU_ACT_F32) {
+        t->xa = (const char *)x;
+        return true;
+    }
+    t->have_xa = scratch->act_valid && scratch->act_x == x && scratch->act_k == t->w->k &&
+                 scratch->act_rows == n_rows && scratch->act_type == t->act;
+    if (!t->have_xa && cpu_scratch_reserve(scratch, t->xa_stride * (size_t)n_rows) != GLIM_OK)
+        return false;
+    t->xa = scratch->data;
+    return true;
+}
+
+/* Remember what scratch holds, unless a matmul just wrote over its own input. */
+static void mm_note_acts(struct cpu_scratch *scratch, const struct mm_task *t, const float *x, int n_rows,
+                         bool clobbered)
+{
+    scratch->act_valid = t->dot && t->act != CPU_ACT_F32 && !clobbered;
+    scratch->act_x = x, scratch->act_k = t->w->k, scratch->act_rows = n_rows, scratch->act_type = t->act;
+}
+
+static bool overlaps(const float *y, size_t ny, const float *x, size_t nx)
+{
+    return y < x + nx && x < y + ny;
+}
+
 void cpu_matmul(struct pool *pool, const struct cpu_kern *kern, struct cpu_scratch *scratch,
                 float *y, const struct be_weight *w, const float *x, int n_rows)
 {
     struct mm_task t = {.pool = pool, .kern = kern, .w = w, .y = y, .x = x, .n_rows = n_rows};
     if (n_rows <= 0 || w->n <= 0)
         return;
-    uint32_t type = w->dev_type;
-    if (type < GLIM_TYPE_COUNT && kern->dot[type] && w->dev) {
-        t.act = kern->act[type];
-        t.xa_stride = cpu_act_row_bytes(t.act, w->k);
-        t.w_row_bytes = quant_row_bytes(type, w->k);
-        if (t.xa_stride && t.w_row_bytes)
-            t.dot = kern->dot[type];
-    }
-    if (t.dot && t.act == CPU_ACT_F32) {
-        t.xa = (const char *)x;
-    } else if (t.dot) {
-        t.have_xa = scratch->act_valid && scratch->act_x == x && scratch->act_k == w->k &&
-                    scratch->act_rows == n_rows && scratch->act_type == t.act;
-        if (!t.have_xa && cpu_scratch_reserve(scratch, t.xa_stride * (size_t)n_rows) != GLIM_OK)
-            t.dot = NULL;   /* no memory for int8 activations: the reference needs none */
-        else
-            t.xa = scratch->data;
-    }
+    mm_setup(&t, kern, w);
+    if (t.dot && !mm_bind_acts(&t, scratch, x, n_rows))
+        t.dot = NULL;   /* no memory for int8 activations: the reference needs none */
     pool_run(pool, mm_task_run, &t);
-    /* remember what scratch holds, unless this matmul just wrote over its own input */
-    const float *y_end = y + (size_t)n_rows * w->n, *x_end = x + (size_t)n_rows * w->k;
-    bool clobbered = y < x_end && x < y_end;
-    scratch->act_valid = t.dot && t.act != CPU_ACT_F32 && !clobbered;
-    scratch->act_x = x, scratch->act_k = w->k, scratch->act_rows = n_rows, scratch->act_type = t.act;
+    mm_note_acts(scratch, &t, x, n_rows,
+                 overlaps(y, (size_t)n_rows * w->n, x, (size_t)n_rows * w->k));
+}
+
+/* Several weights over one input in one pool task: the activations are quantized
+ * once and the threads split the concatenated output rows of all weights, so a
+ * decode step pays one hand-off for q/k/v/gate instead of four. */
+struct mmn_task {
+    struct mm_task t[CPU_MATMUL_N_MAX];
+    int            n;
+    int64_t        total;   /* sum of the weights' rows */
+};
+
+static void mmn_task_run(void *arg, int ith, int nth)
+{
+    const struct mmn_task *m = arg;
+    if (m->t[0].act != CPU_ACT_F32 && !m->t[0].have_xa) {
+        mm_quantize(&m->t[0], ith, nth);
+        pool_barrier(m->t[0].pool);
+    }
+    int64_t r0, r1, base = 0;
+    pool_split(m->total, ith, nth, &r0, &r1);
+    for (int i = 0; i < m->n; base += m->t[i].w->n, i++) {
+        int64_t a = GLIM_MAX(r0, base), b = GLIM_MIN(r1, base + m->t[i].w->n);
+        if (b > a)
+            mm_rows(&m->t[i], a - base, b - base);
+    }
+}
+
+void cpu_matmul_n(struct pool *pool, const struct cpu_kern *kern, struct cpu_scratch *scratch, int n,
+                  float *const *ys, const struct be_weight *const *ws, const float *x, int n_rows)
+{
+    struct mmn_task m = {.n = n};
+    bool fused = n >= 1 && n <= CPU_MATMUL_N_MAX && n_rows > 0;
+    for (int i = 0; fused && i < n; i++) {
+        m.t[i] = (struct mm_task){.pool = pool, .kern = kern, .w = ws[i], .y = ys[i], .x = x, .n_rows = n_rows};
+        mm_setup(&m.t[i], kern, ws[i]);
+        fused = m.t[i].dot && m.t[i].act == m.t[0].act && ws[i]->k == ws[0]->k;
+        m.total += ws[i]->n;
+    }
+    if (!fused || !mm_bind_acts(&m.t[0], scratch, x, n_rows)) {
+        for (int i = 0; i < n; i++)   /* mixed kinds of weights: one at a time */
+            cpu_matmul(pool, kern, scratch, ys[i], ws[i], x, n_rows);
+        return;
+    }
+    bool clobbered = false;
+    for (int i = 1; i < n; i++)
+        m.t[i].xa = m.t[0].xa, m.t[i].have_xa = true;
+    for (int i = 0; i < n; i++)
+        clobbered |= overlaps(ys[i], (size_t)n_rows * ws[i]->n, x, (size_t)n_rows * ws[i]->k);
+    pool_run(pool, mmn_task_run, &m);
+    mm_note_acts(scratch, &m.t[0], x, n_rows, clobbered);
 }

@@ -174,6 +174,18 @@ int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batc
     return be->i->download(be, b->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float), err);
 }
 
+/* ys[i] = x . ws[i]^T for weights that share one input: one backend call when it can. */
+static void matmul_n(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
+                     const float *x, int T)
+{
+    if (be->i->matmul_n) {
+        be->i->matmul_n(be, n, ys, ws, x, T);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        be->i->matmul(be, ys[i], ws[i], x, T);
+}
+
 void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,
                  struct fwd_scratch *s, const struct attend_opts *o)
 {
@@ -183,9 +195,10 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     const struct backend_i *op = be->i;
     int H = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim;
 
-    op->matmul(be, s->q, &L->wq, s->h, T);          /* [T][H*D]   */
-    op->matmul(be, s->k, &L->wk, s->h, T);          /* [T][Hkv*D] */
-    op->matmul(be, s->v, &L->wv, s->h, T);          /* [T][Hkv*D] */
+    /* q [T][H*D], k and v [T][Hkv*D], and the output gate [T][H*D] when there is one */
+    float *ys[4] = {s->q, s->k, s->v, s->g};
+    const struct be_weight *ws[4] = {&L->wq, &L->wk, &L->wv, o->gate};
+    matmul_n(be, o->gate ? 4 : 3, ys, ws, s->h, T);
     if (L->q_norm.host)   /* QK-norm: per head, before RoPE */
         op->rmsnorm(be, s->q, s->q, &L->q_norm, (int64_t)T * H, D, hp->eps);
     if (L->k_norm.host)
@@ -213,8 +226,9 @@ void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
     const struct backend_i *op = be->i;
 
     op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, hp->n_embd, hp->eps);
-    op->matmul(be, s->f1, &L->ffn_gate, s->h, T);
-    op->matmul(be, s->f2, &L->ffn_up, s->h, T);
+    float *ys[2] = {s->f1, s->f2};
+    const struct be_weight *ws[2] = {&L->ffn_gate, &L->ffn_up};
+    matmul_n(be, 2, ys, ws, s->h, T);
     op->swiglu(be, s->f1, s->f1, s->f2, (int64_t)T * hp->n_ff);
     op->matmul(be, s->o, &L->ffn_down, s->f1, T);
 }

@@ -60,6 +60,7 @@ struct attend_opts {
     bool  neox;        /* pairing (i, i + n_rot/2) instead of (2i, 2i+1) */
     int   window;      /* 0 = global */
     int   block;       /* DFlash bidirectional block rows, 0 = causal */
+    const struct be_weight *gate;   /* optional 4th projection of h (output gate) → s->g */
 };
 /* From s->h: q, k, v projections, per-head q/k RMSNorm when the layer has those
  * weights, RoPE, store K/V in layer il's cache, attention into s->a. */

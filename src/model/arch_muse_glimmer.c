@@ -144,11 +144,10 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
     bool swa = hp->is_swa[il];
     /* RoPE only on sliding layers; global layers are NoPE and see the whole context */
     struct attend_opts o = {.rope = swa, .rope_base = hp->rope_base_swa, .neox = hp->rope_neox,
-                            .window = swa ? hp->n_swa : 0};
+                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate};
 
     op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, E, hp->eps);
-    op->matmul(be, s->g, &L->attn_gate, s->h, T);          /* [T][H*D] output gate */
-    arch_attend(m, kv, il, T, pos0, s, &o);                 /* QK-norm, RoPE, window */
+    arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
     op->mul_sigmoid(be, s->a, s->g, (int64_t)T * hp->n_head * hp->head_dim);   /* gate before Wo */
     op->matmul(be, s->o, &L->wo, s->a, T);
     op->rmsnorm(be, s->o, s->o, &L->post_attn_norm, T, E, hp->post_eps);
