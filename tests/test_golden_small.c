@@ -191,6 +191,13 @@ static void test_chunking_is_exact(void)
         CHECK_EQ(glim_session_truncate(s, N - 6, &err), 0);
         CHECK_EQ(glim_session_eval(s, ids + N - 6, 6, out, 6, &err), 0);
         CHECK(g_maxabs(out, seq + (size_t)(N - 6) * V, (size_t)6 * V) <= 1e-5);
+        /* a rewind the ring (window 8 + chunk - 1 + 16 spare rows) cannot serve is refused;
+         * back to 0 always works */
+        if (8 + chunks[c] - 1 + 16 < 128)
+            CHECK_EQ(glim_session_truncate(s, 10, &err), GLIM_ERANGE);
+        CHECK_EQ(glim_session_truncate(s, 0, &err), 0);
+        CHECK_EQ(glim_session_eval(s, ids, 11, out, 11, &err), 0);
+        CHECK(g_maxabs(out, seq, (size_t)11 * V) <= 1e-5);
         glim_session_free(s);
     }
     free(seq);

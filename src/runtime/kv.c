@@ -97,8 +97,11 @@ int kv_cache_truncate(struct kv_cache *kv, int64_t pos, struct glim_err *err)
     for (int il = 0; il < kv->n_layer; il++) {
         const struct kv_layer *L = &kv->layers[il];
         /* the ring holds pos_hi - n_slots .. pos_hi - 1; a query at pos needs pos - window + 1 .. */
-        /* a ring as large as the context never overwrites anything: any rewind is fine */
-        if (L->is_ring && L->n_slots < kv->n_ctx && kv->pos_hi - pos > L->n_slots - kv->n_swa)
+        /* A query at pos needs positions max(0, pos - window + 1) .. pos - 1; the ring still
+         * holds pos_hi - n_slots .. pos_hi - 1 (a ring as large as the context holds all, and
+         * a rewind to 0 needs nothing). */
+        int64_t need_lo = GLIM_MAX(0, pos - kv->n_swa + 1);
+        if (L->is_ring && L->n_slots < kv->n_ctx && pos > 0 && need_lo < kv->pos_hi - L->n_slots)
             return glim_fail(err, GLIM_ERANGE,
                              "cannot rewind to %lld: the sliding-window ring keeps only %lld rows beyond "
                              "the window", (long long)pos, (long long)(L->n_slots - kv->n_swa));
