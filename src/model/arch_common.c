@@ -2,6 +2,7 @@
 #include "arch_common.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../base/alloc.h"
@@ -308,28 +309,20 @@ int arch_read_common(struct glim_model *m, struct glim_err *err)
 int arch_bind_layer_common(struct glim_model *m, int il, struct glim_err *err)
 {
     const struct model_hparams *hp = &m->hp;
-    struct model_layer *L = &m->layers[il];
     int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
             KD = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-    char name[96];
-    int rc;
-#define BIND(field, suffix, k, n)                                              \
-    do {                                                                       \
-        snprintf(name, sizeof name, "blk.%d.%s.weight", il, suffix);           \
-        if ((rc = model_bind(m, &L->field, name, k, n, true, err)) != GLIM_OK) \
-            return rc;                                                         \
-    } while (0)
-    BIND(attn_norm, "attn_norm", E, 0);
-    BIND(wq, "attn_q", E, QD);
-    BIND(wk, "attn_k", E, KD);
-    BIND(wv, "attn_v", E, KD);
-    BIND(wo, "attn_output", QD, E);
-    BIND(ffn_norm, "ffn_norm", E, 0);
-    BIND(ffn_gate, "ffn_gate", E, F);
-    BIND(ffn_up, "ffn_up", E, F);
-    BIND(ffn_down, "ffn_down", F, E);
-#undef BIND
-    return GLIM_OK;
+    const struct blk_tensor t[] = {
+        {offsetof(struct model_layer, attn_norm), "attn_norm", E, 0},
+        {offsetof(struct model_layer, wq), "attn_q", E, QD},
+        {offsetof(struct model_layer, wk), "attn_k", E, KD},
+        {offsetof(struct model_layer, wv), "attn_v", E, KD},
+        {offsetof(struct model_layer, wo), "attn_output", QD, E},
+        {offsetof(struct model_layer, ffn_norm), "ffn_norm", E, 0},
+        {offsetof(struct model_layer, ffn_gate), "ffn_gate", E, F},
+        {offsetof(struct model_layer, ffn_up), "ffn_up", E, F},
+        {offsetof(struct model_layer, ffn_down), "ffn_down", F, E},
+    };
+    return model_bind_blk(m, il, t, (int)(sizeof t / sizeof t[0]), true, err);
 }
 
 int arch_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, void *scratch,

@@ -14,6 +14,7 @@
  * every block query (the ExecuTorch rule; spec/README.md rule 7).
  */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../base/alloc.h"
@@ -109,16 +110,14 @@ static int dflash_load_tensors(struct glim_model *m, struct glim_err *err)
     m->layers = glim_calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return glim_fail(err, GLIM_ENOMEM, "out of memory");
-    char name[96];
     for (int il = 0; il < hp->n_layer; il++) {
-        struct model_layer *L = &m->layers[il];
         if ((rc = arch_bind_layer_common(m, il, err)))
             return rc;
-        snprintf(name, sizeof name, "blk.%d.attn_q_norm.weight", il);
-        if ((rc = model_bind(m, &L->q_norm, name, D, 0, true, err)))
-            return rc;
-        snprintf(name, sizeof name, "blk.%d.attn_k_norm.weight", il);
-        if ((rc = model_bind(m, &L->k_norm, name, D, 0, true, err)))
+        const struct blk_tensor t[] = {
+            {offsetof(struct model_layer, q_norm), "attn_q_norm", D, 0},
+            {offsetof(struct model_layer, k_norm), "attn_k_norm", D, 0},
+        };
+        if ((rc = model_bind_blk(m, il, t, 2, true, err)))
             return rc;
     }
     return GLIM_OK;

@@ -12,6 +12,7 @@
  * a flat cache. Runs on whatever backend the model was loaded on.
  */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../base/alloc.h"
@@ -107,17 +108,14 @@ static int mg_load_tensors(struct glim_model *m, struct glim_err *err)
         struct model_layer *L = &m->layers[il];
         if ((rc = arch_bind_layer_common(m, il, err)))
             return rc;
-#define BIND(field, suffix, k, n)                                              \
-    do {                                                                       \
-        snprintf(name, sizeof name, "blk.%d.%s.weight", il, suffix);           \
-        if ((rc = model_bind(m, &L->field, name, k, n, true, err)) != GLIM_OK) \
-            return rc;                                                         \
-    } while (0)
-        BIND(q_norm, "attn_q_norm", D, 0);
-        BIND(k_norm, "attn_k_norm", D, 0);
-        BIND(post_attn_norm, "post_attention_norm", E, 0);
-        BIND(post_ffw_norm, "post_ffw_norm", E, 0);
-#undef BIND
+        const struct blk_tensor t[] = {
+            {offsetof(struct model_layer, q_norm), "attn_q_norm", D, 0},
+            {offsetof(struct model_layer, k_norm), "attn_k_norm", D, 0},
+            {offsetof(struct model_layer, post_attn_norm), "post_attention_norm", E, 0},
+            {offsetof(struct model_layer, post_ffw_norm), "post_ffw_norm", E, 0},
+        };
+        if ((rc = model_bind_blk(m, il, t, 4, true, err)))
+            return rc;
         /* the output gate: 30B files say attn_gate, older ones attn_output_gate (model.md §3.2) */
         snprintf(name, sizeof name, "blk.%d.attn_gate.weight", il);
         if ((rc = model_bind(m, &L->attn_gate, name, E, QD, false, err)))

@@ -68,6 +68,20 @@ int model_bind(struct glim_model *m, struct be_weight *w, const char *name, int6
     return GLIM_OK;
 }
 
+int model_bind_blk(struct glim_model *m, int il, const struct blk_tensor *t, int n_t, bool required,
+                   struct glim_err *err)
+{
+    char name[96];
+    for (int i = 0; i < n_t; i++) {
+        struct be_weight *w = (struct be_weight *)((char *)&m->layers[il] + t[i].field);
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, t[i].suffix);
+        int rc = model_bind(m, w, name, t[i].k, t[i].n, required, err);
+        if (rc != GLIM_OK)
+            return rc;
+    }
+    return GLIM_OK;
+}
+
 static int key_fail(const struct glim_model *m, const char *key, struct glim_err *err)
 {
     return glim_fail(err, GLIM_EFORMAT, "%s: required metadata key '%s' is missing",

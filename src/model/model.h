@@ -136,6 +136,14 @@ const struct gguf_tensor *model_tensor(const struct glim_model *m, const char *n
  * required=false: absent is fine (w->host stays NULL). */
 int model_bind(struct glim_model *m, struct be_weight *w, const char *name, int64_t k, int64_t n,
                bool required, struct glim_err *err);
+/* Bind a list of per-layer tensors "blk.<il>.<suffix>.weight" to fields of layer il. */
+struct blk_tensor {
+    size_t      field;    /* offsetof(struct model_layer, ...) */
+    const char *suffix;   /* "attn_q" ... */
+    int64_t     k, n;     /* expected shape (n = 0: a [k] vector) */
+};
+int model_bind_blk(struct glim_model *m, int il, const struct blk_tensor *t, int n_t, bool required,
+                   struct glim_err *err);
 /* "<arch>.<suffix>" lookups */
 int model_get_u32(const struct glim_model *m, const char *suffix, uint32_t *out, bool required,
                   struct glim_err *err);
