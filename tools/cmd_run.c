@@ -270,8 +270,6 @@ int cmd_run(int argc, char **argv)
     int rc = glim_model_load(o.model, &mp, &m, &err);
     if (rc == GLIM_OK)
         rc = o.tokenizer ? tok_vocab_from_json(o.tokenizer, &v, &err) : tok_vocab_from_gguf(m->gguf, &v, &err);
-    if (rc == GLIM_ENOTFOUND)
-        glim_err_prefix(&err, "%s has no vocabulary; pass --tokenizer tokenizer.json", o.model);
     if (rc == GLIM_OK && tok_n_vocab(v) > glim_model_n_vocab(m))
         rc = glim_fail(&err, GLIM_EINVAL, "tokenizer has %d tokens, the model only %d", tok_n_vocab(v),
                        glim_model_n_vocab(m));

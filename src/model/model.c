@@ -194,6 +194,11 @@ int glim_model_load(const char *path, const struct glim_model_params *p, struct 
         if (!strcmp(n, m->hp.arch) || (!strcmp(n, "muse-glimmer") && !strcmp(m->hp.arch, "muse_glimmer")))
             m->arch = ARCHES[i];
     }
+    if (!m->arch && !strcmp(m->hp.arch, "dflash")) {
+        rc = glim_fail(err, GLIM_EUNSUPPORTED, "%s: a dflash file is a draft model: pass it with --draft "
+                       "next to its target", path);
+        goto fail;
+    }
     if (!m->arch) {
         rc = glim_fail(err, GLIM_EUNSUPPORTED,
                        "%s: general.architecture: expected muse-glimmer or llama, got '%s'", path,
