@@ -391,7 +391,7 @@ static int gguf_kind(const struct gguf_file *f, enum tok_kind *kind, struct glim
     size_t n;
     int rc = gguf_get_str(f, "tokenizer.ggml.model", &s, &n, err);
     if (rc == GLIM_ENOTFOUND)
-        return glim_fail(err, GLIM_ENOTFOUND, "%s: no vocabulary (tokenizer.ggml.model is absent); pass a tokenizer.json",
+        return glim_fail(err, GLIM_ENOTFOUND, "%s: no vocabulary (tokenizer.ggml.model is absent); pass --tokenizer tokenizer.json",
                          gguf_path(f));
     if (rc != GLIM_OK)
         return rc;
@@ -404,7 +404,7 @@ static int gguf_kind(const struct gguf_file *f, enum tok_kind *kind, struct glim
         return GLIM_OK;
     }
     if (str_is(s, n, "no_vocab") || str_is(s, n, "none"))
-        return glim_fail(err, GLIM_ENOTFOUND, "%s: no vocabulary (tokenizer.ggml.model = %.*s); pass a tokenizer.json",
+        return glim_fail(err, GLIM_ENOTFOUND, "%s: no vocabulary (tokenizer.ggml.model = %.*s); pass --tokenizer tokenizer.json",
                          gguf_path(f), (int)n, s);
     return glim_fail(err, GLIM_EUNSUPPORTED, "%s: tokenizer.ggml.model: expected llama or gpt2, got '%.*s'",
                      gguf_path(f), (int)GLIM_MIN(n, 64), s);
