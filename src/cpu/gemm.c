@@ -14,6 +14,7 @@
  *         block decoded once for all rows of the group.
  * Decode (n_rows <= CPU_NX) degenerates to one kernel call per weight row.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../base/alloc.h"
@@ -56,7 +57,20 @@ struct mm_task {
     size_t       xa_stride;    /* bytes between activation rows */
     size_t       w_row_bytes;
     bool         have_xa;      /* activations already quantized (cached) */
+    _Atomic int64_t next;      /* next output row to hand out (dynamic split) */
+    int64_t      chunk;        /* rows per hand-out */
 };
+
+/* Rows are handed out in chunks from a shared counter rather than split evenly up
+ * front: on a VM whose cores run at different speeds, a fixed split leaves the
+ * fast thread waiting for the slow one. Each row is still computed by exactly one
+ * thread with the same kernel, so results do not depend on who took it. */
+static int64_t mm_chunk(int64_t n_out, int nth)
+{
+    int64_t c = n_out / ((int64_t)nth * 8);
+    c = (c + 15) & ~(int64_t)15;
+    return c < 16 ? 16 : c;
+}
 
 static void mm_quantize(const struct mm_task *t, int ith, int nth)
 {
@@ -92,10 +106,10 @@ static void mm_rows(const struct mm_task *t, int64_t j0, int64_t j1)
 
 static void mm_task_run(void *arg, int ith, int nth)
 {
-    const struct mm_task *t = arg;
-    int64_t j0, j1;
-    pool_split(t->w->n, ith, nth, &j0, &j1);
+    struct mm_task *t = arg;
     if (!t->dot) {
+        int64_t j0, j1;
+        pool_split(t->w->n, ith, nth, &j0, &j1);
         if (j1 > j0)
             cpu_ref_matmul_rows(t->y, t->w, t->x, t->n_rows, j0, j1);
         return;
@@ -104,8 +118,12 @@ static void mm_task_run(void *arg, int ith, int nth)
         mm_quantize(t, ith, nth);
         pool_barrier(t->pool);
     }
-    if (j1 > j0)
-        mm_rows(t, j0, j1);
+    for (;;) {
+        int64_t j0 = atomic_fetch_add_explicit(&t->next, t->chunk, memory_order_relaxed);
+        if (j0 >= t->w->n)
+            break;
+        mm_rows(t, j0, GLIM_MIN(j0 + t->chunk, t->w->n));
+    }
 }
 
 /* Pick the kernel for w; t->dot stays NULL when the type has none (reference fallback). */
@@ -159,6 +177,7 @@ void cpu_matmul(struct pool *pool, const struct cpu_kern *kern, struct cpu_scrat
     mm_setup(&t, kern, w);
     if (t.dot && !mm_bind_acts(&t, scratch, x, n_rows))
         t.dot = NULL;   /* no memory for int8 activations: the reference needs none */
+    t.chunk = mm_chunk(w->n, pool_size(pool));
     pool_run(pool, mm_task_run, &t);
     mm_note_acts(scratch, &t, x, n_rows,
                  overlaps(y, (size_t)n_rows * w->n, x, (size_t)n_rows * w->k));
@@ -175,17 +194,21 @@ struct mmn_task {
 
 static void mmn_task_run(void *arg, int ith, int nth)
 {
-    const struct mmn_task *m = arg;
+    struct mmn_task *m = arg;
     if (m->t[0].act != CPU_ACT_F32 && !m->t[0].have_xa) {
         mm_quantize(&m->t[0], ith, nth);
         pool_barrier(m->t[0].pool);
     }
-    int64_t r0, r1, base = 0;
-    pool_split(m->total, ith, nth, &r0, &r1);
-    for (int i = 0; i < m->n; base += m->t[i].w->n, i++) {
-        int64_t a = GLIM_MAX(r0, base), b = GLIM_MIN(r1, base + m->t[i].w->n);
-        if (b > a)
-            mm_rows(&m->t[i], a - base, b - base);
+    for (;;) {   /* chunks of the concatenated output rows (see mm_chunk) */
+        int64_t r0 = atomic_fetch_add_explicit(&m->t[0].next, m->t[0].chunk, memory_order_relaxed);
+        if (r0 >= m->total)
+            break;
+        int64_t r1 = GLIM_MIN(r0 + m->t[0].chunk, m->total), base = 0;
+        for (int i = 0; i < m->n; base += m->t[i].w->n, i++) {
+            int64_t a = GLIM_MAX(r0, base), b = GLIM_MIN(r1, base + m->t[i].w->n);
+            if (b > a)
+                mm_rows(&m->t[i], a - base, b - base);
+        }
     }
 }
 
@@ -210,6 +233,7 @@ void cpu_matmul_n(struct pool *pool, const struct cpu_kern *kern, struct cpu_scr
         m.t[i].xa = m.t[0].xa, m.t[i].have_xa = true;
     for (int i = 0; i < n; i++)
         clobbered |= overlaps(ys[i], (size_t)n_rows * ws[i]->n, x, (size_t)n_rows * ws[i]->k);
+    m.t[0].chunk = mm_chunk(m.total, pool_size(pool));
     pool_run(pool, mmn_task_run, &m);
     mm_note_acts(scratch, &m.t[0], x, n_rows, clobbered);
 }
