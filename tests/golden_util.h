@@ -170,4 +170,60 @@ static inline int g_golden_greedy(const char *json, int32_t *ids, float *margin,
     return mg ? 0 : -1;
 }
 
+/* glimmer-tiny variant v on model m against the torch goldens with the MANIFEST tolerance:
+ * prefill in chunks of 16 and a teacher-forced greedy run (the golden ids are fed, so
+ * every step is comparable); the argmax must equal the golden's wherever its top1-top2
+ * margin exceeds the tolerance. label names the path in the printed line. */
+static inline void g_check_glimmer_tol(struct glim_model *m, const char *v, const char *label,
+                                       const int32_t *prompt, int np)
+{
+    enum { V = 512, NG = 32 };
+    char rel[128];
+    size_t n_pre = 0, n_gre = 0;
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.torch.prefill.f32", v);
+    float *pre = g_read_f32(testdata(rel), &n_pre);
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.torch.greedy.f32", v);
+    float *gre = g_read_f32(testdata(rel), &n_gre);
+    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.golden.json", v);
+    char *json = g_read_file(testdata(rel), NULL);
+    double tol = g_manifest_tol(v);
+    float *out = malloc(sizeof(float) * 80 * V), row[V];
+    struct glim_session *s = NULL;
+    CHECK(m && pre && gre && json && tol > 0);
+    CHECK_EQ(n_pre, (size_t)80 * V);
+    CHECK_EQ(n_gre, (size_t)NG * V);
+    if (!m || !pre || !gre || !json || n_pre != (size_t)80 * V || n_gre != (size_t)NG * V)
+        goto done;
+    int32_t ids[NG];
+    float margin[NG] = {0};
+    CHECK_EQ(g_golden_greedy(json, ids, margin, NG), 0);
+    CHECK_EQ(g_eval_all(m, prompt, np, 16, GLIM_KV_F32, out), 0);
+    double d_pre = g_maxabs(out, pre, (size_t)80 * V), d_gre = 0;
+    s = g_session(m, 0, GLIM_KV_F32);
+    struct glim_err err = {0};
+    CHECK_EQ(glim_session_eval(s, prompt, np, row, 1, &err), 0);
+    int checked = 0, agree = 0;
+    for (int k = 0; k < NG; k++) {
+        double d = g_maxabs(row, gre + (size_t)k * V, V);
+        d_gre = d > d_gre ? d : d_gre;
+        if (margin[k] > tol) {
+            checked++;
+            agree += g_argmax(row, V) == ids[k];
+        }
+        if (k + 1 < NG)
+            CHECK_EQ(glim_session_eval(s, &ids[k], 1, row, 1, &err), 0);
+    }
+    printf("  glimmer-tiny-%-6s %s: prefill %.3g greedy %.3g (tol %.3g), argmax %d/%d where margin > tol\n",
+           v, label, d_pre, d_gre, tol, agree, checked);
+    CHECK(d_pre <= tol);
+    CHECK(d_gre <= tol);
+    CHECK_EQ(agree, checked);
+done:
+    glim_session_free(s);
+    free(out);
+    free(pre);
+    free(gre);
+    free(json);
+}
+
 #endif

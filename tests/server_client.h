@@ -80,6 +80,20 @@ static struct http_answer http_call(int port, const char *method, const char *pa
     return a;
 }
 
+/* A counter from GET /metrics (Prometheus text); -1 when absent. */
+static long long http_metric(int port, const char *name)
+{
+    struct http_answer a = http_call(port, "GET", "/metrics", "", 0, NULL);
+    long long v = -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = a.body ? strstr(a.body, key) : NULL;
+    if (p)
+        v = atoll(p + strlen(key));
+    http_answer_clear(&a);
+    return v;
+}
+
 static struct http_answer http_post(int port, const char *path, const char *body, const char *headers)
 {
     return http_call(port, "POST", path, body, strlen(body), headers);

@@ -68,52 +68,10 @@ done:
 
 static void check_variant_fast(const char *v, const int32_t *prompt, int n_prompt)
 {
-    enum { V = 512, NG = 32 };
-    char rel[256];
+    char rel[128];
     snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.gguf", v);
     struct glim_model *m = g_load(testdata(rel), GLIM_KERNELS_AUTO);
-    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.golden.json", v);
-    char *json = g_read_file(testdata(rel), NULL);
-    float *pre = load_golden(v, "prefill", (size_t)80 * V), *gre = load_golden(v, "greedy", (size_t)NG * V);
-    float *out = malloc(sizeof(float) * 80 * V), *row = malloc(sizeof(float) * V);
-    double tol = g_manifest_tol(v);
-    CHECK(tol > 0);
-    struct glim_session *s = NULL;
-    if (!m || !json || !pre || !gre)
-        goto done;
-    int32_t ids[NG];
-    float margin[NG];
-    CHECK_EQ(g_golden_greedy(json, ids, margin, NG), 0);
-    CHECK_EQ(g_eval_all(m, prompt, n_prompt, 16, GLIM_KV_F32, out), 0);
-    double d_pre = g_maxabs(out, pre, (size_t)80 * V), d_gre = 0;
-    /* teacher-forced greedy: feed the golden ids, compare every step's logits */
-    s = g_session(m, 0, GLIM_KV_F32);
-    struct glim_err err = {0};
-    CHECK_EQ(glim_session_eval(s, prompt, n_prompt, row, 1, &err), 0);
-    int checked = 0, agree = 0;
-    for (int k = 0; k < NG; k++) {
-        double d = g_maxabs(row, gre + (size_t)k * V, V);
-        if (d > d_gre)
-            d_gre = d;
-        if (margin[k] > tol) {
-            checked++;
-            agree += g_argmax(row, V) == ids[k];
-        }
-        if (k + 1 < NG)
-            CHECK_EQ(glim_session_eval(s, &ids[k], 1, row, 1, &err), 0);
-    }
-    printf("  %-7s fast path: prefill %.3g  greedy %.3g  (tol %.3g)  argmax on %d steps with margin > tol: %d equal\n",
-           v, d_pre, d_gre, tol, checked, agree);
-    CHECK(d_pre <= tol);
-    CHECK(d_gre <= tol);
-    CHECK_EQ(agree, checked);
-done:
-    glim_session_free(s);
-    free(out);
-    free(row);
-    free(pre);
-    free(gre);
-    free(json);
+    g_check_glimmer_tol(m, v, "fast path", prompt, n_prompt);
     glim_model_free(m);
 }
 

@@ -57,51 +57,10 @@ static void test_muse_glimmer_tiny(void)
 
 static void check_glimmer(const char *v, const int32_t *prompt, int np)
 {
-    enum { V = 512, NG = 32 };
     char rel[128];
     snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.gguf", v);
     struct glim_model *m = load_cuda(rel);
-    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.torch.prefill.f32", v);
-    float *pre = g_read_f32(testdata(rel), NULL);
-    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.torch.greedy.f32", v);
-    float *gre = g_read_f32(testdata(rel), NULL);
-    snprintf(rel, sizeof rel, "glimmer-tiny/glimmer-tiny-%s.golden.json", v);
-    char *json = g_read_file(testdata(rel), NULL);
-    double tol = g_manifest_tol(v);
-    float *out = malloc(sizeof(float) * 80 * V), row[V];
-    CHECK(m && pre && gre && json && tol > 0);
-    if (!m || !pre || !gre || !json)
-        goto done;
-    int32_t ids[NG];
-    float margin[NG] = {0};
-    CHECK_EQ(g_golden_greedy(json, ids, margin, NG), 0);
-    CHECK_EQ(g_eval_all(m, prompt, np, 16, GLIM_KV_F32, out), 0);
-    double d_pre = g_maxabs(out, pre, (size_t)80 * V), d_gre = 0;
-    struct glim_session *s = g_session(m, 0, GLIM_KV_F32);
-    struct glim_err err = {0};
-    CHECK_EQ(glim_session_eval(s, prompt, np, row, 1, &err), 0);
-    int checked = 0, agree = 0;
-    for (int k = 0; k < NG; k++) {   /* teacher-forced: every step is comparable */
-        double d = g_maxabs(row, gre + (size_t)k * V, V);
-        d_gre = d > d_gre ? d : d_gre;
-        if (margin[k] > tol) {
-            checked++;
-            agree += g_argmax(row, V) == ids[k];
-        }
-        if (k + 1 < NG)
-            CHECK_EQ(glim_session_eval(s, &ids[k], 1, row, 1, &err), 0);
-    }
-    glim_session_free(s);
-    printf("  glimmer-tiny-%-6s cuda: prefill %.3g greedy %.3g (tol %.3g), argmax %d/%d where margin > tol\n",
-           v, d_pre, d_gre, tol, agree, checked);
-    CHECK(d_pre <= tol);
-    CHECK(d_gre <= tol);
-    CHECK_EQ(agree, checked);
-done:
-    free(out);
-    free(pre);
-    free(gre);
-    free(json);
+    g_check_glimmer_tol(m, v, "cuda", prompt, np);
     glim_model_free(m);
 }
 

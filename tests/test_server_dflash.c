@@ -23,18 +23,7 @@
 
 static int PORT;
 
-static long long metric(const char *name)
-{
-    struct http_answer a = http_call(PORT, "GET", "/metrics", "", 0, NULL);
-    long long v = -1;
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = a.body ? strstr(a.body, key) : NULL;
-    if (p)
-        v = atoll(p + strlen(key));
-    http_answer_clear(&a);
-    return v;
-}
+static long long metric(const char *name) { return http_metric(PORT, name); }
 
 static bool same(const struct strbuf *a, const struct strbuf *b)
 {
