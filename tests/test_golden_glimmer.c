@@ -75,20 +75,8 @@ static void check_variant_fast(const char *v, const int32_t *prompt, int n_promp
     glim_model_free(m);
 }
 
-static void test_glimmer_tiny_fast(void)
-{
-    char *ids_txt = g_read_file(testdata("glimmer-tiny/prompt.ids"), NULL);
-    CHECK(ids_txt != NULL);
-    if (!ids_txt)
-        return;
-    int32_t prompt[128];
-    int n = g_parse_ids_after(ids_txt, "", prompt, 128);
-    for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
-        check_variant_fast(VARIANTS[i], prompt, n);
-    free(ids_txt);
-}
-
-static void test_glimmer_tiny(void)
+/* Run check on every variant with the 80-id prompt. */
+static void for_each_variant(void (*check)(const char *v, const int32_t *prompt, int n))
 {
     char *ids_txt = g_read_file(testdata("glimmer-tiny/prompt.ids"), NULL);
     CHECK(ids_txt != NULL);
@@ -98,9 +86,12 @@ static void test_glimmer_tiny(void)
     int n = g_parse_ids_after(ids_txt, "", prompt, 128);
     CHECK_EQ(n, 80);
     for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++)
-        check_variant(VARIANTS[i], prompt, n);
+        check(VARIANTS[i], prompt, n);
     free(ids_txt);
 }
+
+static void test_glimmer_tiny(void) { for_each_variant(check_variant); }
+static void test_glimmer_tiny_fast(void) { for_each_variant(check_variant_fast); }
 
 int main(void)
 {
