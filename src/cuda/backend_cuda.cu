@@ -434,33 +434,41 @@ static void be_destroy(struct backend *be)
     glim_free(be);
 }
 
-static const struct backend_i CUDA_I = {
-    /* .name = */ "cuda",
-    /* .destroy = */ be_destroy,
-    /* .alloc = */ be_alloc,
-    /* .release = */ be_release,
-    /* .upload = */ be_upload,
-    /* .download = */ be_download,
-    /* .sync = */ be_sync,
-    /* .mem_free = */ be_mem_free,
-    /* .weight_init = */ be_weight_init,
-    /* .weight_clear = */ be_weight_clear,
-    /* .get_rows = */ be_get_rows,
-    /* .matmul = */ be_matmul,
-    /* .rmsnorm = */ be_rmsnorm,
-    /* .rope = */ be_rope,
-    /* .add = */ be_add,
-    /* .mul_sigmoid = */ be_mul_sigmoid,
-    /* .swiglu = */ be_swiglu,
-    /* .scale_softcap = */ be_scale_softcap,
-    /* .copy_rows = */ be_copy_rows,
-    /* .kv_store = */ be_kv_store,
-    /* .attention = */ be_attention,
-    /* .graph_begin = */ be_graph_begin,
-    /* .graph_end = */ be_graph_end,
-    /* .graph_launch = */ be_graph_launch,
-    /* .graph_free = */ be_graph_free,
-};
+/* Filled by member name, so a new member of backend_i (NULL = not offered) cannot
+ * shift the others (C++ has no out-of-order designated initializers). */
+static struct backend_i cuda_ops(void)
+{
+    struct backend_i o;
+    memset(&o, 0, sizeof o);
+    o.name = "cuda";
+    o.destroy = be_destroy;
+    o.alloc = be_alloc;
+    o.release = be_release;
+    o.upload = be_upload;
+    o.download = be_download;
+    o.sync = be_sync;
+    o.mem_free = be_mem_free;
+    o.weight_init = be_weight_init;
+    o.weight_clear = be_weight_clear;
+    o.get_rows = be_get_rows;
+    o.matmul = be_matmul;
+    o.rmsnorm = be_rmsnorm;
+    o.rope = be_rope;
+    o.add = be_add;
+    o.mul_sigmoid = be_mul_sigmoid;
+    o.swiglu = be_swiglu;
+    o.scale_softcap = be_scale_softcap;
+    o.copy_rows = be_copy_rows;
+    o.kv_store = be_kv_store;
+    o.attention = be_attention;
+    o.graph_begin = be_graph_begin;
+    o.graph_end = be_graph_end;
+    o.graph_launch = be_graph_launch;
+    o.graph_free = be_graph_free;
+    return o;
+}
+
+static const struct backend_i CUDA_I = cuda_ops();
 
 /* Exact mode: quantized matmuls of <= 16 rows use the f32 GEMV (bit-for-bit the CPU
  * reference's dequantized weights, fp32 FMA) instead of int8 activations + dp4a.
