@@ -40,6 +40,7 @@ static double q8_worst;     /* largest rel. L2 error seen on the int8-activation
 /* src/cuda/backend_cuda.cu (not in backend.h yet) */
 int backend_cuda_set_exact(struct backend *be_, bool exact);
 int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (default) or v1 */
+int backend_cuda_set_gemv(struct backend *be_, int version);   /* dp4a GEMV v3 (default) or v2 */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);   /* tensor-core prefill (default off) */
 static bool attn_v2 = true;  /* which attention kernel the attention tests run */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -297,6 +298,145 @@ static void test_matmul_q8_old(void)
     CHECK_EQ(backend_cuda_set_new(be, false), GLIM_OK);
     test_matmul_q8();
     CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
+}
+
+/* GEMV v3 (deep loads, several weights per launch) must give v2's bits: the same slot
+ * arithmetic in the same order per lane. */
+static void check_v3_vs_v2(uint32_t type, int64_t k, int64_t n, int n_rows)
+{
+    struct glim_err err = {0};
+    struct be_weight hw = make_weight(type, k, n), dw = hw;
+    CHECK_EQ(be->i->weight_init(be, &dw, &err), GLIM_OK);
+    float *x = rand_vec((int64_t)n_rows * k, 1.0f);
+    size_t y_bytes = (size_t)n_rows * n * sizeof(float);
+    float *a = malloc(y_bytes), *b = malloc(y_bytes), *ref = malloc(y_bytes);
+    float *dx = to_dev(x, (size_t)n_rows * k * sizeof(float)), *dy = be->i->alloc(be, y_bytes);
+    be->i->matmul(be, dy, &dw, dx, n_rows);
+    from_dev(a, dy, y_bytes);
+    CHECK_EQ(backend_cuda_set_gemv(be, 2), GLIM_OK);
+    be->i->matmul(be, dy, &dw, dx, n_rows);
+    from_dev(b, dy, y_bytes);
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+    char what[128];
+    snprintf(what, sizeof what, "v3 == v2 %s k=%lld n=%lld rows=%d", quant_type_name(type), (long long)k,
+             (long long)n, n_rows);
+    if (memcmp(a, b, y_bytes) != 0)
+        fprintf(stderr, "FAIL %s\n", what);
+    CHECK(memcmp(a, b, y_bytes) == 0);
+    cpu_ref_matmul(ref, &hw, x, n_rows);
+    CHECK(close_enough(a, ref, (int64_t)n_rows * n, 1e-2, what));
+    be->i->release(be, dx), be->i->release(be, dy), be->i->weight_clear(be, &dw);
+    free(x), free(a), free(b), free(ref), free((void *)hw.host);
+}
+
+static void test_gemv_v3(void)
+{
+    static const uint32_t QT[] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_0, GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K, GLIM_TYPE_Q6_K};
+    for (int ti = 0; ti < 5; ti++) {
+        for (int n_rows = 1; n_rows <= 16; n_rows += 1 + n_rows / 3)
+            check_v3_vs_v2(QT[ti], rand_k(QT[ti]), rndi(1, 300), n_rows);
+        /* more slots than one batch of loads (K = 19968: 624 slots of 32), 2 rows per warp */
+        check_v3_vs_v2(QT[ti], 19968, rndi(1, 70), rndi(1, 3));
+        check_v3_vs_v2(QT[ti], 6656, 4224 + 5, 1);
+        check_v3_vs_v2(QT[ti], 4096, 130, 16);
+    }
+}
+
+/* matmul_n: weights sharing x in one launch, each output equal to its own matmul */
+static void check_matmul_n(int n, const uint32_t *types, const int64_t *ns, int64_t k, int n_rows)
+{
+    struct glim_err err = {0};
+    struct be_weight hw[4], dw[4];
+    const struct be_weight *wp[4];
+    float *dy[4], *ysep[4], *y[4];
+    float *x = rand_vec((int64_t)n_rows * k, 1.0f);
+    float *dx = to_dev(x, (size_t)n_rows * k * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        hw[i] = make_weight(types[i], k, ns[i]), dw[i] = hw[i];
+        CHECK_EQ(be->i->weight_init(be, &dw[i], &err), GLIM_OK);
+        wp[i] = &dw[i];
+        dy[i] = be->i->alloc(be, (size_t)n_rows * ns[i] * sizeof(float));
+        ysep[i] = malloc((size_t)n_rows * ns[i] * sizeof(float));
+        y[i] = malloc((size_t)n_rows * ns[i] * sizeof(float));
+        be->i->matmul(be, dy[i], &dw[i], dx, n_rows);
+        from_dev(ysep[i], dy[i], (size_t)n_rows * ns[i] * sizeof(float));
+    }
+    be->i->matmul_n(be, n, dy, wp, dx, n_rows);
+    for (int i = 0; i < n; i++) {
+        size_t yb = (size_t)n_rows * ns[i] * sizeof(float);
+        from_dev(y[i], dy[i], yb);
+        CHECK(memcmp(y[i], ysep[i], yb) == 0);
+        float *ref = malloc(yb);
+        cpu_ref_matmul(ref, &hw[i], x, n_rows);
+        char what[128];
+        snprintf(what, sizeof what, "matmul_n part %d/%d %s k=%lld n=%lld rows=%d", i, n, quant_type_name(types[i]),
+                 (long long)k, (long long)ns[i], n_rows);
+        CHECK(close_enough(y[i], ref, (int64_t)n_rows * ns[i], 1e-2, what));
+        free(ref);
+        be->i->release(be, dy[i]), be->i->weight_clear(be, &dw[i]);
+        free(ysep[i]), free(y[i]), free((void *)hw[i].host);
+    }
+    be->i->release(be, dx);
+    free(x);
+}
+
+static void test_matmul_n(void)
+{
+    /* q, k, v, gate of the 30B shapes (Q4_K_M: v in Q6_K), ragged row counts */
+    const uint32_t qkvg[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
+    const int64_t n_qkvg[4] = {4096 + 3, 256, 256 + 1, 4224 + 9};
+    for (int nr = 1; nr <= 16; nr += 5)
+        check_matmul_n(4, qkvg, n_qkvg, 6656, nr);
+    const uint32_t k5[3] = {GLIM_TYPE_Q5_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
+    const int64_t n_k5[3] = {77, 130, 5};
+    check_matmul_n(3, k5, n_k5, 512, 2);
+    const uint32_t plain[2] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_0};
+    const int64_t n_plain[2] = {300, 41};
+    check_matmul_n(2, plain, n_plain, 96, 3);
+    /* mixed activation layouts or > 16 rows: one matmul each */
+    const uint32_t mixed[3] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q8_0, GLIM_TYPE_F16};
+    const int64_t n_mixed[3] = {64, 65, 66};
+    check_matmul_n(3, mixed, n_mixed, 256, 1);
+    check_matmul_n(2, qkvg, n_qkvg, 512, 17);
+}
+
+/* matmul_glu: y = (x * act(g)) . W^T against the CPU reference (mul_sigmoid / swiglu, matmul) */
+static void check_matmul_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int act)
+{
+    struct glim_err err = {0};
+    struct be_weight hw = make_weight(type, k, n), dw = hw;
+    CHECK_EQ(be->i->weight_init(be, &dw, &err), GLIM_OK);
+    int64_t nx = (int64_t)n_rows * k;
+    float *x = rand_vec(nx, 2.0f), *g = rand_vec(nx, 4.0f);
+    size_t yb = (size_t)n_rows * n * sizeof(float);
+    float *ref = malloc(yb), *got = malloc(yb);
+    float *dx = to_dev(x, nx * sizeof(float)), *dg = to_dev(g, nx * sizeof(float)), *dy = be->i->alloc(be, yb);
+    be->i->matmul_glu(be, dy, &dw, dx, dg, act, n_rows);
+    from_dev(got, dy, yb);
+    if (act == BE_GLU_SIGMOID)
+        cpu_ref_mul_sigmoid(x, g, nx);
+    else
+        cpu_ref_swiglu(x, g, x, nx);
+    cpu_ref_matmul(ref, &hw, x, n_rows);
+    bool q8 = n_rows <= 16 && is_q8_type(type);
+    char what[128];
+    snprintf(what, sizeof what, "matmul_glu %s act=%d k=%lld n=%lld rows=%d", quant_type_name(type), act,
+             (long long)k, (long long)n, n_rows);
+    CHECK(close_enough(got, ref, (int64_t)n_rows * n, q8 || type != GLIM_TYPE_F32 ? 1e-2 : 1e-5, what));
+    be->i->release(be, dx), be->i->release(be, dg), be->i->release(be, dy), be->i->weight_clear(be, &dw);
+    free(x), free(g), free(ref), free(got), free((void *)hw.host);
+}
+
+static void test_matmul_glu(void)
+{
+    for (int act = BE_GLU_SIGMOID; act <= BE_GLU_SILU; act++) {
+        check_matmul_glu(GLIM_TYPE_Q4_K, 4096, 333, 1, act);
+        check_matmul_glu(GLIM_TYPE_Q6_K, 19968, 70, 1, act);
+        check_matmul_glu(GLIM_TYPE_Q8_0, 512, 100, 4, act);
+        check_matmul_glu(GLIM_TYPE_Q5_K, 768, 50, 16, act);
+        check_matmul_glu(GLIM_TYPE_Q4_K, 512, 64, 17, act);   /* GEMM: gate applied in place first */
+        check_matmul_glu(GLIM_TYPE_F32, 300, 40, 2, act);
+    }
 }
 
 /* The int8 copy of x is reused by the next matmul of the same x; an upload to x,
@@ -792,6 +932,9 @@ int main(void)
     RUN(test_matmul_all_types);
     RUN(test_matmul_q8);
     RUN(test_matmul_q8_old);
+    RUN(test_gemv_v3);
+    RUN(test_matmul_n);
+    RUN(test_matmul_glu);
     RUN(test_k45_aux);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);

@@ -67,6 +67,8 @@ struct be_attn_args {
     int            block;
 };
 
+enum be_glu { BE_GLU_SIGMOID, BE_GLU_SILU };
+
 struct backend_i {
     const char *name;                                   /* "cpu-ref", "cpu", "cuda" */
     void (*destroy)(struct backend *be);
@@ -93,6 +95,12 @@ struct backend_i {
      * (q/k/v/gate, FFN gate/up). NULL: the model calls matmul n times. */
     void (*matmul_n)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                      const float *x, int n_rows);
+    /* optional: y[n_rows][w->n] = (x * act(g)) . W^T with act(g) = sigmoid(g) (BE_GLU_SIGMOID,
+     * the attention output gate) or silu(g) (BE_GLU_SILU: SwiGLU, g = gate, x = up), element-
+     * wise over [n_rows][w->k]. x may be left holding x * act(g). NULL: the model calls
+     * mul_sigmoid / swiglu, then matmul. (CUDA applies the gate while quantizing x.) */
+    void (*matmul_glu)(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
+                       int n_rows);
     /* y = x / sqrt(mean(x^2) + eps) * w   per row of length n; w NULL = no weight (F32 [n]) */
     void (*rmsnorm)(struct backend *be, float *y, const float *x, const struct be_weight *w,
                     int64_t n_rows, int n, float eps);

@@ -275,6 +275,18 @@ static void be_matmul(struct backend *be, float *y, const struct be_weight *w, c
     cuda_matmul(ctx_of(be), y, w, x, n_rows);
 }
 
+static void be_matmul_n(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
+                        const float *x, int n_rows)
+{
+    cuda_matmul_n(ctx_of(be), n, ys, ws, x, n_rows);
+}
+
+static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
+                          int n_rows)
+{
+    cuda_matmul_glu(ctx_of(be), y, w, x, g, act, n_rows);
+}
+
 static void be_rmsnorm(struct backend *be, float *y, const float *x, const struct be_weight *w,
                        int64_t n_rows, int n, float eps)
 {
@@ -452,6 +464,8 @@ static struct backend_i cuda_ops(void)
     o.weight_clear = be_weight_clear;
     o.get_rows = be_get_rows;
     o.matmul = be_matmul;
+    o.matmul_n = be_matmul_n;
+    o.matmul_glu = be_matmul_glu;
     o.rmsnorm = be_rmsnorm;
     o.rope = be_rope;
     o.add = be_add;
@@ -491,6 +505,16 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
         return GLIM_EINVAL;
     ctx_of(be)->attn_v2 = on;
     ctx_of(be)->k45_aux = on;   /* weights initialised from now on; GEMV uses aux where present */
+    return GLIM_OK;
+}
+
+/* dp4a GEMV version: 3 (default) or 2 (one launch per weight; GLIM_CUDA_GEMV=2).
+ * GLIM_EINVAL if not a CUDA backend or another version. */
+extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
+{
+    if (!be || be->i != &CUDA_I || (version != 2 && version != 3))
+        return GLIM_EINVAL;
+    ctx_of(be)->gemv_v2 = version == 2;
     return GLIM_OK;
 }
 
@@ -552,6 +576,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         c->attn_v2 = false;
     if (f_k45 && strcmp(f_k45, "0") == 0)
         c->k45_aux = false;
+    const char *f_gemv = getenv("GLIM_CUDA_GEMV");
+    c->gemv_v2 = f_gemv && strcmp(f_gemv, "2") == 0;
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC");
     c->attn_tc = f_tc && strcmp(f_tc, "1") == 0;
     snprintf(be->desc, sizeof be->desc, "cuda:%d %s (sm_%d%d, %d SMs, %.0f GiB)", device, prop.name,

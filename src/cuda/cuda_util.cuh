@@ -62,6 +62,7 @@ struct cuda_ctx {
                                     * GLIM_CUDA_ATTN_TC=1 or backend_cuda_set_attn_tc) */
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
+    bool            gemv_v2;       /* dp4a GEMV v2, one launch per weight (GLIM_CUDA_GEMV=2); default v3 */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
 
@@ -77,6 +78,7 @@ extern "C" int backend_cuda_set_exact(struct backend *be, bool exact);
  * compare both; GLIM_CUDA_NEW=0 at creation turns them off */
 extern "C" int backend_cuda_set_new(struct backend *be, bool on);
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on);
+extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2 or 3 */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
@@ -103,6 +105,12 @@ size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, uint32_t *dev_
 void cuda_weight_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n);
 bool cuda_type_supported(uint32_t type);
 void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
+/* ys[i] = x . ws[i]^T: one launch when the weights allow it (cuda_q8_batchable) */
+void cuda_matmul_n(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const float *x,
+                   int n_rows);
+/* y = (x * act(g)) . W^T; x may be overwritten with x * act(g) (backend.h matmul_glu) */
+void cuda_matmul_glu(struct cuda_ctx *c, float *y, const struct be_weight *w, float *x, const float *g, int act,
+                     int n_rows);
 void cuda_get_rows(struct cuda_ctx *c, float *y, const struct be_weight *w, const int32_t *ids, int n);
 
 /* ---- gemv_q8.cu ---- */
@@ -110,6 +118,11 @@ void cuda_get_rows(struct cuda_ctx *c, float *y, const struct be_weight *w, cons
 bool cuda_q8_supported(uint32_t dev_type);
 /* y[n_rows][N] = x . W^T with x quantized to int8 per 32 (n_rows <= 16) */
 void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
+/* ws[0..n) share x: same K and activation layout, n <= 4 (cuda_q8_batchable): one quantize,
+ * one launch (v3). g != NULL: the activations are x * act(g) (enum be_glu; matmul_glu). */
+bool cuda_q8_batchable(int n, const struct be_weight *const *ws);
+void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
+                      const float *x, int n_rows, const float *g, int act);
 /* Q4_K/Q5_K decoded scales (be_weight.aux): 16 bytes per block, placed after the GGUF
  * blocks in the same allocation at offset CUDA_K45_AUX_OFFSET(dev_bytes); 0 = other type */
 #define CUDA_K45_AUX_OFFSET(dev_bytes) (((dev_bytes) + 255) & ~(size_t)255)

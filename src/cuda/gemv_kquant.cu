@@ -521,6 +521,15 @@ static void matmul_gemm(struct cuda_ctx *c, float *y, const struct be_weight *w,
     }
 }
 
+/* y written over the x whose int8 copy is cached: the copy is stale */
+static void forget_if_overlap(struct cuda_ctx *c, const float *y, int64_t n_floats)
+{
+    const char *ys = (const char *)y, *ye = ys + (size_t)n_floats * sizeof(float);
+    const char *xs = (const char *)c->xq_src, *xe = xs + (size_t)c->xq_nr * c->xq_k * sizeof(float);
+    if (c->xq_src && ys < xe && xs < ye)
+        cuda_xq_forget(c);
+}
+
 void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows)
 {
     if (n_rows <= 0 || w->n <= 0)
@@ -532,9 +541,39 @@ void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const 
     else
         matmul_gemm(c, y, w, x, n_rows);
     CUDA_LAUNCHED(c, "matmul");
-    /* y written over the x whose int8 copy is cached: the copy is stale */
-    const char *ys = (const char *)y, *ye = ys + (size_t)n_rows * w->n * sizeof(float);
-    const char *xs = (const char *)c->xq_src, *xe = xs + (size_t)c->xq_nr * c->xq_k * sizeof(float);
-    if (c->xq_src && ys < xe && xs < ye)
-        cuda_xq_forget(c);
+    forget_if_overlap(c, y, (int64_t)n_rows * w->n);
+}
+
+void cuda_matmul_n(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const float *x,
+                   int n_rows)
+{
+    if (n_rows <= 0)
+        return;
+    if (n_rows <= GEMV_MAX_ROWS && !c->exact && cuda_q8_batchable(n, ws)) {
+        cuda_matmul_q8_n(c, n, ys, ws, x, n_rows, NULL, 0);
+        for (int i = 0; i < n; i++)
+            forget_if_overlap(c, ys[i], (int64_t)n_rows * ws[i]->n);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        cuda_matmul(c, ys[i], ws[i], x, n_rows);
+}
+
+void cuda_matmul_glu(struct cuda_ctx *c, float *y, const struct be_weight *w, float *x, const float *g, int act,
+                     int n_rows)
+{
+    if (n_rows <= 0)
+        return;
+    if (n_rows <= GEMV_MAX_ROWS && !c->exact && cuda_q8_supported(w->dev_type)) {
+        cuda_matmul_q8_n(c, 1, &y, &w, x, n_rows, g, act);   /* the gate is applied while quantizing */
+        forget_if_overlap(c, y, (int64_t)n_rows * w->n);
+        return;
+    }
+    int64_t n = (int64_t)n_rows * w->k;
+    cuda_xq_forget(c);
+    if (act == BE_GLU_SIGMOID)
+        cuda_mul_sigmoid(c, x, g, n);
+    else
+        cuda_swiglu(c, x, g, x, n);
+    cuda_matmul(c, y, w, x, n_rows);
 }

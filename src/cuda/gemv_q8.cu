@@ -16,9 +16,10 @@
  * Activations: xq[nr][K] int8 and xd[nr][K/32] float2 {d, d*sum(q)}, with
  * q = rint(x/d), d = amax/127 per 32 consecutive values (0 when amax = 0).
  * Within each 256-weight super-block the 16-byte runs of xq are permuted
- * (XL_K45 / XL_Q6, see xl_run) so that lane t of the 8 lanes that share a
+ * (XL_K45, see xl_run) so that lane t of the 8 Q4_K/Q5_K lanes that share a
  * super-block reads its two runs at 16t and 128+16t: every warp-wide x load
- * is 4 full 128-byte lines. Q8_0/Q4_0 keep the natural order (XL_PLAIN).
+ * is 4 full 128-byte lines (Q6_K lanes read the same lines in another order).
+ * Q8_0/Q4_0 keep the natural order (XL_PLAIN).
  *
  * The result is not bit-comparable with the f32 reference (int8 activations:
  * relative L2 error ~3e-3; tests/test_cuda_ops.c uses 1e-2, like llama.cpp).
@@ -41,7 +42,7 @@ extern "C" {
 
 #define Q8_WARPS 4   /* warps per block */
 
-enum { XL_PLAIN = 0, XL_K45 = 1, XL_Q6 = 2 };
+enum { XL_PLAIN = 0, XL_K45 = 1 };
 
 struct wview8 {
     const uint8_t *p;   /* device data in dev_type layout */
@@ -108,21 +109,41 @@ static __device__ __forceinline__ void xload_runs(const int8_t *xq, int64_t s, s
 template <bool Q5, bool AUX = false>
 struct slot_k45 {
     static const int SLOT = 32, LAYOUT = XL_K45, BYTES = Q5 ? 176 : 144, RW_MAX = Q5 ? 1 : 2;
+    static const int U = Q5 ? 4 : 8;   /* v3: slots in flight per lane (register budget) */
+    /* the slot's bytes as loaded: fetch() only issues loads, decode() only computes, so a
+     * lane can have several slots' loads in flight before it needs any of them (v3) */
+    struct raw {
+        uint4    hdr, q, hb;
+        uint32_t sm;
+    };
     uint32_t lo[4], hi[4];
     int      scl, sch;    /* 6-bit scales of the two sub-blocks (sc * dot stays < 2^22) */
     float    d, ml, mh;   /* ml, mh = dmin*m, 0 on the h = 1 lane */
 
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    /* slot s = sl + 32u, sl = lane + a multiple of 32: block (sl >> 3) + 4u, lane t = sl & 7,
+     * so the U fetches of a lane differ by constant offsets */
+    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
+    {
+        int t = (int)(sl & 7), c = t >> 1, h = t & 1;
+        int64_t ib = row * (v.k >> 8) + (sl >> 3) + 4 * u;
+        const uint8_t *blk = v.p + ib * BYTES;
+        if (AUX) {
+            r.hdr.x = __ldg((const unsigned int *)blk);   /* d, dmin only */
+            r.sm = __ldg((const unsigned int *)(v.aux + ib * 16) + c);
+        } else {
+            r.hdr = ldw16(blk);
+        }
+        r.q = ldw16(blk + (Q5 ? 48 : 16) + 16 * t);
+        if (Q5)
+            r.hb = ldw16(blk + 16 + 16 * h);
+    }
+    __device__ __forceinline__ void decode(const raw &r, int64_t s)
     {
         int t = (int)(s & 7), c = t >> 1, h = t & 1;
-        const uint8_t *blk = v.p + (row * (v.k >> 8) + (s >> 3)) * BYTES;
-        uint4 hdr = ldw16(blk);
-        uint4 q = ldw16(blk + (Q5 ? 48 : 16) + 16 * t);
-        uint32_t qa[4] = {q.x, q.y, q.z, q.w};
+        uint32_t qa[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
         uint32_t qh[4] = {0, 0, 0, 0};
         if (Q5) {
-            uint4 hb = ldw16(blk + 16 + 16 * h);
-            qh[0] = hb.x >> (2 * c), qh[1] = hb.y >> (2 * c), qh[2] = hb.z >> (2 * c), qh[3] = hb.w >> (2 * c);
+            qh[0] = r.hb.x >> (2 * c), qh[1] = r.hb.y >> (2 * c), qh[2] = r.hb.z >> (2 * c), qh[3] = r.hb.w >> (2 * c);
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -133,27 +154,30 @@ struct slot_k45 {
                 hi[i] |= ((qh[i] >> 1) & 0x01010101u) << 4;
             }
         }
+        d = h2f8(r.hdr.x);
+        float dmin = h ? 0.0f : h2f8(r.hdr.x >> 16);
         if (AUX) {
-            uint32_t sm = __ldg((const unsigned int *)(v.aux + (row * (v.k >> 8) + (s >> 3)) * 16) + c);
-            d = h2f8(hdr.x);
-            float dmin = h ? 0.0f : h2f8(hdr.x >> 16);
-            scl = (int)(sm & 0xffu);
-            sch = (int)((sm >> 8) & 0xffu);
-            ml = dmin * i2f((int)((sm >> 16) & 0xffu));
-            mh = dmin * i2f((int)(sm >> 24));
+            scl = (int)(r.sm & 0xffu);
+            sch = (int)((r.sm >> 8) & 0xffu);
+            ml = dmin * i2f((int)((r.sm >> 16) & 0xffu));
+            mh = dmin * i2f((int)(r.sm >> 24));
             return;
         }
         /* 6-bit scales/mins of sub-blocks 2c, 2c+1 (quant_k4_scale_min_get, 4 at a time) */
-        uint32_t s0 = hdr.y, s1 = hdr.z, s2 = hdr.w;
+        uint32_t s0 = r.hdr.y, s1 = r.hdr.z, s2 = r.hdr.w;
         uint32_t scw = c < 2 ? (s0 & 0x3f3f3f3fu) : ((s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u));
         uint32_t mw = c < 2 ? (s1 & 0x3f3f3f3fu) : (((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u));
         int sh = 16 * (c & 1);
-        d = h2f8(hdr.x);
-        float dmin = h ? 0.0f : h2f8(hdr.x >> 16);
         scl = (int)((scw >> sh) & 0xffu);
         sch = (int)((scw >> (sh + 8)) & 0xffu);
         ml = dmin * i2f((int)((mw >> sh) & 0xffu));
         mh = dmin * i2f((int)((mw >> (sh + 8)) & 0xffu));
+    }
+    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    {
+        raw r;
+        fetch(v, row, s, 0, r);
+        decode(r, s);
     }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -171,19 +195,35 @@ struct slot_k45 {
 /* Q6_K, SoA (ql[nb][128], qh[nb][64], sc[nb][16], d[nb]). Slot s: block s/8, lane
  * t = s%8 = 4h + 2g + f (half h, group g in {0,1}, f = which 16 of 32): ql bytes
  * 64h+16(2g+f) ..+15, qh bytes 32h+16f ..+15; low nibbles = group g (weights
- * 128h+32g+16f..), high nibbles = group g+2 (+64). Codes -32 become signed bytes. */
+ * 128h+32g+16f..), high nibbles = group g+2 (+64). Codes -32 become signed bytes.
+ * The activations use the K45 order (one quantized x serves Q4_K/Q5_K/Q6_K weights of
+ * one input, so q/k/v/gate share one quantize and one launch): the low run is natural
+ * 16-run 8h+2g+f, at K45 position 8g+4h+f; the high run 8h+4+2g+f at 8g+4h+2+f. */
 struct slot_q6_k {
-    static const int SLOT = 32, LAYOUT = XL_Q6, RW_MAX = 1;
+    static const int SLOT = 32, LAYOUT = XL_K45, RW_MAX = 1, U = 4;
+    struct raw {
+        uint4   ql, qh;
+        int8_t  sl, sh;
+        uint16_t d;
+    };
     uint32_t lo[4], hi[4];
     float    dl, dh;
 
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
     {
-        int64_t nb = (v.k >> 8) * v.n, ib = row * (v.k >> 8) + (s >> 3);
-        int t = (int)(s & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
-        uint4 ql = ldw16(v.p + ib * 128 + 16 * t);   /* 64h + 16(2g+f) = 16t */
-        uint4 qh = ldw16(v.p + nb * 128 + ib * 64 + 32 * h + 16 * f);
-        uint32_t a[4] = {ql.x, ql.y, ql.z, ql.w}, b[4] = {qh.x, qh.y, qh.z, qh.w};
+        int64_t nb = (v.k >> 8) * v.n, ib = row * (v.k >> 8) + (sl >> 3) + 4 * u;
+        int t = (int)(sl & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
+        r.ql = ldw16(v.p + ib * 128 + 16 * t);   /* 64h + 16(2g+f) = 16t */
+        r.qh = ldw16(v.p + nb * 128 + ib * 64 + 32 * h + 16 * f);
+        const int8_t *sc = (const int8_t *)(v.p + nb * 192 + ib * 16) + 8 * h + 2 * g + f;
+        r.sl = __ldg(sc);
+        r.sh = __ldg(sc + 4);
+        r.d = __ldg((const unsigned short *)(v.p + nb * 208) + ib);
+    }
+    __device__ __forceinline__ void decode(const raw &r, int64_t s)
+    {
+        int g = (int)((s >> 1) & 1);
+        uint32_t a[4] = {r.ql.x, r.ql.y, r.ql.z, r.ql.w}, b[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             uint32_t bl = b[i] >> (2 * g);
@@ -193,16 +233,23 @@ struct slot_q6_k {
             lo[i] = ((l6 | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
             hi[i] = ((h6 | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
         }
-        const int8_t *sc = (const int8_t *)(v.p + nb * 192 + ib * 16) + 8 * h + 2 * g + f;
-        float d = h2f8(((const uint16_t *)(v.p + nb * 208))[ib]);
-        dl = d * i2f(__ldg(sc));
-        dh = d * i2f(__ldg(sc + 4));
+        float d = h2f8(r.d);
+        dl = d * i2f(r.sl);
+        dh = d * i2f(r.sh);
+    }
+    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    {
+        raw r;
+        fetch(v, row, s, 0, r);
+        decode(r, s);
     }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
-        xload_runs(xq, s, x);
-        int t = (int)(s & 7);
-        const float2 *p = xd + (s >> 3) * 8 + 4 * (t >> 2) + ((t >> 1) & 1);
+        int t = (int)(s & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
+        const int8_t *base = xq + (s >> 3) * 256 + 16 * (8 * g + 4 * h + f);
+        x->a = __ldg((const int4 *)base);
+        x->b = __ldg((const int4 *)(base + 32));
+        const float2 *p = xd + (s >> 3) * 8 + 4 * h + g;
         float2 da = __ldg(p), db = __ldg(p + 2);
         x->ds = make_float4(da.x, da.y, db.x, db.y);
     }
@@ -214,16 +261,30 @@ struct slot_q6_k {
 
 /* Q8_0, SoA (qs[nb][32], d[nb]). Slot s = 16 weights: block s/2, bytes 16(s%2)..+15. */
 struct slot_q8_0 {
-    static const int SLOT = 16, LAYOUT = XL_PLAIN, RW_MAX = 1;
+    static const int SLOT = 16, LAYOUT = XL_PLAIN, RW_MAX = 1, U = 8;
+    struct raw {
+        uint4    w;
+        uint16_t d;
+    };
     uint32_t q[4];
     float    d;
 
+    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
+    {
+        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + (sl >> 1) + 16 * u;
+        r.w = ldw16(v.p + ib * 32 + 16 * (sl & 1));
+        r.d = __ldg((const unsigned short *)(v.p + nb * 32) + ib);
+    }
+    __device__ __forceinline__ void decode(const raw &r, int64_t)
+    {
+        q[0] = r.w.x, q[1] = r.w.y, q[2] = r.w.z, q[3] = r.w.w;
+        d = h2f8(r.d);
+    }
     __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
     {
-        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + (s >> 1);
-        uint4 w = ldw16(v.p + ib * 32 + 16 * (s & 1));
-        q[0] = w.x, q[1] = w.y, q[2] = w.z, q[3] = w.w;
-        d = h2f8(((const uint16_t *)(v.p + nb * 32))[ib]);
+        raw r;
+        fetch(v, row, s, 0, r);
+        decode(r, s);
     }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -239,21 +300,35 @@ struct slot_q8_0 {
 /* Q4_0, SoA (qs[nb][16], d[nb]); w = d*(q-8). Slot s = block s: low nibbles = weights
  * 0..15, high = 16..31. */
 struct slot_q4_0 {
-    static const int SLOT = 32, LAYOUT = XL_PLAIN, RW_MAX = 2;
+    static const int SLOT = 32, LAYOUT = XL_PLAIN, RW_MAX = 2, U = 8;
+    struct raw {
+        uint4    w;
+        uint16_t d;
+    };
     uint32_t lo[4], hi[4];
     float    d;
 
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
     {
-        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + s;
-        uint4 w = ldw16(v.p + ib * 16);
-        uint32_t a[4] = {w.x, w.y, w.z, w.w};
+        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + sl + 32 * u;
+        r.w = ldw16(v.p + ib * 16);
+        r.d = __ldg((const unsigned short *)(v.p + nb * 16) + ib);
+    }
+    __device__ __forceinline__ void decode(const raw &r, int64_t)
+    {
+        uint32_t a[4] = {r.w.x, r.w.y, r.w.z, r.w.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             lo[i] = a[i] & 0x0f0f0f0fu;
             hi[i] = (a[i] >> 4) & 0x0f0f0f0fu;
         }
-        d = h2f8(((const uint16_t *)(v.p + nb * 16))[ib]);
+        d = h2f8(r.d);
+    }
+    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
+    {
+        raw r;
+        fetch(v, row, s, 0, r);
+        decode(r, s);
     }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -272,26 +347,32 @@ struct slot_q4_0 {
 /* ---- activation quantizer ----------------------------------------------------------
  * One warp per 32 consecutive values of x[nr][k]; writes xq (permuted per layout) and
  * xd = {d, d*sum(q)}. */
-static __device__ __forceinline__ int xl_run(int layout, int r)   /* natural 16-run r (0..15) -> slot position */
+static __device__ __forceinline__ int xl_run(int r)   /* K45: natural 16-run r (0..15) -> position */
 {
-    int rr;
-    if (layout == XL_K45) {            /* chunk c = r/4: runs 4c, 4c+1 are lanes 2c, 2c+1 low; 4c+2, 4c+3 high */
-        rr = r & 3;
-        return rr < 2 ? 2 * (r >> 2) + rr : 8 + 2 * (r >> 2) + rr - 2;
-    }
-    rr = r & 7;                        /* Q6: half h = r/8: runs 8h..8h+3 are lanes 4h.. low, 8h+4.. high */
-    return rr < 4 ? 4 * (r >> 3) + rr : 8 + 4 * (r >> 3) + rr - 4;
+    /* chunk c = r/4: runs 4c, 4c+1 are lanes 2c, 2c+1 low; 4c+2, 4c+3 high */
+    int rr = r & 3;
+    return rr < 2 ? 2 * (r >> 2) + rr : 8 + 2 * (r >> 2) + rr - 2;
 }
 
-static __global__ void quantize_x_kernel(const float *__restrict__ x, int64_t k, int64_t n_blk, int layout,
-                                         int8_t *__restrict__ xq, float2 *__restrict__ xd)
+/* ACT: x is first multiplied by sigmoid(g) (BE_GLU_SIGMOID) or silu(g) (BE_GLU_SILU),
+ * with the float expressions of ops.cu's mul_sigmoid / swiglu (matmul_glu). */
+template <int ACT>
+static __global__ void quantize_x_kernel(const float *__restrict__ x, const float *__restrict__ g, int64_t k,
+                                         int64_t n_blk, int layout, int8_t *__restrict__ xq, float2 *__restrict__ xd)
 {
     int lane = threadIdx.x & 31;
     int64_t b = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (b >= n_blk)
         return;
     int64_t kb = k >> 5, row = b / kb, n = (b % kb) * 32 + lane;   /* n: index within the row */
-    float v = x[row * k + n], amax = fabsf(v);
+    float v = x[row * k + n];
+    if (ACT == 1 + BE_GLU_SIGMOID) {
+        v *= 1.0f / (1.0f + expf(-g[row * k + n]));
+    } else if (ACT == 1 + BE_GLU_SILU) {
+        float gv = g[row * k + n];
+        v = gv / (1.0f + expf(-gv)) * v;
+    }
+    float amax = fabsf(v);
     for (int o = 16; o > 0; o >>= 1)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     float d = amax / 127.0f;
@@ -301,7 +382,7 @@ static __global__ void quantize_x_kernel(const float *__restrict__ x, int64_t k,
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
     int64_t pos = n;
     if (layout != XL_PLAIN)
-        pos = (n & ~(int64_t)255) + 16 * xl_run(layout, (int)((n >> 4) & 15)) + (n & 15);
+        pos = (n & ~(int64_t)255) + 16 * xl_run((int)((n >> 4) & 15)) + (n & 15);
     xq[row * k + pos] = (int8_t)q;
     if (lane == 0)
         xd[b] = make_float2(d, d * (float)sum);
@@ -358,6 +439,169 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
         }
 }
 
+/* ---- GEMV v3: deep loads, several weights per launch ----------------------------
+ * WHY (docs/CUDA.md): v2 above keeps about two slots' loads in flight per lane and a
+ * warp owns one 3.7 KB row, so each row costs several serial memory round trips plus
+ * the warp's start and reduction; small matrices (q, k, v, gate: 256..4096 rows) were
+ * one short wave at 4-40% of bandwidth. v3 issues the loads of U slots per lane
+ * (W::U, 4 KB per warp; RW = 2 rows: half as many slots) before decoding any of them, and one launch covers up to
+ * GEMV_MAX_PARTS weights that multiply the same x (q/k/v/gate, FFN gate/up): one
+ * quantize, one launch, one wave. Same per-slot arithmetic as v2, so the results are
+ * bit-equal to v2's. */
+#define GEMV_MAX_PARTS 4
+
+enum { WK_Q4K, WK_Q4K_AUX, WK_Q5K, WK_Q5K_AUX, WK_Q6K, WK_Q80, WK_Q40 };
+
+struct gemv_part {
+    wview8  v;
+    float  *y;       /* [nr][v.n] */
+    int64_t task0;   /* first warp task of this part; a task = rw weight rows */
+    int     kind, rw;
+};
+
+struct gemv_job {
+    gemv_part p[GEMV_MAX_PARTS];
+    int       n_parts;
+    int64_t   n_tasks;
+};
+
+template <class W, int NR, int RW, int U>
+static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0, const int8_t *__restrict__ xq,
+                                                  const float2 *__restrict__ xd, float *__restrict__ y, int nr,
+                                                  int lane)
+{
+    int64_t n_slots = v.k / W::SLOT, kd = v.k >> 5;
+    int64_t rows[RW];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+        rows[i] = row0 + i < v.n ? row0 + i : v.n - 1;
+    float acc[RW][NR];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            acc[i][r] = 0.0f;
+    for (int64_t s0 = 0; s0 < n_slots; s0 += 32 * U) {
+        typename W::raw raw[U][RW];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (s0 + lane + 32 * u < n_slots) {
+#pragma unroll
+                for (int i = 0; i < RW; i++)
+                    W::fetch(v, rows[i], s0 + lane, u, raw[u][i]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t s = s0 + lane + 32 * u;
+            if (s < n_slots) {
+                W w[RW];
+#pragma unroll
+                for (int i = 0; i < RW; i++)
+                    w[i].decode(raw[u][i], s);
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    if (r >= nr)
+                        break;
+                    struct xslot xs;
+                    W::xload(xq + r * v.k, xd + r * kd, s, &xs);
+#pragma unroll
+                    for (int i = 0; i < RW; i++)
+                        acc[i][r] += w[i].dot(xs);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float a = acc[i][r];
+            for (int o = 16; o > 0; o >>= 1)
+                a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0 && r < nr && row0 + i < v.n)
+                y[r * v.n + row0 + i] = a;
+        }
+}
+
+/* One warp per task; the part is found by comparing with each part's first task (unrolled,
+ * so the job stays in the parameter bank instead of being copied to local memory).
+ * KS: which weight kinds the kernel has code for. A kernel's register count is the
+ * largest of its branches, so the Q4_K/Q6_K mix of Q4_K_M files gets its own kernel. */
+enum { KS_K4Q6, KS_ALL };
+
+template <int NR, int KS>
+static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
+gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr)
+{
+    int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
+    if (task >= job.n_tasks)
+        return;
+    wview8 v = job.p[0].v;
+    float *y = job.p[0].y;
+    int64_t task0 = 0;
+    int kind = job.p[0].kind, rw = job.p[0].rw;
+#pragma unroll
+    for (int i = 1; i < GEMV_MAX_PARTS; i++)
+        if (i < job.n_parts && task >= job.p[i].task0) {
+            v = job.p[i].v, y = job.p[i].y, task0 = job.p[i].task0;
+            kind = job.p[i].kind, rw = job.p[i].rw;
+        }
+    int64_t row0 = (task - task0) * rw;
+    int lane = threadIdx.x & 31;
+    typedef slot_k45<false> k4;
+    typedef slot_k45<false, true> k4a;
+    switch (kind) {
+    case WK_Q4K:
+        if (rw == 2)
+            gemv3_rows<k4, NR, 2, k4::U / 2>(v, row0, xq, xd, y, nr, lane);
+        else
+            gemv3_rows<k4, NR, 1, k4::U>(v, row0, xq, xd, y, nr, lane);
+        return;
+    case WK_Q4K_AUX:
+        if (rw == 2)
+            gemv3_rows<k4a, NR, 2, k4a::U / 2>(v, row0, xq, xd, y, nr, lane);
+        else
+            gemv3_rows<k4a, NR, 1, k4a::U>(v, row0, xq, xd, y, nr, lane);
+        return;
+    case WK_Q6K: gemv3_rows<slot_q6_k, NR, 1, slot_q6_k::U>(v, row0, xq, xd, y, nr, lane); return;
+    default: break;
+    }
+    if (KS == KS_K4Q6)
+        return;
+    typedef slot_k45<true> k5;
+    typedef slot_k45<true, true> k5a;
+    switch (kind) {
+    case WK_Q5K: gemv3_rows<k5, NR, 1, k5::U>(v, row0, xq, xd, y, nr, lane); break;
+    case WK_Q5K_AUX: gemv3_rows<k5a, NR, 1, k5a::U>(v, row0, xq, xd, y, nr, lane); break;
+    case WK_Q80: gemv3_rows<slot_q8_0, NR, 1, slot_q8_0::U>(v, row0, xq, xd, y, nr, lane); break;
+    case WK_Q40:
+        if (rw == 2)
+            gemv3_rows<slot_q4_0, NR, 2, slot_q4_0::U / 2>(v, row0, xq, xd, y, nr, lane);
+        else
+            gemv3_rows<slot_q4_0, NR, 1, slot_q4_0::U>(v, row0, xq, xd, y, nr, lane);
+        break;
+    default: break;
+    }
+}
+
+template <int KS>
+static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd, int nr)
+{
+    unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
+    dim3 b(Q8_WARPS * 32);
+    if (nr == 1)
+        gemv3_kernel<1, KS><<<grid, b, 0, c->stream>>>(job, xq, xd, nr);
+    else if (nr == 2)
+        gemv3_kernel<2, KS><<<grid, b, 0, c->stream>>>(job, xq, xd, nr);
+    else if (nr <= 4)
+        gemv3_kernel<4, KS><<<grid, b, 0, c->stream>>>(job, xq, xd, nr);
+    else if (nr <= 8)
+        gemv3_kernel<8, KS><<<grid, b, 0, c->stream>>>(job, xq, xd, nr);
+    else
+        gemv3_kernel<16, KS><<<grid, b, 0, c->stream>>>(job, xq, xd, nr);
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 bool cuda_q8_supported(uint32_t dev_type)
@@ -368,27 +612,35 @@ bool cuda_q8_supported(uint32_t dev_type)
 
 static int layout_of(uint32_t dev_type)
 {
-    if (dev_type == GLIM_TYPE_Q4_K || dev_type == GLIM_TYPE_Q5_K)
-        return XL_K45;
-    return dev_type == CUDA_DT_Q6_K_SOA ? XL_Q6 : XL_PLAIN;
+    bool k = dev_type == GLIM_TYPE_Q4_K || dev_type == GLIM_TYPE_Q5_K || dev_type == CUDA_DT_Q6_K_SOA;
+    return k ? XL_K45 : XL_PLAIN;
 }
 
 /* Quantize x[nr][k] into c->xq unless the cached copy is of the same x in the same layout
  * (model code multiplies one normed x by q/k/v and by gate/up in a row; any other op or
  * a matmul that writes into x clears the cache: cuda_xq_forget). */
-static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, int layout)
+static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, int layout, const float *g = NULL,
+                       int act = 0)
 {
-    if (c->xq_src == x && c->xq_k == k && c->xq_nr == nr && c->xq_layout == layout)
+    if (!g && c->xq_src == x && c->xq_k == k && c->xq_nr == nr && c->xq_layout == layout)
         return true;
     size_t q_bytes = (size_t)nr * k, d_bytes = (size_t)nr * (k / 32) * sizeof(float2);
     if (!cuda_buf_reserve(c, &c->xq, q_bytes + d_bytes))
         return false;
     int64_t n_blk = (int64_t)nr * (k / 32);
-    quantize_x_kernel<<<cuda_blocks(n_blk * 32, 256), 256, 0, c->stream>>>(
-        x, k, n_blk, layout, (int8_t *)c->xq.p, (float2 *)((uint8_t *)c->xq.p + q_bytes));
+    int8_t *xq = (int8_t *)c->xq.p;
+    float2 *xd = (float2 *)((uint8_t *)c->xq.p + q_bytes);
+    unsigned grid = cuda_blocks(n_blk * 32, 256);
+    if (!g)
+        quantize_x_kernel<0><<<grid, 256, 0, c->stream>>>(x, NULL, k, n_blk, layout, xq, xd);
+    else if (act == BE_GLU_SIGMOID)
+        quantize_x_kernel<1 + BE_GLU_SIGMOID><<<grid, 256, 0, c->stream>>>(x, g, k, n_blk, layout, xq, xd);
+    else
+        quantize_x_kernel<1 + BE_GLU_SILU><<<grid, 256, 0, c->stream>>>(x, g, k, n_blk, layout, xq, xd);
     if (CUDA_LAUNCHED(c, "quantize_x"))
         return false;
-    c->xq_src = x, c->xq_k = k, c->xq_nr = nr, c->xq_layout = layout;
+    /* a gated copy is not x's copy: nothing to reuse */
+    c->xq_src = g ? NULL : x, c->xq_k = k, c->xq_nr = nr, c->xq_layout = layout;
     return true;
 }
 
@@ -434,13 +686,10 @@ static void launch(struct cuda_ctx *c, const wview8 &v, const int8_t *xq, const 
         launch_nr<W, 16>(c, v, xq, xd, y, nr);
 }
 
-void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows)
+/* v2: one launch per weight (GLIM_CUDA_GEMV=2) */
+static void launch_v2(struct cuda_ctx *c, float *y, const struct be_weight *w, const int8_t *xq, const float2 *xd,
+                      int n_rows)
 {
-    int layout = layout_of(w->dev_type);
-    if (!quantize_x(c, x, w->k, n_rows, layout))
-        return;
-    const int8_t *xq = (const int8_t *)c->xq.p;
-    const float2 *xd = (const float2 *)((const uint8_t *)c->xq.p + (size_t)n_rows * w->k);
     const uint8_t *aux = c->k45_aux ? (const uint8_t *)w->aux : NULL;
     wview8 v = {(const uint8_t *)w->dev, w->k, w->n, aux};
     switch (w->dev_type) {
@@ -461,7 +710,76 @@ void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, con
     case CUDA_DT_Q4_0_SOA: launch<slot_q4_0>(c, v, xq, xd, y, n_rows); break;
     default: break;
     }
-    CUDA_LAUNCHED(c, "matmul q8");
+}
+
+static int weight_kind(const struct cuda_ctx *c, const struct be_weight *w)
+{
+    bool aux = c->k45_aux && w->aux;
+    switch (w->dev_type) {
+    case GLIM_TYPE_Q4_K: return aux ? WK_Q4K_AUX : WK_Q4K;
+    case GLIM_TYPE_Q5_K: return aux ? WK_Q5K_AUX : WK_Q5K;
+    case CUDA_DT_Q6_K_SOA: return WK_Q6K;
+    case CUDA_DT_Q8_0_SOA: return WK_Q80;
+    case CUDA_DT_Q4_0_SOA: return WK_Q40;
+    default: return -1;
+    }
+}
+
+bool cuda_q8_batchable(int n, const struct be_weight *const *ws)
+{
+    if (n < 1 || n > GEMV_MAX_PARTS)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (!cuda_q8_supported(ws[i]->dev_type) || ws[i]->k != ws[0]->k ||
+            layout_of(ws[i]->dev_type) != layout_of(ws[0]->dev_type))
+            return false;
+    return true;
+}
+
+void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
+                      const float *x, int n_rows, const float *g, int act)
+{
+    int64_t k = ws[0]->k;
+    if (!quantize_x(c, x, k, n_rows, layout_of(ws[0]->dev_type), g, act))
+        return;
+    const int8_t *xq = (const int8_t *)c->xq.p;
+    const float2 *xd = (const float2 *)((const uint8_t *)c->xq.p + (size_t)n_rows * k);
+    if (c->gemv_v2) {
+        for (int i = 0; i < n; i++)
+            launch_v2(c, ys[i], ws[i], xq, xd, n_rows);
+        CUDA_LAUNCHED(c, "matmul q8 v2");
+        return;
+    }
+    gemv_job job;
+    memset(&job, 0, sizeof job);
+    int64_t tasks = 0;
+    bool k4q6 = true;
+    for (int i = 0; i < n; i++) {
+        const struct be_weight *w = ws[i];
+        int kind = weight_kind(c, w);
+        k4q6 = k4q6 && (kind == WK_Q4K || kind == WK_Q4K_AUX || kind == WK_Q6K);
+        bool two = kind == WK_Q4K || kind == WK_Q4K_AUX || kind == WK_Q40;
+        int rw = two && rows_per_warp(c, w->n) == 2 ? 2 : 1;
+        const uint8_t *aux = kind == WK_Q4K_AUX || kind == WK_Q5K_AUX ? (const uint8_t *)w->aux : NULL;
+        job.p[i].v = (wview8){(const uint8_t *)w->dev, w->k, w->n, aux};
+        job.p[i].y = ys[i];
+        job.p[i].task0 = tasks;
+        job.p[i].kind = kind;
+        job.p[i].rw = rw;
+        tasks += (w->n + rw - 1) / rw;
+    }
+    job.n_parts = n;
+    job.n_tasks = tasks;
+    if (k4q6)
+        launch_v3<KS_K4Q6>(c, job, xq, xd, n_rows);
+    else
+        launch_v3<KS_ALL>(c, job, xq, xd, n_rows);
+    CUDA_LAUNCHED(c, "matmul q8 v3");
+}
+
+void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows)
+{
+    cuda_matmul_q8_n(c, 1, &y, &w, x, n_rows, NULL, 0);
 }
 
 /* ---- Q4_K/Q5_K decoded scales (be_weight.aux) ------------------------------------- */

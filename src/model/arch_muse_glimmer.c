@@ -146,8 +146,12 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
 
     op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, E, hp->eps);
     arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
-    op->mul_sigmoid(be, s->a, s->g, (int64_t)T * hp->n_head * hp->head_dim);   /* gate before Wo */
-    op->matmul(be, s->o, &L->wo, s->a, T);
+    if (op->matmul_glu) {   /* gate before Wo, folded into Wo's input */
+        op->matmul_glu(be, s->o, &L->wo, s->a, s->g, BE_GLU_SIGMOID, T);
+    } else {
+        op->mul_sigmoid(be, s->a, s->g, (int64_t)T * hp->n_head * hp->head_dim);
+        op->matmul(be, s->o, &L->wo, s->a, T);
+    }
     op->rmsnorm(be, s->o, s->o, &L->post_attn_norm, T, E, hp->post_eps);
     op->add(be, s->x, s->o, (int64_t)T * E);
 }
