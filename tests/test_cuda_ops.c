@@ -15,6 +15,8 @@
  * rounded query on both sides, so it keeps the f32 bound.
  * New kernels (backend_cuda_set_new / GLIM_CUDA_NEW): attention runs on v2 and v1,
  * the Q4_K/Q5_K decoded-scale GEMV must be bit-equal to the old one.
+ * Fused ops (add_rmsnorm, attn_prep): 1e-5 against the CPU composition, caches exact,
+ * and every output bit-equal to the separate CUDA ops they replace.
  */
 #include "harness.h"
 
@@ -429,6 +431,9 @@ static void check_matmul_glu(uint32_t type, int64_t k, int64_t n, int n_rows, in
 
 static void test_matmul_glu(void)
 {
+    CHECK(be->i->matmul_glu != NULL);   /* offered unless GLIM_CUDA_FUSE=0 */
+    if (!be->i->matmul_glu)
+        return;
     for (int act = BE_GLU_SIGMOID; act <= BE_GLU_SILU; act++) {
         check_matmul_glu(GLIM_TYPE_Q4_K, 4096, 333, 1, act);
         check_matmul_glu(GLIM_TYPE_Q6_K, 19968, 70, 1, act);
@@ -904,6 +909,261 @@ static void test_attention_graph(void)
     CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
 }
 
+/* ---- fused ops (add_rmsnorm, attn_prep): against the CPU reference composition, and
+ * bit for bit against the separate CUDA ops they replace (GLIM_CUDA_FUSE=0 runs those) ---- */
+
+/* F32 norm weight g[n]: host view for cpu_ref (hw) and its device copy (dw) */
+static void norm_weight(float *g, int n, struct be_weight *hw, struct be_weight *dw)
+{
+    struct glim_err err = {0};
+    *hw = (struct be_weight){.name = "norm", .type = GLIM_TYPE_F32, .k = n, .n = 1, .nbytes = (size_t)n * 4,
+                             .host = g, .dev = g, .dev_type = GLIM_TYPE_F32};
+    *dw = *hw;
+    CHECK_EQ(be->i->weight_init(be, dw, &err), GLIM_OK);
+}
+
+static bool same_bytes(const void *fused, const void *separate, size_t n, const char *what, const char *which)
+{
+    if (memcmp(fused, separate, n) == 0)
+        return true;
+    fprintf(stderr, "%s: %s differs between the fused op and the separate ops\n", what, which);
+    return false;
+}
+
+struct add_norm_case {
+    int rows, n;
+    bool w_o, w_h;      /* weighted norms (else weightless) */
+    int off_o, off_x;   /* floats: o, and x and h, start this far into their buffers (1 = misaligned) */
+};
+
+static void check_add_rmsnorm(struct add_norm_case ac)
+{
+    const float eps_o = 1e-8f, eps_h = 1e-6f;   /* Muse Glimmer's post-norm and norm eps */
+    int64_t len = (int64_t)ac.rows * ac.n;
+    size_t bytes = (size_t)len * 4;
+    float *x = rand_vec(len, 4.0f), *o = rand_vec(len, 50.0f), *go = rand_vec(ac.n, 2.0f), *gh = rand_vec(ac.n, 2.0f);
+    struct be_weight hwo, dwo, hwh, dwh;
+    norm_weight(go, ac.n, &hwo, &dwo);
+    norm_weight(gh, ac.n, &hwh, &dwh);
+    const struct be_weight *wo = ac.w_o ? &dwo : NULL, *wh = ac.w_h ? &dwh : NULL;
+    float *ref[3] = {malloc(bytes), malloc(bytes), malloc(bytes)};   /* x, h, o */
+    memcpy(ref[0], x, bytes);
+    cpu_ref_rmsnorm(ref[2], o, ac.w_o ? &hwo : NULL, ac.rows, ac.n, eps_o);
+    cpu_ref_add(ref[0], ref[2], len);
+    cpu_ref_rmsnorm(ref[1], ref[0], ac.w_h ? &hwh : NULL, ac.rows, ac.n, eps_h);
+    float *got[2][3];   /* [fused, separate][x, h, o] */
+    for (int pass = 0; pass < 2; pass++) {
+        float *dx = be->i->alloc(be, bytes + 64), *dh = be->i->alloc(be, bytes + 64);
+        float *dob = be->i->alloc(be, bytes + 64);
+        float *X = dx + ac.off_x, *H = dh + ac.off_x, *O = dob + ac.off_o;
+        struct glim_err err = {0};
+        CHECK_EQ(be->i->upload(be, X, x, bytes, &err), GLIM_OK);
+        CHECK_EQ(be->i->upload(be, O, o, bytes, &err), GLIM_OK);
+        if (pass == 0) {
+            be->i->add_rmsnorm(be, X, H, O, wo, eps_o, wh, eps_h, ac.rows, ac.n);
+        } else {
+            be->i->rmsnorm(be, O, O, wo, ac.rows, ac.n, eps_o);
+            be->i->add(be, X, O, len);
+            be->i->rmsnorm(be, H, X, wh, ac.rows, ac.n, eps_h);
+        }
+        const float *dev[3] = {X, H, O};
+        for (int i = 0; i < 3; i++) {
+            got[pass][i] = malloc(bytes);
+            from_dev(got[pass][i], dev[i], bytes);
+        }
+        be->i->release(be, dx), be->i->release(be, dh), be->i->release(be, dob);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "add_rmsnorm rows %d n %d weights %d/%d offsets %d/%d", ac.rows, ac.n, ac.w_o,
+             ac.w_h, ac.off_o, ac.off_x);
+    static const char *names[3] = {"x", "h", "o"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(close_enough(got[0][i], ref[i], len, 1e-5, what));
+        CHECK(same_bytes(got[0][i], got[1][i], bytes, what, names[i]));
+        free(got[0][i]), free(got[1][i]), free(ref[i]);
+    }
+    be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
+    free(x), free(o), free(go), free(gh);
+}
+
+static void test_add_rmsnorm(void)
+{
+    if (!be->i->add_rmsnorm) {
+        printf("  add_rmsnorm: not offered (GLIM_CUDA_FUSE=0?), skipped\n");
+        return;
+    }
+    /* Muse Glimmer width on the float4 kernel, 1..5 rows, weighted or not */
+    for (int rows = 1; rows <= 5; rows++)
+        check_add_rmsnorm((struct add_norm_case){rows, 6656, true, rows != 3, 0, 0});
+    check_add_rmsnorm((struct add_norm_case){2, 6656, false, true, 0, 0});
+    /* float4 kernel edges (1024, 8192, partial last pass) and strided rows (ragged,
+     * short, > 8192) */
+    static const int NS[] = {1024, 8192, 4100, 6659, 1000, 64, 7, 130, 4096, 12288};
+    for (int i = 0; i < 10; i++)
+        check_add_rmsnorm((struct add_norm_case){rndi(1, 5), NS[i], true, true, 0, 0});
+    /* misaligned: both norms strided; or only one of them (the op runs the sequence) */
+    check_add_rmsnorm((struct add_norm_case){3, 6656, true, true, 1, 1});
+    check_add_rmsnorm((struct add_norm_case){2, 6656, true, true, 0, 1});
+    check_add_rmsnorm((struct add_norm_case){2, 6656, true, true, 1, 0});
+}
+
+struct prep_case {
+    uint32_t kv_type;
+    int n_head, n_head_kv, head_dim;
+    int n_rot;                 /* 0 = no RoPE */
+    bool neox, q_norm, k_norm;
+    bool keys_only;            /* q = NULL (DFlash context injection) */
+    float base;
+    int64_t n_slots;
+    int n_tokens;              /* <= 8 */
+    int32_t p0;                /* positions p0 .. p0 + n_tokens - 1 */
+    bool graph;                /* fused op captured, positions uploaded after the capture */
+};
+
+/* one GPU run of a prep case: fused (attn_prep) or the separate ops; out = q, k, k cache, v cache */
+static void run_attn_prep(struct prep_case pc, bool fused, const float *const in[3], const void *cache0,
+                          const int32_t *pos, const struct be_weight *wq, const struct be_weight *wk, void *out[4])
+{
+    struct glim_err err = {0};
+    int T = pc.n_tokens, D = pc.head_dim, H = pc.n_head, Hkv = pc.n_head_kv;
+    size_t qb = (size_t)T * H * D * 4, kb = (size_t)T * Hkv * D * 4;
+    size_t cb = (size_t)pc.n_slots * Hkv * D * kv_elem(pc.kv_type);
+    float *dq = to_dev(in[0], qb), *dk = to_dev(in[1], kb), *dv = to_dev(in[2], kb);
+    void *dkc = to_dev(cache0, cb), *dvc = to_dev((const uint8_t *)cache0 + cb, cb);
+    int32_t *dpos = be->i->alloc(be, (size_t)T * 4);
+    float eps = 1e-6f;
+    if (!pc.graph)
+        CHECK_EQ(be->i->upload(be, dpos, pos, (size_t)T * 4, &err), GLIM_OK);
+    if (fused) {
+        struct be_attn_prep_args a = {
+            .q = pc.keys_only ? NULL : dq, .k = dk, .v = dv, .q_norm = pc.q_norm ? wq : NULL,
+            .k_norm = pc.k_norm ? wk : NULL, .eps = eps, .rope = pc.n_rot > 0, .neox = pc.neox,
+            .n_rot = pc.n_rot, .rope_base = pc.base, .k_cache = dkc, .v_cache = dvc, .kv_type = pc.kv_type,
+            .n_slots = pc.n_slots, .n_tokens = T, .pos = dpos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
+        };
+        void *graph = NULL;
+        if (pc.graph)
+            CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
+        be->i->attn_prep(be, &a);
+        if (pc.graph) {
+            CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
+            CHECK_EQ(be->i->upload(be, dpos, pos, (size_t)T * 4, &err), GLIM_OK);
+            if (graph)
+                CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
+            be->i->graph_free(be, graph);
+        }
+    } else {
+        bool q = !pc.keys_only;
+        if (q && pc.q_norm)
+            be->i->rmsnorm(be, dq, dq, wq, (int64_t)T * H, D, eps);
+        if (pc.k_norm)
+            be->i->rmsnorm(be, dk, dk, wk, (int64_t)T * Hkv, D, eps);
+        if (pc.n_rot > 0) {
+            if (q)
+                be->i->rope(be, dq, T, H, D, pc.n_rot, dpos, pc.base, pc.neox);
+            be->i->rope(be, dk, T, Hkv, D, pc.n_rot, dpos, pc.base, pc.neox);
+        }
+        be->i->kv_store(be, dkc, dvc, pc.kv_type, pc.n_slots, dk, dv, T, dpos, Hkv * D);
+    }
+    const void *dev[4] = {dq, dk, dkc, dvc};
+    size_t nb[4] = {qb, kb, cb, cb};
+    for (int i = 0; i < 4; i++) {
+        out[i] = malloc(nb[i]);
+        from_dev(out[i], dev[i], nb[i]);
+    }
+    be->i->release(be, dq), be->i->release(be, dk), be->i->release(be, dv);
+    be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
+}
+
+static void check_attn_prep(struct prep_case pc)
+{
+    int T = pc.n_tokens, D = pc.head_dim, H = pc.n_head, Hkv = pc.n_head_kv;
+    int64_t qn = (int64_t)T * H * D, kn = (int64_t)T * Hkv * D;
+    size_t cb = (size_t)pc.n_slots * Hkv * D * kv_elem(pc.kv_type);
+    int32_t pos[8];
+    for (int t = 0; t < T; t++)
+        pos[t] = pc.p0 + t;
+    float *q = rand_vec(qn, 3.0f), *k = rand_vec(kn, 3.0f), *v = rand_vec(kn, 2.0f);
+    float *gq = rand_vec(D, 2.0f), *gk = rand_vec(D, 2.0f);
+    uint8_t *cache0 = malloc(2 * cb);   /* k cache, then v cache: old contents stay where not stored */
+    for (size_t i = 0; i < 2 * cb; i++)
+        cache0[i] = (uint8_t)rnd();
+    struct be_weight hwq, dwq, hwk, dwk;
+    norm_weight(gq, D, &hwq, &dwq);
+    norm_weight(gk, D, &hwk, &dwk);
+    /* CPU: the op sequence the fused op replaces */
+    float *rq = malloc((size_t)qn * 4), *rk = malloc((size_t)kn * 4);
+    memcpy(rq, q, (size_t)qn * 4);
+    memcpy(rk, k, (size_t)kn * 4);
+    if (pc.q_norm && !pc.keys_only)
+        cpu_ref_rmsnorm(rq, rq, &hwq, (int64_t)T * H, D, 1e-6f);
+    if (pc.k_norm)
+        cpu_ref_rmsnorm(rk, rk, &hwk, (int64_t)T * Hkv, D, 1e-6f);
+    if (pc.n_rot > 0) {
+        if (!pc.keys_only)
+            cpu_ref_rope(rq, T, H, D, pc.n_rot, pos, pc.base, pc.neox);
+        cpu_ref_rope(rk, T, Hkv, D, pc.n_rot, pos, pc.base, pc.neox);
+    }
+    const float *in[3] = {q, k, v};
+    void *f[4], *sep[4];   /* q, k, k cache, v cache */
+    run_attn_prep(pc, true, in, cache0, pos, &dwq, &dwk, f);
+    run_attn_prep(pc, false, in, cache0, pos, &dwq, &dwk, sep);
+    char what[200];
+    snprintf(what, sizeof what,
+             "attn_prep %s heads %d/%d dim %d rot %d%s norms %d/%d%s slots %lld tokens %d p0 %d%s",
+             quant_type_name(pc.kv_type), H, Hkv, D, pc.n_rot, pc.neox ? " neox" : "", pc.q_norm, pc.k_norm,
+             pc.keys_only ? " keys only" : "", (long long)pc.n_slots, T, pc.p0, pc.graph ? " graph" : "");
+    if (!pc.keys_only)
+        CHECK(close_enough(f[0], rq, qn, 1e-5, what));
+    CHECK(close_enough(f[1], rk, kn, 1e-5, what));
+    /* the caches: exactly kv_store of the k it returned, elsewhere untouched */
+    cpu_ref_kv_store(cache0, cache0 + cb, pc.kv_type, pc.n_slots, f[1], v, T, pos, Hkv * D);
+    CHECK(memcmp(f[2], cache0, cb) == 0 && memcmp(f[3], cache0 + cb, cb) == 0);
+    size_t nb[4] = {(size_t)qn * 4, (size_t)kn * 4, cb, cb};
+    static const char *names[4] = {"q", "k", "k cache", "v cache"};
+    for (int i = 0; i < 4; i++) {
+        CHECK(same_bytes(f[i], sep[i], nb[i], what, names[i]));
+        free(f[i]), free(sep[i]);
+    }
+    be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
+    free(q), free(k), free(v), free(gq), free(gk), free(cache0), free(rq), free(rk);
+}
+
+static void test_attn_prep(void)
+{
+    if (!be->i->attn_prep) {
+        printf("  attn_prep: not offered (GLIM_CUDA_FUSE=0?), skipped\n");
+        return;
+    }
+    static const uint32_t KV[] = {GLIM_TYPE_F32, GLIM_TYPE_F16, GLIM_TYPE_BF16};
+    /* kv, heads, kv heads, head_dim, n_rot, neox, q/k norm, keys only, base, slots, tokens, p0, graph */
+#define PREP(...) check_attn_prep((struct prep_case){__VA_ARGS__})
+    for (int i = 0; i < 3; i++) {
+        uint32_t kt = KV[i];
+        /* Muse Glimmer: sliding layer (QK-norm + NORM RoPE) on a wrapped ring, decode and
+         * prefill rows; global layer (QK-norm, NoPE) at positions up to 131000 */
+        PREP(kt, 32, 2, 128, 128, false, true, true, false, 10000, 2560, 1, 9999, false);
+        PREP(kt, 32, 2, 128, 128, false, true, true, false, 10000, 2560, 5, 2558, false);
+        PREP(kt, 32, 2, 128, 0, false, true, true, false, 0, 4096, 3, 130998, false);
+        PREP(kt, 32, 2, 128, 128, false, true, true, false, 1e6f, 4096, 2, 131000, false);
+        /* GQA 16:1, head_dim 64 and 256, NEOX; odd head_dim 80 */
+        PREP(kt, 16, 1, 64, 64, true, true, true, false, 10000, 300, 4, 130990, false);
+        PREP(kt, 8, 2, 256, 256, false, true, true, false, 500000, 96, 2, 1000, false);
+        PREP(kt, 8, 2, 256, 256, true, true, false, false, 10000, 64, 3, 5, false);
+        PREP(kt, 10, 2, 80, 80, false, false, true, false, 10000, 200, 1, 77, false);
+        /* llama: no QK-norm, partial rotary (NEOX 64 of 128, NORM 32 of 128); then no norm
+         * and no RoPE: kv_store only */
+        PREP(kt, 8, 8, 128, 64, true, false, false, false, 10000, 512, 5, 700, false);
+        PREP(kt, 8, 8, 128, 32, false, false, false, false, 10000, 512, 1, 0, false);
+        PREP(kt, 4, 2, 64, 0, false, false, false, false, 0, 64, 3, 10, false);
+        /* DFlash context injection: keys only, k-norm + NEOX */
+        PREP(kt, 32, 8, 128, 128, true, false, true, true, 10000, 300, 5, 250, false);
+    }
+    /* replayed as a graph: positions read at launch */
+    PREP(GLIM_TYPE_F16, 32, 2, 128, 128, false, true, true, false, 10000, 2560, 1, 4242, true);
+#undef PREP
+}
+
 static void test_errors(void)
 {
     struct glim_err err = {0};
@@ -946,6 +1206,8 @@ int main(void)
     RUN(test_attention_v1);
     RUN(test_attention_graph);
     RUN(test_attention_tc);
+    RUN(test_add_rmsnorm);
+    RUN(test_attn_prep);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
     backend_free(be);

@@ -4,7 +4,9 @@
  * (1e-4 with F32 weights and KV, any chunking), glimmer-tiny in all four types
  * (F32 within 1e-3; quantized within the MANIFEST tolerances, greedy choice equal
  * where the golden's margin exceeds them, teacher-forced), muse-glimmer-synth's 16
- * greedy ids and stories260K's 64. Skips without a CUDA device or CUDA build.
+ * greedy ids and stories260K's 64, all with the fused ops (default); and the logits with
+ * them equal bit for bit those without (GLIM_CUDA_FUSE=0). Skips without a CUDA device or
+ * CUDA build.
  */
 #include "golden_util.h"
 #include "../src/backend/backend.h"
@@ -103,6 +105,43 @@ static void test_greedy_small(void)
     greedy_ids("models/stories260K.gguf", sp, 5, "goldens/stories260K.greedy64.txt", 64);
 }
 
+/* The fused ops (add_rmsnorm, attn_prep) change no bit: every position's logits, in
+ * prefill chunks and in one-token steps (replayed CUDA graphs), equal those of a model
+ * loaded with GLIM_CUDA_FUSE=0 (read at backend creation: the separate ops). */
+static void check_fused_equal(const char *rel, int kv_type)
+{
+    enum { N = 40 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 37 + 11) % 256;
+    struct glim_model *fused = load_cuda(rel);
+    setenv("GLIM_CUDA_FUSE", "0", 1);
+    struct glim_model *plain = load_cuda(rel);
+    unsetenv("GLIM_CUDA_FUSE");
+    CHECK(fused && plain);
+    const int chunks[] = {N, 7, 1};
+    for (int c = 0; fused && plain && c < 3; c++) {
+        size_t n = (size_t)N * glim_model_n_vocab(fused);
+        float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+        CHECK_EQ(g_eval_all(fused, ids, N, chunks[c], kv_type, a), 0);
+        CHECK_EQ(g_eval_all(plain, ids, N, chunks[c], kv_type, b), 0);
+        bool same = memcmp(a, b, n * sizeof(float)) == 0;
+        printf("  %s kv %d chunk %d: fused %s unfused\n", rel, kv_type, chunks[c], same ? "==" : "!=");
+        CHECK(same);
+        free(a), free(b);
+    }
+    glim_model_free(fused);
+    glim_model_free(plain);
+}
+
+static void test_fused_equal(void)
+{
+    check_fused_equal("muse-glimmer-tiny/muse-glimmer-tiny.gguf", GLIM_KV_F32);
+    check_fused_equal("glimmer-tiny/glimmer-tiny-Q4_K_M.gguf", GLIM_KV_F16);
+    check_fused_equal("glimmer-tiny/glimmer-tiny-F32.gguf", GLIM_KV_BF16);
+    check_fused_equal("models/stories260K.gguf", GLIM_KV_F16);   /* llama: attn_prep, RoPE only */
+}
+
 /* DFlash on the GPU is lossless: greedy with the glimmer-tiny drafter equals plain greedy. */
 static void test_dflash_lossless(void)
 {
@@ -155,5 +194,6 @@ int main(void)
     RUN(test_glimmer_tiny);
     RUN(test_greedy_small);
     RUN(test_dflash_lossless);
+    RUN(test_fused_equal);
     return DONE();
 }

@@ -2,7 +2,7 @@
 # dev/cuda/gpu_run.sh — one batched device call: build libglim + glim with CUDA,
 # run test_cuda_ops, the GEMV bench and (e2e) the 30B end-to-end bench.
 # Usage on the GPU machine (repo root):
-#   bash dev/cuda/gpu_run.sh [test] [bench|quick] [attn] [e2e]  2>&1 | tee $OUT/log
+#   bash dev/cuda/gpu_run.sh [test] [bench|quick] [attn] [e2e] [fuse]  2>&1 | tee $OUT/log
 # e2e writes a synthetic Muse Glimmer 30B (17 GB) to /tmp in the background
 # while the tests and the kernel bench run, then times pp512/tg128.
 set -u
@@ -57,5 +57,25 @@ if want prof; then   # per-kernel device time of eager decode steps (ncu replays
     timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 1200 --print-summary per-kernel \
         $B/glim bench -m /tmp/m30.gguf --device cuda -p 0 -n 2 -r 1 --no-graph >/tmp/ncu.log 2>&1
     echo "ncu rc=$?"; cp /tmp/ncu.log ${OUT:-/tmp}/ncu.log 2>/dev/null; tail -3 /tmp/ncu.log
+fi
+if want fuse; then   # fused ops: logits bit-equal with GLIM_CUDA_FUSE=0, tg128 both ways
+    M=/tmp/m30.gguf   # the e2e model when e2e ran, else 16 Muse-shaped layers with a 16-token window
+    if ! want e2e; then
+        M=/tmp/mfuse.gguf
+        $B/glim mkmodel --arch muse-glimmer --dim 6656 --layers 16 --heads 32 --kv-heads 2 --head-dim 128 \
+            --ffn 4096 --window 16 --vocab 2000 --type Q4_K_M -o $M >/tmp/mkf.log 2>&1 || tail -2 /tmp/mkf.log
+    fi
+    ids=$(seq -s, 1 40)
+    for kv in f16 f32; do
+        for f in 1 0; do
+            GLIM_CUDA_FUSE=$f timeout 120 $B/glim eval -q -m $M --device cuda --kv-type $kv --tokens $ids --chunk 7 \
+                --generate 24 --logits-out /tmp/fuse$f.f32 >/dev/null 2>&1 || echo "eval GLIM_CUDA_FUSE=$f failed"
+        done
+        cmp -s /tmp/fuse1.f32 /tmp/fuse0.f32 && echo "fuse kv $kv: logits bit-equal" || echo "fuse kv $kv: LOGITS DIFFER"
+    done
+    for f in 1 0; do
+        echo "== tg128 GLIM_CUDA_FUSE=$f"
+        GLIM_CUDA_FUSE=$f timeout 100 $B/glim bench -m $M --device cuda -p 0 -n 128 -r 3 2>&1 | tail -2
+    done
 fi
 echo "total $(( $(date +%s) - t0 )) s"

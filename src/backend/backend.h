@@ -69,6 +69,30 @@ struct be_attn_args {
 
 enum be_glu { BE_GLU_SIGMOID, BE_GLU_SILU };
 
+/* The steps between the q/k/v projections and attention, in this order (each as the
+ * op of the same name would do it): per-head RMSNorm of q and of k (weights [head_dim],
+ * eps), RoPE of q and k (NORM or NEOX pairing, first n_rot dims of each head, angle
+ * pos[t] * rope_base^(-2i/n_rot)), then kv_store of k and v. q and k are left normed and
+ * rotated in place; the cache rows are the final k and v converted to kv_type. */
+struct be_attn_prep_args {
+    float                  *q;        /* [n_tokens][n_head * head_dim]; NULL = keys only */
+    float                  *k;        /* [n_tokens][n_head_kv * head_dim] */
+    const float            *v;        /* [n_tokens][n_head_kv * head_dim] */
+    const struct be_weight *q_norm;   /* F32 [head_dim]; NULL = q not normed */
+    const struct be_weight *k_norm;   /* F32 [head_dim]; NULL = k not normed */
+    float                   eps;
+    bool                    rope;     /* rotate q and k (false: NoPE) */
+    bool                    neox;
+    int                     n_rot;
+    float                   rope_base;
+    void                   *k_cache, *v_cache;   /* layout as in struct be_attn_args */
+    uint32_t                kv_type;
+    int64_t                 n_slots;
+    int                     n_tokens;
+    const int32_t          *pos;      /* device [n_tokens] */
+    int                     n_head, n_head_kv, head_dim;
+};
+
 struct backend_i {
     const char *name;                                   /* "cpu-ref", "cpu", "cuda" */
     void (*destroy)(struct backend *be);
@@ -120,6 +144,18 @@ struct backend_i {
     void (*kv_store)(struct backend *be, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
                      const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim);
     void (*attention)(struct backend *be, const struct be_attn_args *a);
+
+    /* ---- optional fused ops: NULL = the model runs the op sequence each replaces ----
+     * A backend offers one only if its results are bit for bit those of that sequence
+     * on the same backend, so switching a fusion off never changes an output. */
+    /* The sandwich-norm residual step, per row of length n (x, h, o must not overlap):
+     *   o = rmsnorm(o) * w_o (eps_o);  x += o;  h = rmsnorm(x) * w_h (eps_h)
+     * = rmsnorm(o -> o), add(x, o), rmsnorm(x -> h), o included (it is left normed).
+     * w NULL = no weight. */
+    void (*add_rmsnorm)(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
+                        float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n);
+    /* = rmsnorm(q), rmsnorm(k), rope(q), rope(k), kv_store as struct be_attn_prep_args says */
+    void (*attn_prep)(struct backend *be, const struct be_attn_prep_args *a);
 
     /* ---- optional: graph capture of a whole decode step (CUDA graphs) ----
      * NULL on backends without it. Between graph_begin and graph_end only ops are

@@ -17,12 +17,9 @@
  * (attn_split_kernel, the first version; GLIM_CUDA_NEW=0 or GLIM_CUDA_NEW_ATTN=0,
  * and the fallback for head_dim % 8 != 0 or unaligned pointers).
  */
-#include "cuda_util.cuh"
+#include "rowops.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <limits.h>
-#include <math.h>
 
 #define ATTN_TILE 32          /* keys per tile: one per lane when scoring */
 #define ATTN_MAX_HEADS 16     /* query heads (warps) per CTA */
@@ -757,16 +754,8 @@ static __global__ void kv_store_kernel(void *kc, void *vc, uint32_t type, int64_
          e += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = e / kv_dim, i = e % kv_dim;
         int64_t o = ((int64_t)pos[t] % n_slots) * kv_dim + i;
-        if (type == GLIM_TYPE_F32) {
-            ((float *)kc)[o] = k[e];
-            ((float *)vc)[o] = v[e];
-        } else if (type == GLIM_TYPE_F16) {
-            ((__half *)kc)[o] = __float2half_rn(k[e]);
-            ((__half *)vc)[o] = __float2half_rn(v[e]);
-        } else {
-            ((__nv_bfloat16 *)kc)[o] = __float2bfloat16_rn(k[e]);
-            ((__nv_bfloat16 *)vc)[o] = __float2bfloat16_rn(v[e]);
-        }
+        kv_put(kc, type, o, k[e]);
+        kv_put(vc, type, o, v[e]);
     }
 }
 
@@ -775,7 +764,7 @@ void cuda_kv_store(struct cuda_ctx *c, void *k_cache, void *v_cache, uint32_t kv
 {
     if (n_tokens <= 0 || kv_dim <= 0)
         return;
-    if (kv_type != GLIM_TYPE_F32 && kv_type != GLIM_TYPE_F16 && kv_type != GLIM_TYPE_BF16) {
+    if (!kv_type_ok(kv_type)) {
         cuda_check(c, cudaErrorInvalidValue, "kv_store: kv_type must be F32/F16/BF16", __FILE__, __LINE__);
         return;
     }

@@ -13,7 +13,8 @@
  * losslessly into structure-of-arrays layouts (cuda_util.cuh) so the GEMV can
  * use aligned 16-byte loads. Kernels: gemv_kquant.cu (matmul, get_rows),
  * attn_decode.cu (attention, kv_store), ops.cu (the rest), gemv_q8.cu (the
- * int8-activation GEMV that quantized matmuls of <= 16 rows use unless exact).
+ * int8-activation GEMV that quantized matmuls of <= 16 rows use unless exact),
+ * fused.cu (add_rmsnorm, attn_prep; off with GLIM_CUDA_FUSE=0).
  * graph_begin/end/launch/free capture and replay a decode step (CUDA graphs).
  * Threading: one thread drives a backend at a time (the scheduler).
  */
@@ -345,6 +346,20 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
     cuda_attention(ctx_of(be), a);
 }
 
+static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
+                           float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n)
+{
+    cuda_xq_forget(ctx_of(be));
+    cuda_add_rmsnorm(ctx_of(be), x, h, o, w_o ? (const float *)w_o->dev : NULL, eps_o,
+                     w_h ? (const float *)w_h->dev : NULL, eps_h, n_rows, n);
+}
+
+static void be_attn_prep(struct backend *be, const struct be_attn_prep_args *a)
+{
+    cuda_xq_forget(ctx_of(be));
+    cuda_attn_prep(ctx_of(be), a);
+}
+
 /* ---- CUDA graphs ------------------------------------------------------------------
  * graph_begin starts a relaxed-mode capture of ctx->stream; the ops that follow are
  * recorded, not run (no op allocates or syncs once its scratch has the step's size:
@@ -447,8 +462,9 @@ static void be_destroy(struct backend *be)
 }
 
 /* Filled by member name, so a new member of backend_i (NULL = not offered) cannot
- * shift the others (C++ has no out-of-order designated initializers). */
-static struct backend_i cuda_ops(void)
+ * shift the others (C++ has no out-of-order designated initializers).
+ * fused: offer the fused ops (fused.cu); without them the model runs the sequences. */
+static struct backend_i cuda_ops(bool fused)
 {
     struct backend_i o;
     memset(&o, 0, sizeof o);
@@ -465,7 +481,6 @@ static struct backend_i cuda_ops(void)
     o.get_rows = be_get_rows;
     o.matmul = be_matmul;
     o.matmul_n = be_matmul_n;
-    o.matmul_glu = be_matmul_glu;
     o.rmsnorm = be_rmsnorm;
     o.rope = be_rope;
     o.add = be_add;
@@ -475,6 +490,11 @@ static struct backend_i cuda_ops(void)
     o.copy_rows = be_copy_rows;
     o.kv_store = be_kv_store;
     o.attention = be_attention;
+    if (fused) {
+        o.matmul_glu = be_matmul_glu;
+        o.add_rmsnorm = be_add_rmsnorm;
+        o.attn_prep = be_attn_prep;
+    }
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
     o.graph_launch = be_graph_launch;
@@ -482,7 +502,16 @@ static struct backend_i cuda_ops(void)
     return o;
 }
 
-static const struct backend_i CUDA_I = cuda_ops();
+/* be->i of every CUDA backend is one of these two: the fused ops on (default) or off
+ * (GLIM_CUDA_FUSE=0 at creation; backend_i is shared and const, so the switch picks
+ * the table) */
+static const struct backend_i CUDA_I = cuda_ops(true);
+static const struct backend_i CUDA_I_UNFUSED = cuda_ops(false);
+
+static bool is_cuda(const struct backend *be)
+{
+    return be && (be->i == &CUDA_I || be->i == &CUDA_I_UNFUSED);
+}
 
 /* Exact mode: quantized matmuls of <= 16 rows use the f32 GEMV (bit-for-bit the CPU
  * reference's dequantized weights, fp32 FMA) instead of int8 activations + dp4a.
@@ -490,7 +519,7 @@ static const struct backend_i CUDA_I = cuda_ops();
  * Returns GLIM_EINVAL if be is not a CUDA backend. */
 extern "C" int backend_cuda_set_exact(struct backend *be, bool exact)
 {
-    if (!be || be->i != &CUDA_I)
+    if (!is_cuda(be))
         return GLIM_EINVAL;
     ctx_of(be)->exact = exact;
     cuda_xq_forget(ctx_of(be));
@@ -501,7 +530,7 @@ extern "C" int backend_cuda_set_exact(struct backend *be, bool exact)
  * GLIM_CUDA_NEW is "0" at creation. Returns GLIM_EINVAL if be is not a CUDA backend. */
 extern "C" int backend_cuda_set_new(struct backend *be, bool on)
 {
-    if (!be || be->i != &CUDA_I)
+    if (!is_cuda(be))
         return GLIM_EINVAL;
     ctx_of(be)->attn_v2 = on;
     ctx_of(be)->k45_aux = on;   /* weights initialised from now on; GEMV uses aux where present */
@@ -512,7 +541,7 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
  * GLIM_EINVAL if not a CUDA backend or another version. */
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 {
-    if (!be || be->i != &CUDA_I || (version != 2 && version != 3))
+    if (!is_cuda(be) || (version != 2 && version != 3))
         return GLIM_EINVAL;
     ctx_of(be)->gemv_v2 = version == 2;
     return GLIM_OK;
@@ -522,7 +551,7 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
  * or on when GLIM_CUDA_ATTN_TC is "1" at creation. GLIM_EINVAL if not a CUDA backend. */
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on)
 {
-    if (!be || be->i != &CUDA_I)
+    if (!is_cuda(be))
         return GLIM_EINVAL;
     ctx_of(be)->attn_tc = on;
     return GLIM_OK;
@@ -554,7 +583,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         glim_free(c);
         return glim_fail(err, GLIM_ENOMEM, "cuda: backend context");
     }
-    be->i = &CUDA_I;
+    const char *fuse = getenv("GLIM_CUDA_FUSE");
+    be->i = fuse && strcmp(fuse, "0") == 0 ? &CUDA_I_UNFUSED : &CUDA_I;
     be->ctx = c;
     c->device = device;
     cudaDeviceProp prop;

@@ -147,4 +147,9 @@ void cuda_scale_softcap(struct cuda_ctx *c, float *y, int64_t n, float scale, fl
 void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const float *src,
                     int64_t src_stride, int n_rows, int n);
 
+/* ---- fused.cu (backend_i.add_rmsnorm, attn_prep) ---- */
+void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o,
+                      const float *w_h, float eps_h, int64_t n_rows, int n);
+void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a);
+
 #endif

@@ -1,30 +1,14 @@
 /*
  * ops.cu — element-wise and per-row ops of the CUDA backend: RMSNorm, RoPE,
  * residual add, sigmoid gate, SwiGLU, scale + soft-cap, strided row copy.
- * Semantics are those of src/cpu/cpu_ref.c (f32 throughout). Every kernel
+ * Semantics are those of src/cpu/cpu_ref.c (f32 throughout; the norm and rope
+ * arithmetic is in rowops.cuh, shared with fused.cu). Every kernel
  * reads its per-step values (positions) from device memory, so they can be
  * captured in a CUDA graph. Called from backend_cuda.cu on ctx->stream.
  */
-#include "cuda_util.cuh"
-
-#include <math.h>
+#include "rowops.cuh"
 
 /* ---- RMSNorm: one block per row ---------------------------------------- */
-
-static __device__ double block_sum(double v, double *red)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warp = blockDim.x / 32;
-    __syncthreads();                       /* red may still be read by a previous call */
-    if (lane == 0)
-        red[warp] = v;
-    __syncthreads();
-    v = lane < n_warp ? red[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w       x, y: [n_rows][n] */
 static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, int n, float eps)
@@ -35,49 +19,30 @@ static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, 
     double ss = 0.0;                       /* double, as cpu_ref_rmsnorm */
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         ss += (double)xr[i] * xr[i];
-    ss = block_sum(ss, red);
-    float r = (float)(1.0 / sqrt(ss / n + eps));
+    float r = rms_scale(block_sum(ss, red), n, eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x)
-        yr[i] = w ? xr[i] * r * w[i] : xr[i] * r;
+        yr[i] = rms_apply(xr[i], r, w, i);
 }
 
-/* Rows of n <= 8192 floats, n % 4 == 0, 16-byte aligned: every x and w load is issued
- * before the reduction (one memory round trip instead of three; the plain kernel was
- * ~8 us per 6656-wide row under ncu, 4 of them per layer). Same double sum and rounding. */
-#define RMS_VEC_MAX 2   /* float4 per thread, 1024 threads */
-static __global__ void __launch_bounds__(1024) rmsnorm_vec_kernel(float *y, const float *x, const float *w,
-                                                                  int n, float eps)
+/* Rows for which rms_vec_ok: every x and w load is issued before the reduction (one
+ * memory round trip instead of three; the plain kernel was ~8 us per 6656-wide row
+ * under ncu, 4 of them per layer). Same double sum and rounding. */
+static __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_vec_kernel(float *y, const float *x,
+                                                                             const float *w, int n, float eps)
 {
     __shared__ double red[32];
-    const float4 *xr = (const float4 *)(x + (int64_t)blockIdx.x * n);
     float4 *yr = (float4 *)(y + (int64_t)blockIdx.x * n);
-    const float4 *wr = (const float4 *)w;
     int n4 = n / 4;
     float4 xv[RMS_VEC_MAX], wv[RMS_VEC_MAX];
+    rms_vec_load(xv, x + (int64_t)blockIdx.x * n, n4, 0.0f);
+    rms_vec_load(wv, w, n4, 1.0f);
+    float r = rms_scale(block_sum(rms_vec_sumsq(xv), red), n, eps);
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {
-        int i = threadIdx.x + j * blockDim.x;
-        xv[j] = i < n4 ? xr[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        wv[j] = w && i < n4 ? wr[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-    }
-    double ss = 0.0;
-#pragma unroll
-    for (int j = 0; j < RMS_VEC_MAX; j++)
-        ss += (double)xv[j].x * xv[j].x + (double)xv[j].y * xv[j].y + (double)xv[j].z * xv[j].z +
-              (double)xv[j].w * xv[j].w;
-    ss = block_sum(ss, red);
-    float r = (float)(1.0 / sqrt(ss / n + eps));
-#pragma unroll
-    for (int j = 0; j < RMS_VEC_MAX; j++) {
-        int i = threadIdx.x + j * blockDim.x;
+        int i = threadIdx.x + j * RMS_VEC_THREADS;
         if (i >= n4)
             break;
-        float4 o;
-        o.x = w ? xv[j].x * r * wv[j].x : xv[j].x * r;
-        o.y = w ? xv[j].y * r * wv[j].y : xv[j].y * r;
-        o.z = w ? xv[j].z * r * wv[j].z : xv[j].z * r;
-        o.w = w ? xv[j].w * r * wv[j].w : xv[j].w * r;
-        yr[i] = o;
+        yr[i] = rms_vec_apply(xv[j], r, wv[j], w != NULL);
     }
 }
 
@@ -86,20 +51,15 @@ void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, 
 {
     if (n_rows <= 0 || n <= 0)
         return;
-    bool aligned = (((uintptr_t)x | (uintptr_t)y | (uintptr_t)w) & 15) == 0 && n % 4 == 0;
-    if (aligned && n >= 1024 && n <= 4 * 1024 * RMS_VEC_MAX) {
-        rmsnorm_vec_kernel<<<(unsigned)n_rows, 1024, 0, c->stream>>>(y, x, w, n, eps);
-        CUDA_LAUNCHED(c, "rmsnorm");
-        return;
-    }
-    int threads = n >= 4096 ? 1024 : n >= 512 ? 256 : 64;
-    rmsnorm_kernel<<<(unsigned)n_rows, threads, 0, c->stream>>>(y, x, w, n, eps);
+    if (rms_vec_ok(n, (uintptr_t)x | (uintptr_t)y | (uintptr_t)w))
+        rmsnorm_vec_kernel<<<(unsigned)n_rows, RMS_VEC_THREADS, 0, c->stream>>>(y, x, w, n, eps);
+    else
+        rmsnorm_kernel<<<(unsigned)n_rows, rms_threads(n), 0, c->stream>>>(y, x, w, n, eps);
     CUDA_LAUNCHED(c, "rmsnorm");
 }
 
 /* ---- RoPE ---------------------------------------------------------------
- * One thread per (row, head, pair). As cpu_ref_rope: the angle
- * pos * base^(-2i/n_rot) and its cos/sin in double, rounded to float once. */
+ * One thread per (row, head, pair). */
 static __global__ void rope_kernel(float *x, int n_rows, int n_head, int head_dim, int n_rot,
                                    const int32_t *pos, float base, bool neox)
 {
@@ -109,14 +69,9 @@ static __global__ void rope_kernel(float *x, int n_rows, int n_head, int head_di
          t += (int64_t)gridDim.x * blockDim.x) {
         int i = (int)(t % half);
         int64_t rh = t / half;                 /* row * n_head + head */
-        int row = (int)(rh / n_head);
-        float *v = x + rh * head_dim;
-        double theta = (double)pos[row] * pow((double)base, -2.0 * i / n_rot);
-        float cs = (float)cos(theta), sn = (float)sin(theta);
-        int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
-        float a = v[i0], b = v[i1];
-        v[i0] = a * cs - b * sn;
-        v[i1] = a * sn + b * cs;
+        float cs, sn;
+        rope_cos_sin(pos[rh / n_head], base, i, n_rot, &cs, &sn);
+        rope_pair(x + rh * head_dim, i, n_rot, neox, cs, sn);
     }
 }
 

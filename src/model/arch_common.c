@@ -200,16 +200,16 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     float *ys[4] = {s->q, s->k, s->v, s->g};
     const struct be_weight *ws[4] = {&L->wq, &L->wk, &L->wv, o->gate};
     matmul_n(be, o->gate ? 4 : 3, ys, ws, s->h, T);
-    if (L->q_norm.host)   /* QK-norm: per head, before RoPE */
-        op->rmsnorm(be, s->q, s->q, &L->q_norm, (int64_t)T * H, D, hp->eps);
-    if (L->k_norm.host)
-        op->rmsnorm(be, s->k, s->k, &L->k_norm, (int64_t)T * Hkv, D, hp->eps);
-    if (o->rope) {
-        op->rope(be, s->q, T, H, D, hp->n_rot, s->pos, o->rope_base, o->neox);
-        op->rope(be, s->k, T, Hkv, D, hp->n_rot, s->pos, o->rope_base, o->neox);
-    }
     struct kv_layer *c = &kv->layers[il];
-    op->kv_store(be, c->k, c->v, kv->type, c->n_slots, s->k, s->v, T, s->pos, Hkv * D);
+    struct be_attn_prep_args p = {
+        .q = s->q, .k = s->k, .v = s->v, .eps = hp->eps,
+        /* QK-norm: per head, before RoPE */
+        .q_norm = L->q_norm.host ? &L->q_norm : NULL, .k_norm = L->k_norm.host ? &L->k_norm : NULL,
+        .rope = o->rope, .neox = o->neox, .n_rot = hp->n_rot, .rope_base = o->rope_base,
+        .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type, .n_slots = c->n_slots,
+        .n_tokens = T, .pos = s->pos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
+    };
+    arch_attn_prep(be, &p);
     struct be_attn_args a = {
         .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
         .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
@@ -219,6 +219,27 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     op->attention(be, &a);
 }
 
+void arch_attn_prep(struct backend *be, const struct be_attn_prep_args *p)
+{
+    const struct backend_i *op = be->i;
+    if (op->attn_prep) {
+        op->attn_prep(be, p);
+        return;
+    }
+    int T = p->n_tokens, D = p->head_dim;
+    if (p->q && p->q_norm)
+        op->rmsnorm(be, p->q, p->q, p->q_norm, (int64_t)T * p->n_head, D, p->eps);
+    if (p->k_norm)
+        op->rmsnorm(be, p->k, p->k, p->k_norm, (int64_t)T * p->n_head_kv, D, p->eps);
+    if (p->rope) {
+        if (p->q)
+            op->rope(be, p->q, T, p->n_head, D, p->n_rot, p->pos, p->rope_base, p->neox);
+        op->rope(be, p->k, T, p->n_head_kv, D, p->n_rot, p->pos, p->rope_base, p->neox);
+    }
+    op->kv_store(be, p->k_cache, p->v_cache, p->kv_type, p->n_slots, p->k, p->v, T, p->pos,
+                 p->n_head_kv * D);
+}
+
 void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
 {
     const struct model_hparams *hp = &m->hp;
@@ -226,7 +247,6 @@ void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
     struct backend *be = m->be;
     const struct backend_i *op = be->i;
 
-    op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, hp->n_embd, hp->eps);
     float *ys[2] = {s->f1, s->f2};
     const struct be_weight *ws[2] = {&L->ffn_gate, &L->ffn_up};
     matmul_n(be, 2, ys, ws, s->h, T);

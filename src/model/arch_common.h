@@ -66,7 +66,10 @@ struct attend_opts {
  * weights, RoPE, store K/V in layer il's cache, attention into s->a. */
 void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,
                  struct fwd_scratch *s, const struct attend_opts *o);
-/* s->o = Wdown · (silu(Wgate h) ⊙ Wup h) with h = RMSNorm(x) · ffn_norm (left in s->h). */
+/* q/k norm, RoPE and K/V store (struct be_attn_prep_args): the backend's fused attn_prep
+ * when it has one, else the ops one by one. */
+void arch_attn_prep(struct backend *be, const struct be_attn_prep_args *p);
+/* s->o = Wdown · (silu(Wgate h) ⊙ Wup h) from s->h (the caller normed it with ffn_norm). */
 void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s);
 
 /* Common hyperparameters: embedding_length, block_count, head counts, head_dim,

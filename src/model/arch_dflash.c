@@ -171,10 +171,14 @@ int dflash_inject(struct glim_model *d, struct kv_cache *kv, const float *feat, 
         const struct model_layer *L = &d->layers[il];
         op->matmul(be, s.k, &L->wk, s.x, n);
         op->matmul(be, s.v, &L->wv, s.x, n);
-        op->rmsnorm(be, s.k, s.k, &L->k_norm, (int64_t)n * Hkv, D, hp->eps);
-        op->rope(be, s.k, n, Hkv, D, hp->n_rot, s.pos, hp->rope_base, true);
         struct kv_layer *c = &kv->layers[il];
-        op->kv_store(be, c->k, c->v, kv->type, c->n_slots, s.k, s.v, n, s.pos, Hkv * D);
+        struct be_attn_prep_args p = {
+            .k = s.k, .v = s.v, .k_norm = &L->k_norm, .eps = hp->eps,
+            .rope = true, .neox = true, .n_rot = hp->n_rot, .rope_base = hp->rope_base,
+            .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type, .n_slots = c->n_slots,
+            .n_tokens = n, .pos = s.pos, .n_head_kv = Hkv, .head_dim = D,
+        };
+        arch_attn_prep(be, &p);   /* keys only: no queries at injection */
     }
     return GLIM_OK;
 }
@@ -195,6 +199,7 @@ static void draft_layer(struct glim_model *d, struct kv_cache *kv, int il, int T
     arch_attend(d, kv, il, T, pos0, s, &o);
     op->matmul(be, s->o, &L->wo, s->a, T);
     op->add(be, s->x, s->o, (int64_t)T * E);
+    op->rmsnorm(be, s->h, s->x, &L->ffn_norm, T, E, hp->eps);
     arch_ffn(d, il, T, s);
     op->add(be, s->x, s->o, (int64_t)T * E);
 }

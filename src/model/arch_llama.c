@@ -71,8 +71,10 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
 
 static void ffn_block(struct glim_model *m, int il, int T, struct fwd_scratch *s)
 {
+    struct backend *be = m->be;
+    be->i->rmsnorm(be, s->h, s->x, &m->layers[il].ffn_norm, T, m->hp.n_embd, m->hp.eps);
     arch_ffn(m, il, T, s);
-    m->be->i->add(m->be, s->x, s->o, (int64_t)T * m->hp.n_embd);
+    be->i->add(be, s->x, s->o, (int64_t)T * m->hp.n_embd);
 }
 
 static int llama_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,

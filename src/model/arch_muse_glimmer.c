@@ -130,40 +130,45 @@ static int mg_load_tensors(struct glim_model *m, struct glim_err *err)
     return GLIM_OK;
 }
 
-/* Attention sub-block: x += post_norm(Wo · (attn(rope?(qknorm(Wq h)), ...) ⊙ σ(Wg h))) */
+/* Attention sub-block from h = attn_norm(x): o = Wo · (attn(rope?(qknorm(Wq h)), ...) ⊙ σ(Wg h)) */
 static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,
                             struct fwd_scratch *s)
 {
     const struct model_hparams *hp = &m->hp;
     const struct model_layer *L = &m->layers[il];
     struct backend *be = m->be;
-    const struct backend_i *op = be->i;
-    int E = hp->n_embd;
     bool swa = hp->is_swa[il];
     /* RoPE only on sliding layers; global layers are NoPE and see the whole context */
     struct attend_opts o = {.rope = swa, .rope_base = hp->rope_base_swa, .neox = hp->rope_neox,
                             .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate};
 
-    op->rmsnorm(be, s->h, s->x, &L->attn_norm, T, E, hp->eps);
     arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
+    const struct backend_i *op = be->i;
     if (op->matmul_glu) {   /* gate before Wo, folded into Wo's input */
         op->matmul_glu(be, s->o, &L->wo, s->a, s->g, BE_GLU_SIGMOID, T);
     } else {
         op->mul_sigmoid(be, s->a, s->g, (int64_t)T * hp->n_head * hp->head_dim);
         op->matmul(be, s->o, &L->wo, s->a, T);
     }
-    op->rmsnorm(be, s->o, s->o, &L->post_attn_norm, T, E, hp->post_eps);
-    op->add(be, s->x, s->o, (int64_t)T * E);
 }
 
-/* FFN sub-block: x += post_norm(Wdown · (silu(Wgate h) ⊙ Wup h)) */
-static void ffn_block(struct glim_model *m, int il, int T, struct fwd_scratch *s)
+/* Sandwich norm and residual of a sub-block, then the next sub-block's input norm:
+ * x += rmsnorm(o) · post;  h = rmsnorm(x) · next (none when next is NULL).
+ * One backend call when it fuses this (add_rmsnorm), else the three ops. */
+static void residual_norm(struct glim_model *m, int T, struct fwd_scratch *s, const struct be_weight *post,
+                          const struct be_weight *next)
 {
     const struct model_hparams *hp = &m->hp;
     struct backend *be = m->be;
-    arch_ffn(m, il, T, s);
-    be->i->rmsnorm(be, s->o, s->o, &m->layers[il].post_ffw_norm, T, hp->n_embd, hp->post_eps);
-    be->i->add(be, s->x, s->o, (int64_t)T * hp->n_embd);
+    int E = hp->n_embd;
+    if (next && be->i->add_rmsnorm) {
+        be->i->add_rmsnorm(be, s->x, s->h, s->o, post, hp->post_eps, next, hp->eps, T, E);
+        return;
+    }
+    be->i->rmsnorm(be, s->o, s->o, post, T, E, hp->post_eps);
+    be->i->add(be, s->x, s->o, (int64_t)T * E);
+    if (next)
+        be->i->rmsnorm(be, s->h, s->x, next, T, E, hp->eps);
 }
 
 static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
@@ -176,11 +181,17 @@ static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_b
     be->i->rmsnorm(be, s->x, s->x, NULL, T, hp->n_embd, hp->eps);   /* weightless embedding norm */
     if ((rc = arch_splice_embd(m, b, s, err)))                       /* image rows come normalized */
         return rc;
+    /* layer 0's attn_norm here; every later one comes with the previous layer's residual.
+     * The last layer's output is normed by the head (arch_common.c), not here. */
+    be->i->rmsnorm(be, s->h, s->x, &m->layers[0].attn_norm, T, hp->n_embd, hp->eps);
     for (int il = 0; il < hp->n_layer; il++) {
-        if ((rc = arch_tap(m, b, il, s, err)))
+        const struct model_layer *L = &m->layers[il];
+        if ((rc = arch_tap(m, b, il, s, err)))   /* x entering layer il (h is its norm) */
             return rc;
         attention_block(m, kv, il, T, b->pos0, s);
-        ffn_block(m, il, T, s);
+        residual_norm(m, T, s, &L->post_attn_norm, &L->ffn_norm);
+        arch_ffn(m, il, T, s);
+        residual_norm(m, T, s, &L->post_ffw_norm, il + 1 < hp->n_layer ? &m->layers[il + 1].attn_norm : NULL);
     }
     return arch_tap(m, b, hp->n_layer, s, err);
 }

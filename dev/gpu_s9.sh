@@ -1,0 +1,70 @@
+#!/bin/bash
+# dev/gpu_s9.sh — one batched device call (repo root on the GPU machine):
+#   bash dev/gpu_s9.sh [build] [test] [kern] [e2e] [depth] 2>&1 | tee $OUT/log
+# build: CUDA build of everything; test: test_cuda_ops + GPU goldens; kern: GEMV and
+# attention benches (old vs new kernels); e2e: the 30B preset end to end (pp512, tg128
+# with/without graphs and each new path switched off); depth: tg at 4096/32768/131072
+# with GPU memory sampled. Steps are time-boxed; a summary is printed last.
+set -u
+ARGS=" $* "; want() { case "$ARGS" in *" $1 "*) return 0;; esac; return 1; }
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+O=${OUT:-/tmp/out}; mkdir -p $O
+B=./build-gpu/glim; M=/tmp/m30.gguf
+SUM=/tmp/summary.txt; : >$SUM
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv,noheader
+if want build || [ ! -x $B ]; then
+  cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+        -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 >/tmp/build.log 2>&1 \
+    || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; cp /tmp/build.log $O/; exit 1; }
+  el "build ok"
+fi
+if [ ! -s $M ] && (want e2e || want depth || want kern); then
+  ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+  MK=$!
+else MK=""; fi
+if want test; then
+  timeout 300 ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$?" | tee -a $SUM
+  grep -E "FAIL|checks|worst|^  " /tmp/ops.log | head -40; cp /tmp/ops.log $O/
+  timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu rc=$?" | tee -a $SUM
+  grep -E "FAIL|ok$|checks|maxabs|dflash" /tmp/gold.log | tail -25; cp /tmp/gold.log $O/
+  el "tests done"
+fi
+if want kern; then
+  cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
+     -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
+  for v in 2 3; do echo "== GEMV v$v"; GLIM_CUDA_GEMV=$v timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=|copy" | head -30; done > /tmp/gemv.log
+  echo "== GEMV v3, no aux"; GLIM_CUDA_NEW_K45=0 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " >> /tmp/gemv.log
+  cat /tmp/gemv.log; cp /tmp/gemv.log $O/
+  if [ -f dev/cuda/attn_bench.c ]; then
+    cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/attn_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
+       -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/attn_bench && timeout 150 /tmp/attn_bench 2>&1 | tee /tmp/attn.log | tail -40
+    cp /tmp/attn.log $O/ 2>/dev/null
+  fi
+  el "kernel benches done"
+fi
+[ -n "$MK" ] && { wait $MK; tail -1 /tmp/mk.log; el "model written"; }
+tg() {  # tg <label> <env...> -- bench args
+  local label=$1; shift
+  local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  local out; out=$(env "${envs[@]}" timeout 150 $B bench -m $M --device cuda "$@" 2>&1)
+  echo "$out" | grep -E "^\| |GPU|bandwidth" | grep -v -- "---" | sed "s/^/$label: /" | tee -a $SUM
+}
+if want e2e; then
+  tg default X=1 -- -p 512 -n 128 -r 3
+  tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
+  tg fuse-off GLIM_CUDA_FUSE=0 -- -p 0 -n 128 -r 2
+  tg gemv-v2 GLIM_CUDA_GEMV=2 -- -p 0 -n 128 -r 2
+  tg no-aux GLIM_CUDA_NEW_K45=0 -- -p 0 -n 128 -r 2
+  tg pp4096 X=1 -- -p 4096 -n 0 -r 1
+  el "e2e done"
+fi
+if want depth; then
+  tg depth X=1 -- -p 0 -n 128 -d 4096,32768 -r 1
+  ( while sleep 0.5; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) >/tmp/mem.log &
+  MP=$!
+  S=$(date +%s)
+  tg d131072 X=1 -- -p 0 -n 128 -d 131072 -r 1
+  kill $MP; echo "d131072 run took $(( $(date +%s) - S )) s; GPU memory used max (MiB): $(sort -n /tmp/mem.log | tail -1)" | tee -a $SUM
+  el "depth done"
+fi
+echo "==== summary"; cat $SUM; el "end"

@@ -1,0 +1,199 @@
+/*
+ * fused.cu — the optional fused ops of the CUDA backend (backend.h): one kernel
+ * where the model would launch several small ones (each launch costs ~2-3 us even
+ * inside a CUDA graph, and a decode step had ~22 per layer).
+ *   add_rmsnorm: rmsnorm(o -> o), add(x, o), rmsnorm(x -> h)      (3 -> 1)
+ *   attn_prep:   rmsnorm q, rmsnorm k, rope q, rope k, kv_store   (up to 5 -> 1)
+ * Each must be bit for bit the sequence it replaces (so GLIM_CUDA_FUSE=0 changes no
+ * output): the arithmetic comes from rowops.cuh, as in the separate kernels, and every
+ * double reduction uses the thread mapping and block size those kernels use.
+ * Positions are read from device memory; nothing allocates: graph-capturable.
+ */
+#include "rowops.cuh"
+
+/* ---- add_rmsnorm ----------------------------------------------------------------- */
+
+/* x + on per element, rounded as the add kernel rounds it: __fadd_rn keeps the compiler
+ * from contracting the norm's last multiply and this add into an FMA. */
+static __device__ __forceinline__ float4 add_normed4(float4 x, float4 on)
+{
+    return make_float4(__fadd_rn(x.x, on.x), __fadd_rn(x.y, on.y), __fadd_rn(x.z, on.z), __fadd_rn(x.w, on.w));
+}
+
+/* Rows for which rms_vec_ok (the separate norms take rmsnorm_vec_kernel): o, x and both
+ * weights are loaded up front; o's sum, x's update and sum, and h stay in registers. */
+static __global__ void __launch_bounds__(RMS_VEC_THREADS)
+    add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
+                           float eps_h, int n)
+{
+    __shared__ double red[32];
+    int64_t row = (int64_t)blockIdx.x * n;
+    int n4 = n / 4;
+    float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
+    rms_vec_load(ov, o + row, n4, 0.0f);
+    rms_vec_load(xv, x + row, n4, 0.0f);
+    rms_vec_load(wo, w_o, n4, 1.0f);
+    rms_vec_load(wh, w_h, n4, 1.0f);
+    float r = rms_scale(block_sum(rms_vec_sumsq(ov), red), n, eps_o);
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++) {   /* padding stays 0: 0 + 0 * r */
+        ov[j] = rms_vec_apply(ov[j], r, wo[j], w_o != NULL);
+        xv[j] = add_normed4(xv[j], ov[j]);
+    }
+    r = rms_scale(block_sum(rms_vec_sumsq(xv), red), n, eps_h);
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++) {
+        int i = threadIdx.x + j * RMS_VEC_THREADS;
+        if (i >= n4)
+            break;
+        ((float4 *)(o + row))[i] = ov[j];
+        ((float4 *)(x + row))[i] = xv[j];
+        ((float4 *)(h + row))[i] = rms_vec_apply(xv[j], r, wh[j], w_h != NULL);
+    }
+}
+
+/* Other rows (rmsnorm_kernel's strided mapping, rms_threads(n) threads): each thread
+ * only rereads elements it wrote itself, so no barrier is needed between the passes. */
+static __global__ void add_rmsnorm_kernel(float *x, float *h, float *o, const float *w_o, float eps_o,
+                                          const float *w_h, float eps_h, int n)
+{
+    __shared__ double red[32];
+    int64_t row = (int64_t)blockIdx.x * n;
+    float *xr = x + row, *hr = h + row, *orow = o + row;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        ss += (double)orow[i] * orow[i];
+    float r = rms_scale(block_sum(ss, red), n, eps_o);
+    ss = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float on = rms_apply(orow[i], r, w_o, i);
+        float xn = __fadd_rn(xr[i], on);
+        orow[i] = on;
+        xr[i] = xn;
+        ss += (double)xn * xn;
+    }
+    r = rms_scale(block_sum(ss, red), n, eps_h);
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        hr[i] = rms_apply(xr[i], r, w_h, i);
+}
+
+void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o,
+                      const float *w_h, float eps_h, int64_t n_rows, int n)
+{
+    if (n_rows <= 0 || n <= 0)
+        return;
+    /* the separate rmsnorms pick their kernel from their own pointers */
+    bool vec_o = rms_vec_ok(n, (uintptr_t)o | (uintptr_t)w_o);
+    bool vec_x = rms_vec_ok(n, (uintptr_t)x | (uintptr_t)h | (uintptr_t)w_h);
+    if (vec_o && vec_x)
+        add_rmsnorm_vec_kernel<<<(unsigned)n_rows, RMS_VEC_THREADS, 0, c->stream>>>(x, h, o, w_o, eps_o, w_h,
+                                                                                      eps_h, n);
+    else if (!vec_o && !vec_x)
+        add_rmsnorm_kernel<<<(unsigned)n_rows, rms_threads(n), 0, c->stream>>>(x, h, o, w_o, eps_o, w_h, eps_h,
+                                                                                n);
+    else {   /* one of them misaligned (no caller does this): the sequence itself */
+        cuda_rmsnorm(c, o, o, w_o, n_rows, n, eps_o);
+        cuda_add(c, x, o, n_rows * n);
+        cuda_rmsnorm(c, h, x, w_h, n_rows, n, eps_h);
+        return;
+    }
+    CUDA_LAUNCHED(c, "add_rmsnorm");
+}
+
+/* ---- attn_prep --------------------------------------------------------------------- */
+
+#define PREP_MAX_DIM 256   /* as attention (attn_decode.cu ATTN_MAX_DIM) */
+
+struct prep_params {
+    float         *q, *k;
+    const float   *v, *q_norm, *k_norm;
+    float          eps;
+    bool           rope, neox;
+    int            n_rot;
+    float          rope_base;
+    void          *k_cache, *v_cache;
+    uint32_t       kv_type;
+    int64_t        n_slots;
+    const int32_t *pos;
+    int            n_head, n_head_kv, head_dim;
+    int            n_qb;   /* query blocks per token: n_head, or 0 when q has nothing to do */
+};
+
+/* One block of rms_threads(head_dim) threads per (token, head): the token's query heads
+ * first, then its key heads, which also store the value row of their head. The norm sums
+ * in rmsnorm_kernel's order (rows of head_dim <= 256 never take the float4 kernel); the
+ * row then goes through shared memory, since a RoPE pair spans two threads' elements. */
+static __global__ void attn_prep_kernel(prep_params p)
+{
+    __shared__ double red[32];
+    __shared__ float row[PREP_MAX_DIM];
+    int per_token = p.n_qb + p.n_head_kv, D = p.head_dim;
+    int t = blockIdx.x / per_token, hh = blockIdx.x % per_token, hk = hh - p.n_qb;
+    bool is_q = hk < 0;
+    float *src = is_q ? p.q + ((int64_t)t * p.n_head + hh) * D : p.k + ((int64_t)t * p.n_head_kv + hk) * D;
+    const float *w = is_q ? p.q_norm : p.k_norm;
+    float r = 0.0f;
+    if (w) {   /* uniform over the block: block_sum's barriers are safe */
+        double ss = 0.0;
+        for (int i = threadIdx.x; i < D; i += blockDim.x)
+            ss += (double)src[i] * src[i];
+        r = rms_scale(block_sum(ss, red), D, p.eps);
+    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x)
+        row[i] = w ? rms_apply(src[i], r, w, i) : src[i];
+    __syncthreads();
+    int32_t pos = p.pos[t];
+    if (p.rope) {
+        for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
+            float cs, sn;
+            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
+            rope_pair(row, i, p.n_rot, p.neox, cs, sn);
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x)
+        src[i] = row[i];
+    if (is_q)
+        return;
+    int64_t kv_dim = (int64_t)p.n_head_kv * D, slot = (int64_t)pos % p.n_slots;
+    const float *vr = p.v + t * kv_dim + (int64_t)hk * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        int64_t at = slot * kv_dim + (int64_t)hk * D + i;
+        kv_put(p.k_cache, p.kv_type, at, row[i]);
+        kv_put(p.v_cache, p.kv_type, at, vr[i]);
+    }
+}
+
+void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)
+{
+    if (a->n_tokens <= 0)
+        return;
+    if (a->head_dim > PREP_MAX_DIM || !kv_type_ok(a->kv_type)) {
+        cuda_check(c, cudaErrorInvalidValue, "attn_prep: head_dim > 256 or kv_type not F32/F16/BF16", __FILE__,
+                   __LINE__);
+        return;
+    }
+    prep_params p;
+    p.q = a->q;
+    p.k = a->k;
+    p.v = a->v;
+    p.q_norm = a->q_norm ? (const float *)a->q_norm->dev : NULL;
+    p.k_norm = a->k_norm ? (const float *)a->k_norm->dev : NULL;
+    p.eps = a->eps;
+    p.rope = a->rope;
+    p.neox = a->neox;
+    p.n_rot = a->n_rot;
+    p.rope_base = a->rope_base;
+    p.k_cache = a->k_cache;
+    p.v_cache = a->v_cache;
+    p.kv_type = a->kv_type;
+    p.n_slots = a->n_slots;
+    p.pos = a->pos;
+    p.n_head = a->n_head;
+    p.n_head_kv = a->n_head_kv;
+    p.head_dim = a->head_dim;
+    p.n_qb = a->q && (a->q_norm || a->rope) ? a->n_head : 0;
+    unsigned blocks = (unsigned)((int64_t)a->n_tokens * (p.n_qb + p.n_head_kv));
+    attn_prep_kernel<<<blocks, rms_threads(a->head_dim), 0, c->stream>>>(p);
+    CUDA_LAUNCHED(c, "attn_prep");
+}
