@@ -1007,6 +1007,48 @@ static void test_add_rmsnorm(void)
     check_add_rmsnorm((struct add_norm_case){2, 6656, true, true, 1, 0});
 }
 
+/* add_rmsnorm also writes h's int8 copy for the next matmul (n % 256 == 0, float4 kernel):
+ * the matmul that reuses it must give the bits of one that quantizes h itself. */
+static void check_add_rmsnorm_xq(int rows, uint32_t type, int64_t n_out)
+{
+    const int n = 6656;
+    struct glim_err err = {0};
+    int64_t len = (int64_t)rows * n;
+    size_t bytes = (size_t)len * 4, yb = (size_t)rows * n_out * 4;
+    float *x = rand_vec(len, 4.0f), *o = rand_vec(len, 50.0f), *gw = rand_vec(n, 2.0f);
+    struct be_weight hwn, dwn, hw = make_weight(type, n, n_out), dw = hw;
+    norm_weight(gw, n, &hwn, &dwn);
+    CHECK_EQ(be->i->weight_init(be, &dw, &err), GLIM_OK);
+    float *X = to_dev(x, bytes), *O = to_dev(o, bytes), *H = be->i->alloc(be, bytes), *H2 = be->i->alloc(be, bytes);
+    float *Y = be->i->alloc(be, yb), *Y2 = be->i->alloc(be, yb);
+    be->i->add_rmsnorm(be, X, H, O, &dwn, 1e-8f, &dwn, 1e-6f, rows, n);
+    be->i->matmul(be, Y, &dw, H, rows);                 /* reuses the fused copy */
+    be->i->copy_rows(be, H2, n, H, n, rows, n);         /* same h elsewhere: quantized anew */
+    be->i->matmul(be, Y2, &dw, H2, rows);
+    float *a = malloc(yb), *b = malloc(yb), *hh = malloc(bytes), *ref = malloc(yb);
+    from_dev(a, Y, yb), from_dev(b, Y2, yb), from_dev(hh, H, bytes);
+    char what[96];
+    snprintf(what, sizeof what, "add_rmsnorm int8 copy rows %d %s", rows, quant_type_name(type));
+    if (memcmp(a, b, yb) != 0)
+        fprintf(stderr, "FAIL %s: reused copy differs\n", what);
+    CHECK(memcmp(a, b, yb) == 0);
+    cpu_ref_matmul(ref, &hw, hh, rows);
+    CHECK(close_enough(a, ref, (int64_t)rows * n_out, 1e-2, what));
+    be->i->release(be, X), be->i->release(be, O), be->i->release(be, H), be->i->release(be, H2);
+    be->i->release(be, Y), be->i->release(be, Y2), be->i->weight_clear(be, &dw), be->i->weight_clear(be, &dwn);
+    free(x), free(o), free(gw), free(a), free(b), free(hh), free(ref), free((void *)hw.host);
+}
+
+static void test_add_rmsnorm_xq(void)
+{
+    if (!be->i->add_rmsnorm)
+        return;
+    check_add_rmsnorm_xq(1, GLIM_TYPE_Q4_K, 4096 + 3);
+    check_add_rmsnorm_xq(3, GLIM_TYPE_Q6_K, 256);
+    check_add_rmsnorm_xq(2, GLIM_TYPE_Q5_K, 100);
+    check_add_rmsnorm_xq(1, GLIM_TYPE_Q8_0, 70);   /* other layout: quantized anew, still right */
+}
+
 struct prep_case {
     uint32_t kv_type;
     int n_head, n_head_kv, head_dim;
@@ -1207,6 +1249,7 @@ int main(void)
     RUN(test_attention_graph);
     RUN(test_attention_tc);
     RUN(test_add_rmsnorm);
+    RUN(test_add_rmsnorm_xq);
     RUN(test_attn_prep);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);

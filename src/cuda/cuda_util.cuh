@@ -114,6 +114,22 @@ void cuda_matmul_glu(struct cuda_ctx *c, float *y, const struct be_weight *w, fl
 void cuda_get_rows(struct cuda_ctx *c, float *y, const struct be_weight *w, const int32_t *ids, int n);
 
 /* ---- gemv_q8.cu ---- */
+/* The int8 activation layout of Q4_K/Q5_K/Q6_K weights ("K45"): element n of a row goes to
+ * byte cuda_xq_pos_k45(n); xd[n / 32] = {d, d * sum(q)}, q = rint(x / d), d = amax / 127. */
+static __device__ __forceinline__ int64_t cuda_xq_pos_k45(int64_t n)
+{
+    /* 16-run r of a 256 super-block: chunk c = r/4: runs 4c, 4c+1 go to lanes 2c, 2c+1 low;
+     * 4c+2, 4c+3 high (gemv_q8.cu xl_run) */
+    int r = (int)((n >> 4) & 15), rr = r & 3;
+    int at = rr < 2 ? 2 * (r >> 2) + rr : 8 + 2 * (r >> 2) + rr - 2;
+    return (n & ~(int64_t)255) + 16 * at + (n & 15);
+}
+/* A kernel other than the quantizer fills the K45 int8 copy of x[nr][k] (k % 256 == 0):
+ * cuda_xq_reserve sizes ctx->xq and returns its parts; after the launch, cuda_xq_filled
+ * makes the next matmul of x reuse it. False when the GEMV would not use it (exact mode,
+ * more than 16 rows) or on failure. */
+bool cuda_xq_reserve(struct cuda_ctx *c, int64_t k, int nr, int8_t **xq, float2 **xd);
+void cuda_xq_filled(struct cuda_ctx *c, const float *x, int64_t k, int nr);
 /* dev_type has an int8-activation dp4a GEMV (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0) */
 bool cuda_q8_supported(uint32_t dev_type);
 /* y[n_rows][N] = x . W^T with x quantized to int8 per 32 (n_rows <= 16) */

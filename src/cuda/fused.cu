@@ -20,11 +20,33 @@ static __device__ __forceinline__ float4 add_normed4(float4 x, float4 on)
     return make_float4(__fadd_rn(x.x, on.x), __fadd_rn(x.y, on.y), __fadd_rn(x.z, on.z), __fadd_rn(x.w, on.w));
 }
 
+/* h's int8 copy for the next matmul, as gemv_q8.cu's quantize_x_kernel computes it: the 8
+ * consecutive threads holding 32 consecutive values (float4 each) share amax and sum. */
+static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq, float2 *xd)
+{
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    for (int o = 1; o < 8; o <<= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d = amax / 127.0f;
+    int q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+    if (amax > 0.0f) {
+        q0 = __float2int_rn(v.x / d), q1 = __float2int_rn(v.y / d);
+        q2 = __float2int_rn(v.z / d), q3 = __float2int_rn(v.w / d);
+    }
+    int sum = q0 + q1 + q2 + q3;
+    for (int o = 1; o < 8; o <<= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    *(char4 *)(xq + cuda_xq_pos_k45(4 * (int64_t)i)) = make_char4((char)q0, (char)q1, (char)q2, (char)q3);
+    if ((i & 7) == 0)
+        xd[i >> 3] = make_float2(d, d * (float)sum);
+}
+
 /* Rows for which rms_vec_ok (the separate norms take rmsnorm_vec_kernel): o, x and both
- * weights are loaded up front; o's sum, x's update and sum, and h stay in registers. */
+ * weights are loaded up front; o's sum, x's update and sum, and h stay in registers.
+ * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve). */
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n)
+                           float eps_h, int n, int8_t *xq, float2 *xd)
 {
     __shared__ double red[32];
     int64_t row = (int64_t)blockIdx.x * n;
@@ -44,11 +66,14 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {
         int i = threadIdx.x + j * RMS_VEC_THREADS;
-        if (i >= n4)
+        if (i >= n4)   /* n % 256 == 0 when quantizing: whole warps leave together */
             break;
+        float4 hv = rms_vec_apply(xv[j], r, wh[j], w_h != NULL);
         ((float4 *)(o + row))[i] = ov[j];
         ((float4 *)(x + row))[i] = xv[j];
-        ((float4 *)(h + row))[i] = rms_vec_apply(xv[j], r, wh[j], w_h != NULL);
+        ((float4 *)(h + row))[i] = hv;
+        if (xq)
+            quantize4_k45(hv, i, xq + row, xd + row / 32);
     }
 }
 
@@ -85,9 +110,13 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     /* the separate rmsnorms pick their kernel from their own pointers */
     bool vec_o = rms_vec_ok(n, (uintptr_t)o | (uintptr_t)w_o);
     bool vec_x = rms_vec_ok(n, (uintptr_t)x | (uintptr_t)h | (uintptr_t)w_h);
+    int8_t *xq = NULL;
+    float2 *xd = NULL;
+    /* h feeds the next matmuls: quantize it here (K45 order, the Q4_K/Q5_K/Q6_K GEMV's) */
+    bool qx = vec_o && vec_x && n % 256 == 0 && cuda_xq_reserve(c, n, (int)n_rows, &xq, &xd);
     if (vec_o && vec_x)
         add_rmsnorm_vec_kernel<<<(unsigned)n_rows, RMS_VEC_THREADS, 0, c->stream>>>(x, h, o, w_o, eps_o, w_h,
-                                                                                      eps_h, n);
+                                                                                      eps_h, n, xq, xd);
     else if (!vec_o && !vec_x)
         add_rmsnorm_kernel<<<(unsigned)n_rows, rms_threads(n), 0, c->stream>>>(x, h, o, w_o, eps_o, w_h, eps_h,
                                                                                 n);
@@ -97,7 +126,8 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
         cuda_rmsnorm(c, h, x, w_h, n_rows, n, eps_h);
         return;
     }
-    CUDA_LAUNCHED(c, "add_rmsnorm");
+    if (!CUDA_LAUNCHED(c, "add_rmsnorm") && qx)
+        cuda_xq_filled(c, h, n, (int)n_rows);
 }
 
 /* ---- attn_prep --------------------------------------------------------------------- */

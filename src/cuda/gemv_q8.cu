@@ -16,7 +16,7 @@
  * Activations: xq[nr][K] int8 and xd[nr][K/32] float2 {d, d*sum(q)}, with
  * q = rint(x/d), d = amax/127 per 32 consecutive values (0 when amax = 0).
  * Within each 256-weight super-block the 16-byte runs of xq are permuted
- * (XL_K45, see xl_run) so that lane t of the 8 Q4_K/Q5_K lanes that share a
+ * (XL_K45, see cuda_xq_pos_k45) so that lane t of the 8 Q4_K/Q5_K lanes that share a
  * super-block reads its two runs at 16t and 128+16t: every warp-wide x load
  * is 4 full 128-byte lines (Q6_K lanes read the same lines in another order).
  * Q8_0/Q4_0 keep the natural order (XL_PLAIN).
@@ -347,12 +347,6 @@ struct slot_q4_0 {
 /* ---- activation quantizer ----------------------------------------------------------
  * One warp per 32 consecutive values of x[nr][k]; writes xq (permuted per layout) and
  * xd = {d, d*sum(q)}. */
-static __device__ __forceinline__ int xl_run(int r)   /* K45: natural 16-run r (0..15) -> position */
-{
-    /* chunk c = r/4: runs 4c, 4c+1 are lanes 2c, 2c+1 low; 4c+2, 4c+3 high */
-    int rr = r & 3;
-    return rr < 2 ? 2 * (r >> 2) + rr : 8 + 2 * (r >> 2) + rr - 2;
-}
 
 /* ACT: x is first multiplied by sigmoid(g) (BE_GLU_SIGMOID) or silu(g) (BE_GLU_SILU),
  * with the float expressions of ops.cu's mul_sigmoid / swiglu (matmul_glu). */
@@ -380,9 +374,7 @@ static __global__ void quantize_x_kernel(const float *__restrict__ x, const floa
     int sum = q;
     for (int o = 16; o > 0; o >>= 1)
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    int64_t pos = n;
-    if (layout != XL_PLAIN)
-        pos = (n & ~(int64_t)255) + 16 * xl_run((int)((n >> 4) & 15)) + (n & 15);
+    int64_t pos = layout == XL_PLAIN ? n : cuda_xq_pos_k45(n);
     xq[row * k + pos] = (int8_t)q;
     if (lane == 0)
         xd[b] = make_float2(d, d * (float)sum);
@@ -642,6 +634,23 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
     /* a gated copy is not x's copy: nothing to reuse */
     c->xq_src = g ? NULL : x, c->xq_k = k, c->xq_nr = nr, c->xq_layout = layout;
     return true;
+}
+
+bool cuda_xq_reserve(struct cuda_ctx *c, int64_t k, int nr, int8_t **xq, float2 **xd)
+{
+    if (c->exact || nr > 16 || k % 256)
+        return false;
+    size_t q_bytes = (size_t)nr * k, d_bytes = (size_t)nr * (k / 32) * sizeof(float2);
+    if (!cuda_buf_reserve(c, &c->xq, q_bytes + d_bytes))
+        return false;
+    *xq = (int8_t *)c->xq.p;
+    *xd = (float2 *)((uint8_t *)c->xq.p + q_bytes);
+    return true;
+}
+
+void cuda_xq_filled(struct cuda_ctx *c, const float *x, int64_t k, int nr)
+{
+    c->xq_src = x, c->xq_k = k, c->xq_nr = nr, c->xq_layout = XL_K45;
 }
 
 static int rows_per_warp(struct cuda_ctx *c, int64_t n)
