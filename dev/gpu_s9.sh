@@ -2,7 +2,7 @@
 # dev/gpu_s9.sh — one batched device call (repo root on the GPU machine):
 #   bash dev/gpu_s9.sh [build] [test] [kern] [e2e] [depth] 2>&1 | tee $OUT/log
 # build: CUDA build of everything; test: test_cuda_ops + GPU goldens; kern: GEMV and
-# attention benches (old vs new kernels); e2e: the 30B preset end to end (pp512, tg128
+# benches (old vs new kernels); attn: the attention bench; e2e: the 30B preset end to end (pp512, tg128
 # with/without graphs and each new path switched off); depth: tg at 4096/32768/131072
 # with GPU memory sampled. Steps are time-boxed; a summary is printed last.
 set -u
@@ -33,21 +33,23 @@ if want kern; then
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
      -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
   for v in 2 3; do echo "== GEMV v$v"; GLIM_CUDA_GEMV=$v timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=|copy" | head -30; done > /tmp/gemv.log
-  echo "== GEMV v3, no aux"; GLIM_CUDA_NEW_K45=0 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
+  el "gemv bench done"
+fi
+if want attn; then
   if [ -f dev/cuda/attn_bench.c ]; then
     cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/attn_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
        -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/attn_bench && timeout 150 /tmp/attn_bench 2>&1 | tee /tmp/attn.log | tail -40
     cp /tmp/attn.log $O/ 2>/dev/null
   fi
-  el "kernel benches done"
+  el "attention bench done"
 fi
 [ -n "$MK" ] && { wait $MK; tail -1 /tmp/mk.log; el "model written"; }
 tg() {  # tg <label> <env...> -- bench args
   local label=$1; shift
   local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   local out; out=$(env "${envs[@]}" timeout 150 $B bench -m $M --device cuda "$@" 2>&1)
-  echo "$out" | grep -E "^\| |GPU|bandwidth" | grep -v -- "---" | sed "s/^/$label: /" | tee -a $SUM
+  echo "$out" | grep -E "^\| |GPU|t/s x" | grep -v -- "---" | sed "s/^/$label: /" | tee -a $SUM
 }
 if want e2e; then
   tg default X=1 -- -p 512 -n 128 -r 3
