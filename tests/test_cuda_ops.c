@@ -1074,7 +1074,7 @@ static void run_attn_prep(struct prep_case pc, bool fused, const float *const in
     void *dkc = to_dev(cache0, cb), *dvc = to_dev((const uint8_t *)cache0 + cb, cb);
     int32_t *dpos = be->i->alloc(be, (size_t)T * 4);
     float eps = 1e-6f;
-    if (!pc.graph)
+    if (!pc.graph || !fused)   /* a captured op reads the positions uploaded after the capture */
         CHECK_EQ(be->i->upload(be, dpos, pos, (size_t)T * 4, &err), GLIM_OK);
     if (fused) {
         struct be_attn_prep_args a = {
