@@ -513,10 +513,13 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
  * each stage read from L2 once per 4 tokens: verify and prefill).
  *
  * Accuracy (f32 test bound 1e-5): K/V are exact in the MMA type. q and p are split into
- * terms x = t0 + t1 (+ t2), one MMA each, fp32 accumulation: f16 2 terms leave 2^-22 of x,
- * bf16 needs 3 terms for 2^-24 (2 leave 2^-16: 3-6e-6 in a C model of the test's shapes).
+ * hi + lo, one MMA each, fp32 accumulation: f16 leaves 2^-22 of x, bf16 2^-16 (rel. L2 3e-6 at
+ * most in a C model of the test's shapes; a third term would not fit in 255 registers).
  * p is computed as 2^14 x the softmax weight (l carries the same factor, so it cancels), which
  * keeps weights down to 2^-24 in f16 normal range. q is split unscaled (|q| < 65504 for f16).
+ * The MMA rounds its fp32 sums toward zero, so P V of each 16-key sub-tile starts from zero and
+ * is added to O on the CUDA cores (an MMA-resident O would drift ~2^-24 per sub-tile: 1e-3 over
+ * the 131072 keys one prefill warp walks).
  *
  * Requirements (else v2): F16/BF16 cache, head_dim 64 or 128, <= 16 query heads per KV head,
  * q/out/caches 16-byte aligned. GLIM_CUDA_ATTN_DEC_TC=0 turns it off for n_tokens <= 16
@@ -564,13 +567,12 @@ static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *
 }
 
 /* MMA element types. pack: (x0, x1) rounded to a pair (x0 in the low half), leaving the
- * rounding residual in x0, x1. Fragment layouts (PTX ISA, m16n8k16, g = lane / 4,
+ * rounding residual in x0, x1. mma: d = a b + c (d may be c). Fragment layouts (PTX ISA, m16n8k16, g = lane / 4,
  * c = lane % 4): A a0 = (row g, k 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..),
  * a3 = (g+8, 2c+8..); B b0 = (k 2c..2c+1, n g), b1 = (k 2c+8.., n g);
  * C (g, 2c..2c+1), (g+8, 2c..2c+1). */
 struct attn4_f16 {
     typedef __half elem;
-    static const int terms = 2;
     static __device__ __forceinline__ uint32_t pack(float *x0, float *x1)
     {
         __half2 h = __floats2half2_rn(*x0, *x1);
@@ -578,18 +580,19 @@ struct attn4_f16 {
         *x0 -= f.x, *x1 -= f.y;
         return *(const uint32_t *)&h;
     }
-    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                               const float c[4])
     {
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+                     "{%8, %9}, {%10, %11, %12, %13};"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+                       "f"(c[2]), "f"(c[3]));
     }
 };
 
 struct attn4_bf16 {
     typedef __nv_bfloat16 elem;
-    static const int terms = 3;
     static __device__ __forceinline__ uint32_t pack(float *x0, float *x1)
     {
         __nv_bfloat162 h = __floats2bfloat162_rn(*x0, *x1);
@@ -597,21 +600,23 @@ struct attn4_bf16 {
         *x0 -= f.x, *x1 -= f.y;
         return *(const uint32_t *)&h;
     }
-    static __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                               const float c[4])
     {
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+                     "{%8, %9}, {%10, %11, %12, %13};"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+                       "f"(c[2]), "f"(c[3]));
     }
 };
 
-/* A-fragment register r of every term of (x0, x1): out[i][r] = term i */
+/* A-fragment register r of both terms of (x0, x1): out[i][r] = term i */
 template <class Tr, int R>
 static __device__ __forceinline__ void attn4_split(float x0, float x1, uint32_t (*out)[R], int r)
 {
 #pragma unroll
-    for (int i = 0; i < Tr::terms; i++)
+    for (int i = 0; i < 2; i++)
         out[i][r] = Tr::pack(&x0, &x1);
 }
 
@@ -642,7 +647,7 @@ template <class Tr, int D>
 static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) attn_mma_kernel(attn_params a)
 {
     typedef typename Tr::elem E;
-    const int S = D + 8, DK = D / 16, NT = Tr::terms, STAGE = 2 * ATTN4_KT * S;
+    const int S = D + 8, DK = D / 16, STAGE = 2 * ATTN4_KT * S;
     extern __shared__ uint4 smem_mma[];
     E *kv_s = (E *)smem_mma;
 
@@ -666,7 +671,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     }
 
     /* q rows g, g + 8 (heads kvh * group + row) as the A fragments of every term */
-    uint32_t qf[NT][DK][4];
+    uint32_t qf[2][DK][4];
     const float *q0 = a.q + ((int64_t)(tok_ok ? t : 0) * a.n_head + (int64_t)kvh * a.group) * D;
     bool r0_ok = tok_ok && g < a.group, r1_ok = tok_ok && g + 8 < a.group;
 #pragma unroll
@@ -676,11 +681,11 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
             int col = kk * 16 + 8 * hf + 2 * c;
             float2 x0 = r0_ok ? *(const float2 *)(q0 + g * D + col) : make_float2(0.0f, 0.0f);
             float2 x1 = r1_ok ? *(const float2 *)(q0 + (g + 8) * D + col) : make_float2(0.0f, 0.0f);
-            uint32_t t0[NT][1], t1[NT][1];
+            uint32_t t0[2][1], t1[2][1];
             attn4_split<Tr, 1>(x0.x, x0.y, t0, 0);
             attn4_split<Tr, 1>(x1.x, x1.y, t1, 0);
 #pragma unroll
-            for (int i = 0; i < NT; i++) {
+            for (int i = 0; i < 2; i++) {
                 qf[i][kk][2 * hf] = t0[i][0];
                 qf[i][kk][2 * hf + 1] = t1[i][0];
             }
@@ -692,6 +697,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
         o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* rows g, g + 8; l: this lane's keys */
     const float sl2 = a.scale * 1.4426950408889634f;               /* scores in log2 units */
+    const float zero4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);   /* positions are < 2^31 */
     int64_t kv_dim = (int64_t)a.n_head_kv * D;
     const E *kg = (const E *)a.k_cache + (int64_t)kvh * D, *vg = (const E *)a.v_cache + (int64_t)kvh * D;
@@ -722,23 +728,18 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
             if (ub > vhi || ub + 16 <= vlo)
                 continue;                                  /* nothing visible: warp-uniform */
 
-            /* S = Q K^T for keys ub .. ub + 15: sc[0] the first term, sc[1] the rest (two
-             * independent MMA chains per n-tile), summed after */
+            /* S = Q K^T for keys ub .. ub + 15: sc[term][n-tile] (independent MMA chains,
+             * summed after) */
             float sc[2][2][4];
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-                    sc[i][nt][0] = sc[i][nt][1] = sc[i][nt][2] = sc[i][nt][3] = 0.0f;
             const E *kr = ks + (16 * j + k_row) * S + k_col;
 #pragma unroll
             for (int kk = 0; kk < DK; kk++) {
                 uint32_t b[4];
                 ldsm_x4(b, kr + kk * 16);
 #pragma unroll
-                for (int i = 0; i < NT; i++) {
-                    Tr::mma(sc[i > 0][0], qf[i][kk], b[0], b[1]);
-                    Tr::mma(sc[i > 0][1], qf[i][kk], b[2], b[3]);
+                for (int i = 0; i < 2; i++) {
+                    Tr::mma(sc[i][0], qf[i][kk], b[0], b[1], kk == 0 ? zero4 : sc[i][0]);
+                    Tr::mma(sc[i][1], qf[i][kk], b[2], b[3], kk == 0 ? zero4 : sc[i][1]);
                 }
             }
             /* mask, row max (the quad of lanes 4g..4g+3 holds a row's 16 keys). The sub-tile
@@ -775,12 +776,10 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
             }
             l0 = fmaf(l0, al0, (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]));
             l1 = fmaf(l1, al1, (p[0][2] + p[0][3]) + (p[1][2] + p[1][3]));
-#pragma unroll
-            for (int i = 0; i < D / 8; i++)
-                o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
 
-            /* O += P V: the C fragments of the two n-tiles are P's A fragment (keys as k) */
-            uint32_t pa[NT][4];
+            /* O = alpha O + P V, P V from zero (see the accuracy note). The C fragments of
+             * the two n-tiles are P's A fragment (keys as k). */
+            uint32_t pa[2][4];
             attn4_split<Tr, 4>(p[0][0], p[0][1], pa, 0);
             attn4_split<Tr, 4>(p[0][2], p[0][3], pa, 1);
             attn4_split<Tr, 4>(p[1][0], p[1][1], pa, 2);
@@ -790,10 +789,17 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
             for (int dp = 0; dp < DK; dp++) {
                 uint32_t b[4];
                 ldsm_x4_trans(b, vr + dp * 16);
+                float pv[2][4];
 #pragma unroll
-                for (int i = 0; i < NT; i++) {
-                    Tr::mma(o[2 * dp], pa[i], b[0], b[1]);
-                    Tr::mma(o[2 * dp + 1], pa[i], b[2], b[3]);
+                for (int i = 0; i < 2; i++) {
+                    Tr::mma(pv[0], pa[i], b[0], b[1], i == 0 ? zero4 : pv[0]);
+                    Tr::mma(pv[1], pa[i], b[2], b[3], i == 0 ? zero4 : pv[1]);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float *od = o[2 * dp + h];
+                    od[0] = fmaf(od[0], al0, pv[h][0]), od[1] = fmaf(od[1], al0, pv[h][1]);
+                    od[2] = fmaf(od[2], al1, pv[h][2]), od[3] = fmaf(od[3], al1, pv[h][3]);
                 }
             }
         }
