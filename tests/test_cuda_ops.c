@@ -705,7 +705,7 @@ static void test_attention_v1(void)
     attn_use(ATTN_V4);
 }
 
-/* v4 (tensor cores; F16/BF16, head_dim 64/128, <= 16 heads per KV head) beyond the shared
+/* v4 (tensor cores; F16/BF16, head_dim 64..128 in steps of 16, <= 16 heads per KV head) beyond the shared
  * cases: decode and verify at long depth, its split plan, token groups that straddle a
  * DFlash block, prefill chunks; and the shapes it leaves to v2/v1 */
 static void test_attention_v4(void)
@@ -745,10 +745,15 @@ static void test_attention_v4(void)
         check_attention((struct attn_case){kt, 16, 2, 128, 6000, 0, 0, 17, 5999, 0});
         check_attention((struct attn_case){kt, 16, 1, 128, 400, 0, 16, 133, 350, 0});
         check_attention((struct attn_case){kt, 8, 2, 64, 600, 0, 0, 129, 300, 0});
+        /* head_dim 80, 96, 112: decode at depth, verify with a window, a prefill chunk */
+        check_attention((struct attn_case){kt, 10, 2, 80, 9000, 0, 0, 1, 8999, 0});
+        check_attention((struct attn_case){kt, 12, 1, 96, 700, 300, 4, 6, 2000, 0});
+        check_attention((struct attn_case){kt, 28, 2, 112, 3000, 0, 0, 40, 2999, 0});
     }
-    /* left to v2: F32, head_dim 80 / 256, > 16 heads per KV head; unaligned q: v1 */
+    /* left to v2: F32, head_dim 72 / 48 / 256, > 16 heads per KV head; unaligned q: v1 */
     check_attention((struct attn_case){GLIM_TYPE_F32, 32, 2, 128, 700, 0, 0, 130, 650, 0});
-    check_attention((struct attn_case){GLIM_TYPE_F16, 10, 2, 80, 300, 0, 0, 130, 200, 0});
+    check_attention((struct attn_case){GLIM_TYPE_F16, 10, 2, 72, 300, 0, 0, 130, 200, 0});
+    check_attention((struct attn_case){GLIM_TYPE_BF16, 8, 2, 48, 300, 0, 0, 3, 200, 0});
     check_attention((struct attn_case){GLIM_TYPE_BF16, 4, 1, 256, 3000, 0, 0, 1, 2999, 0});
     check_attention((struct attn_case){GLIM_TYPE_F16, 34, 1, 64, 3000, 0, 0, 2, 2999, 0});
     check_attention((struct attn_case){GLIM_TYPE_F16, 8, 1, 64, 700, 0, 0, 130, 650, 1});

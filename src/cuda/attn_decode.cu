@@ -13,8 +13,8 @@
  *
  * Three versions, tried in this order:
  *   v4 (attn_mma_kernel, default): tensor cores, the GQA group as the MMA rows;
- *      decode, verify and prefill (see its comment). F16/BF16 caches, head_dim 64
- *      or 128, <= 16 heads per KV head. GLIM_CUDA_ATTN_DEC_TC=0 / GLIM_CUDA_ATTN_TC=0
+ *      decode, verify and prefill (see its comment). F16/BF16 caches, head_dim
+ *      64..128 in steps of 16, <= 16 heads per KV head. GLIM_CUDA_ATTN_DEC_TC=0 / GLIM_CUDA_ATTN_TC=0
  *      turn it off for n_tokens <= 16 / > 16.
  *   v2 (attn_split2_kernel): CUDA cores, one warp per query head, prefill one CTA
  *      row per query token (see its comment for why it replaced v1).
@@ -521,7 +521,7 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
  * is added to O on the CUDA cores (an MMA-resident O would drift ~2^-24 per sub-tile: 1e-3 over
  * the 131072 keys one prefill warp walks).
  *
- * Requirements (else v2): F16/BF16 cache, head_dim 64 or 128, <= 16 query heads per KV head,
+ * Requirements (else v2): F16/BF16 cache, head_dim 64..128 in steps of 16, <= 16 query heads per KV head,
  * q/out/caches 16-byte aligned. GLIM_CUDA_ATTN_DEC_TC=0 turns it off for n_tokens <= 16
  * (decode, verify), GLIM_CUDA_ATTN_TC=0 for longer batches (prefill). */
 
@@ -532,6 +532,7 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
 #define ATTN4_DEC_TOKENS 16       /* n_tokens <= this: the decode switch, else the prefill one */
 #define ATTN4_P_SHIFT 14.0f       /* p = 2^(s - m + 14) <= 16384 */
 #define ATTN4_COMBINE_WARPS 8
+#define ATTN4_MAX_DIM 128         /* q hi/lo and O live in registers: 128 needs ~200 of 255 */
 
 static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
 {
@@ -933,12 +934,25 @@ template <class Tr, int D> static bool attn_mma_run(struct cuda_ctx *c, const at
     return CUDA_LAUNCHED(c, "attention v4");
 }
 
+/* the instantiation for a.head_dim (64..ATTN4_MAX_DIM, a multiple of 16) */
+template <class Tr> static bool attn_mma_dispatch(struct cuda_ctx *c, const attn_params &a, dim3 grid)
+{
+    switch (a.head_dim) {
+    case 64: return attn_mma_run<Tr, 64>(c, a, grid);
+    case 80: return attn_mma_run<Tr, 80>(c, a, grid);
+    case 96: return attn_mma_run<Tr, 96>(c, a, grid);
+    case 112: return attn_mma_run<Tr, 112>(c, a, grid);
+    default: return attn_mma_run<Tr, 128>(c, a, grid);
+    }
+}
+
 /* v4 launch: false when the shapes need v2/v1 (nothing launched) */
 static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_params a)
 {
     uintptr_t align = (uintptr_t)x->q | (uintptr_t)x->out | (uintptr_t)x->k_cache | (uintptr_t)x->v_cache;
     bool bf16 = x->kv_type == GLIM_TYPE_BF16;
-    if ((x->kv_type != GLIM_TYPE_F16 && !bf16) || (x->head_dim != 64 && x->head_dim != 128) || a.group > 16 ||
+    if ((x->kv_type != GLIM_TYPE_F16 && !bf16) || x->head_dim % 16 != 0 || x->head_dim < 64 ||
+        x->head_dim > ATTN4_MAX_DIM || a.group > 16 ||
         align % 16 != 0)
         return false;
     a.tpc = x->n_tokens >= 3 ? 4 : x->n_tokens;
@@ -960,10 +974,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
         a.part = (float *)c->attn_part.p;
     }
     dim3 grid((unsigned)n_groups, (unsigned)n_splits, (unsigned)x->n_head_kv);
-    bool failed = bf16 ? (x->head_dim == 64 ? attn_mma_run<attn4_bf16, 64>(c, a, grid)
-                                            : attn_mma_run<attn4_bf16, 128>(c, a, grid))
-                       : (x->head_dim == 64 ? attn_mma_run<attn4_f16, 64>(c, a, grid)
-                                            : attn_mma_run<attn4_f16, 128>(c, a, grid));
+    bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid) : attn_mma_dispatch<attn4_f16>(c, a, grid);
     if (failed || n_splits == 1)
         return true;
     attn_combine4_kernel<<<(unsigned)((int64_t)x->n_tokens * x->n_head), 32 * ATTN4_COMBINE_WARPS, 0, c->stream>>>(a);
