@@ -705,9 +705,9 @@ static void test_attention_v1(void)
     attn_use(ATTN_V4);
 }
 
-/* v4 (tensor cores; F16/BF16, head_dim 64..128 in steps of 16, <= 16 heads per KV head) beyond the shared
- * cases: decode and verify at long depth, its split plan, token groups that straddle a
- * DFlash block, prefill chunks; and the shapes it leaves to v2/v1 */
+/* v4 (tensor cores; F16/BF16, head_dim 64..128 in steps of 16, <= 16 heads per KV head)
+ * beyond the shared cases: decode and verify at long depth, its split plan, token groups that
+ * straddle a DFlash block, prefill chunks; and the shapes it leaves to v2/v1 */
 static void test_attention_v4(void)
 {
     static const uint32_t KV[] = {GLIM_TYPE_F16, GLIM_TYPE_BF16};
