@@ -13,8 +13,10 @@
  *   get_rows, kv_store, copy_rows: exact (dequant is bit-exact).
  * Attention with F16/BF16 caches uses the same cache values and the same
  * rounded query on both sides, so it keeps the f32 bound.
- * New kernels (backend_cuda_set_new / GLIM_CUDA_NEW): attention runs on v2 and v1,
- * the Q4_K/Q5_K decoded-scale GEMV must be bit-equal to the old one.
+ * Attention runs on v4 (tensor cores, default for F16/BF16), with it switched off
+ * (v2: backend_cuda_set_attn_tc/_dec_tc, GLIM_CUDA_ATTN_TC/_DEC_TC=0) and on v1
+ * (backend_cuda_set_new / GLIM_CUDA_NEW=0); the Q4_K/Q5_K decoded-scale GEMV must be
+ * bit-equal to the old one.
  * Fused ops (add_rmsnorm, attn_prep): 1e-5 against the CPU composition, caches exact,
  * and every output bit-equal to the separate CUDA ops they replace.
  */
@@ -43,8 +45,11 @@ static double q8_worst;     /* largest rel. L2 error seen on the int8-activation
 int backend_cuda_set_exact(struct backend *be_, bool exact);
 int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (default) or v1 */
 int backend_cuda_set_gemv(struct backend *be_, int version);   /* dp4a GEMV v3 (default) or v2 */
-int backend_cuda_set_attn_tc(struct backend *be_, bool on);   /* tensor-core prefill (default off) */
-static bool attn_v2 = true;  /* which attention kernel the attention tests run */
+int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
+int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
+/* the newest attention kernel the tests enable (older ones run where it does not apply) */
+enum { ATTN_V1 = 1, ATTN_V2 = 2, ATTN_V4 = 4 };
+static int attn_path = ATTN_V4;
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static uint32_t rnd(void)
@@ -760,11 +765,11 @@ static void check_attention(struct attn_case ac)
     from_dev(got, dout + ac.q_off, (size_t)ac.n_tokens * q_dim * 4);
     char what[200];
     snprintf(what, sizeof what,
-             "attention %s %s heads %d/%d dim %d slots %lld window %d block %d tokens %d p %d q_off %d",
-             attn_v2 ? "v2" : "v1", quant_type_name(ac.kv_type), ac.n_head, ac.n_head_kv, ac.head_dim,
+             "attention v%d %s heads %d/%d dim %d slots %lld window %d block %d tokens %d p %d q_off %d",
+             attn_path, quant_type_name(ac.kv_type), ac.n_head, ac.n_head_kv, ac.head_dim,
              (long long)ac.n_slots, ac.window, ac.block, ac.n_tokens, ac.p_last, ac.q_off);
     CHECK(close_enough(got, ref, (int64_t)ac.n_tokens * q_dim, 1e-5, what));
-    if (ac.p_last >= 8000)   /* long contexts: show the error (v1 and v2 should be alike) */
+    if (ac.p_last >= 8000)   /* long contexts: show the error (every version should be alike) */
         printf("  %s: rel L2 %.3g\n", what, last_rel);
     be->i->release(be, dq), be->i->release(be, dout), be->i->release(be, dpos);
     be->i->release(be, dk), be->i->release(be, dv);
@@ -792,7 +797,7 @@ static void test_attention(void)
         check_attention((struct attn_case){kt, 8, 2, 128, 512, 0, 5, 5, 300, 0});
         check_attention((struct attn_case){kt, 8, 2, 64, 96, 32, 4, 6, 500, 0});
         check_attention((struct attn_case){kt, 40, 1, 256, 300, 0, 0, 2, 200, 0});
-        if (!attn_v2)   /* v1 (today's kernel) keeps its original cases */
+        if (attn_path == ATTN_V1)   /* v1 keeps its original cases */
             continue;
         /* v2 split plan edges: key counts around the 64-key minimum split and the 32-key tile */
         for (int p = 30; p <= 130; p += 1 + p / 16)
@@ -819,37 +824,110 @@ static void test_attention(void)
     }
 }
 
+/* enable the attention kernels up to path: v4 on/off for both batch sizes, v2 vs v1 */
+static void attn_use(int path)
+{
+    attn_path = path;
+    CHECK_EQ(backend_cuda_set_new(be, path >= ATTN_V2), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_attn_tc(be, path >= ATTN_V4), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_attn_dec_tc(be, path >= ATTN_V4), GLIM_OK);
+}
+
+/* v4 switched off (GLIM_CUDA_ATTN_TC=0 GLIM_CUDA_ATTN_DEC_TC=0): every case on v2 */
+static void test_attention_v2(void)
+{
+    attn_use(ATTN_V2);
+    test_attention();
+    attn_use(ATTN_V4);
+}
+
 /* the original cases on attention v1 (GLIM_CUDA_NEW=0), and one long context to compare */
 static void test_attention_v1(void)
 {
-    attn_v2 = false;
-    CHECK_EQ(backend_cuda_set_new(be, false), GLIM_OK);
+    attn_use(ATTN_V1);
     test_attention();
     check_attention((struct attn_case){GLIM_TYPE_F16, 32, 2, 128, 33000, 0, 0, 1, 32999, 0});   /* error vs v2 */
-    CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
-    attn_v2 = true;
+    attn_use(ATTN_V4);
 }
 
-/* A decode step's attention captured once (at a short position) and replayed at other
- * positions after uploading pos: the launch shape must not depend on the position. */
-static void check_attention_graph(uint32_t kt, int64_t n_slots, int window, int32_t n_fill, const int32_t *ps,
-                                  int n_ps)
+/* v4 (tensor cores; F16/BF16, head_dim 64..128 in steps of 16, <= 16 heads per KV head)
+ * beyond the shared cases: decode and verify at long depth, its split plan, token groups that
+ * straddle a DFlash block, prefill chunks; and the shapes it leaves to v2/v1 */
+static void test_attention_v4(void)
+{
+    static const uint32_t KV[] = {GLIM_TYPE_F16, GLIM_TYPE_BF16};
+    for (int i = 0; i < 2; i++) {
+        uint32_t kt = KV[i];
+        /* decode, global cache of 41000 slots: near the end, in the middle; GQA 16:1 and 8:1 */
+        check_attention((struct attn_case){kt, 32, 2, 128, 41000, 0, 0, 1, 40999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 41000, 0, 0, 1, 20011, 0});
+        check_attention((struct attn_case){kt, 16, 2, 128, 41000, 0, 0, 1, 40000, 0});
+        /* verify batches (1, 2 and 4 tokens per CTA) at depth */
+        check_attention((struct attn_case){kt, 32, 2, 128, 41000, 0, 0, 4, 40990, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 20000, 0, 0, 16, 19999, 0});
+        check_attention((struct attn_case){kt, 16, 2, 128, 9000, 0, 0, 2, 8001, 0});
+        check_attention((struct attn_case){kt, 16, 2, 128, 9000, 0, 0, 3, 8999, 0});
+        check_attention((struct attn_case){kt, 8, 1, 64, 9000, 0, 0, 16, 7000, 0});
+        /* DFlash: block = the batch (verify), and a token group straddling the block start */
+        check_attention((struct attn_case){kt, 32, 2, 128, 21000, 0, 16, 16, 20999, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 5000, 0, 5, 9, 4000, 0});
+        check_attention((struct attn_case){kt, 16, 2, 64, 300, 100, 3, 7, 1234, 0});
+        /* window 2048 on a wrapped ring (the sliding layers): decode, verify, block */
+        check_attention((struct attn_case){kt, 32, 2, 128, 2560, 2048, 0, 1, 50000, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 0, 16, 30017, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 16, 16, 30017, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2600, 2048, 0, 4, 2050, 0});
+        /* split plan edges: ranges around multiples of the 64-key stage, 1..2 splits */
+        static const int32_t ps[] = {0, 1, 62, 63, 64, 65, 127, 128, 129, 8447, 8448};
+        for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++)
+            check_attention((struct attn_case){kt, 32, 2, 128, 9000, 0, 0, 1, ps[k], 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 9000, 0, 0, 4, 66, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 9000, 0, 0, 16, 15, 0});
+        /* prefill chunks (4 tokens per CTA, one split or a few): global, from 0, window ring */
+        check_attention((struct attn_case){kt, 32, 2, 128, 1200, 0, 0, 130, 1100, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 2000, 0, 0, 128, 127, 0});
+        check_attention((struct attn_case){kt, 32, 2, 128, 700, 512, 0, 150, 5000, 0});
+        check_attention((struct attn_case){kt, 16, 2, 128, 6000, 0, 0, 17, 5999, 0});
+        check_attention((struct attn_case){kt, 16, 1, 128, 400, 0, 16, 133, 350, 0});
+        check_attention((struct attn_case){kt, 8, 2, 64, 600, 0, 0, 129, 300, 0});
+        /* head_dim 80, 96, 112: decode at depth, verify with a window, a prefill chunk */
+        check_attention((struct attn_case){kt, 10, 2, 80, 9000, 0, 0, 1, 8999, 0});
+        check_attention((struct attn_case){kt, 12, 1, 96, 700, 300, 4, 6, 2000, 0});
+        check_attention((struct attn_case){kt, 28, 2, 112, 3000, 0, 0, 40, 2999, 0});
+    }
+    /* left to v2: F32, head_dim 72 / 48 / 256, > 16 heads per KV head; unaligned q: v1 */
+    check_attention((struct attn_case){GLIM_TYPE_F32, 32, 2, 128, 700, 0, 0, 130, 650, 0});
+    check_attention((struct attn_case){GLIM_TYPE_F16, 10, 2, 72, 300, 0, 0, 130, 200, 0});
+    check_attention((struct attn_case){GLIM_TYPE_BF16, 8, 2, 48, 300, 0, 0, 3, 200, 0});
+    check_attention((struct attn_case){GLIM_TYPE_BF16, 4, 1, 256, 3000, 0, 0, 1, 2999, 0});
+    check_attention((struct attn_case){GLIM_TYPE_F16, 34, 1, 64, 3000, 0, 0, 2, 2999, 0});
+    check_attention((struct attn_case){GLIM_TYPE_F16, 8, 1, 64, 700, 0, 0, 130, 650, 1});
+}
+
+/* A decode (or verify) step's attention captured once (at a short position) and replayed at
+ * other positions after uploading pos: the launch shape must not depend on the position.
+ * Each replay must equal an eager call bit for bit, and the CPU reference within tolerance. */
+static void check_attention_graph(uint32_t kt, int64_t n_slots, int window, int n_tokens, int32_t n_fill,
+                                  const int32_t *ps, int n_ps)
 {
     const int H = 32, HKV = 2, D = 128, kv_dim = HKV * D, q_dim = H * D;
     struct glim_err err = {0};
-    size_t cache_bytes = (size_t)n_slots * kv_dim * kv_elem(kt);
+    size_t cache_bytes = (size_t)n_slots * kv_dim * kv_elem(kt), out_bytes = (size_t)n_tokens * q_dim * 4;
     void *hk = calloc(1, cache_bytes), *hv = calloc(1, cache_bytes);
-    int32_t *fill = malloc((size_t)n_fill * 4);
+    int32_t *fill = malloc((size_t)n_fill * 4), pos[16];
     for (int32_t i = 0; i < n_fill; i++)
         fill[i] = i;
     float *k = rand_vec((int64_t)n_fill * kv_dim, 3.0f), *v = rand_vec((int64_t)n_fill * kv_dim, 2.0f);
     cpu_ref_kv_store(hk, hv, kt, n_slots, k, v, n_fill, fill, kv_dim);
     void *dk = to_dev(hk, cache_bytes), *dv = to_dev(hv, cache_bytes);
-    float *q = rand_vec(q_dim, 1.0f), *ref = malloc(q_dim * 4), *got = malloc(q_dim * 4);
-    float *dq = to_dev(q, q_dim * 4), *dout = be->i->alloc(be, q_dim * 4);
-    int32_t *dpos = to_dev(&ps[0], 4);
+    float *q = rand_vec((int64_t)n_tokens * q_dim, 1.0f), *ref = malloc(out_bytes), *got = malloc(out_bytes);
+    float *eager = malloc(out_bytes);
+    float *dq = to_dev(q, out_bytes), *dout = be->i->alloc(be, out_bytes), *dout2 = be->i->alloc(be, out_bytes);
+    for (int t = 0; t < n_tokens; t++)
+        pos[t] = ps[0] - n_tokens + 1 + t;
+    int32_t *dpos = to_dev(pos, (size_t)n_tokens * 4);
     struct be_attn_args a = {.out = dout, .q = dq, .k_cache = dk, .v_cache = dv, .kv_type = kt,
-                             .n_slots = n_slots, .n_tokens = 1, .pos = dpos, .pos_host0 = ps[0],
+                             .n_slots = n_slots, .n_tokens = n_tokens, .pos = dpos, .pos_host0 = pos[0],
                              .n_head = H, .n_head_kv = HKV, .head_dim = D, .window = window,
                              .scale = 1.0f / sqrtf((float)D), .block = 0};
     be->i->attention(be, &a);   /* eager: sizes the scratch */
@@ -858,55 +936,49 @@ static void check_attention_graph(uint32_t kt, int64_t n_slots, int window, int3
     be->i->attention(be, &a);
     CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
     for (int i = 0; graph && i < n_ps; i++) {
-        CHECK_EQ(be->i->upload(be, dpos, &ps[i], 4, &err), GLIM_OK);
+        for (int t = 0; t < n_tokens; t++)
+            pos[t] = ps[i] - n_tokens + 1 + t;
+        CHECK_EQ(be->i->upload(be, dpos, pos, (size_t)n_tokens * 4, &err), GLIM_OK);
         CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
-        from_dev(got, dout, q_dim * 4);
+        from_dev(got, dout, out_bytes);
+        struct be_attn_args e = a;
+        e.out = dout2, e.pos_host0 = pos[0];
+        be->i->attention(be, &e);
+        from_dev(eager, dout2, out_bytes);
         struct be_attn_args r = a;
-        r.out = ref, r.q = q, r.k_cache = hk, r.v_cache = hv, r.pos = &ps[i], r.pos_host0 = ps[i];
+        r.out = ref, r.q = q, r.k_cache = hk, r.v_cache = hv, r.pos = pos, r.pos_host0 = pos[0];
         cpu_ref_attention(&r);
         char what[160];
-        snprintf(what, sizeof what, "attention graph %s %s slots %lld window %d p %d", attn_v2 ? "v2" : "v1",
-                 quant_type_name(kt), (long long)n_slots, window, ps[i]);
-        CHECK(close_enough(got, ref, q_dim, 1e-5, what));
+        snprintf(what, sizeof what, "attention graph v%d %s slots %lld window %d tokens %d p %d", attn_path,
+                 quant_type_name(kt), (long long)n_slots, window, n_tokens, ps[i]);
+        CHECK(close_enough(got, ref, (int64_t)n_tokens * q_dim, 1e-5, what));
+        if (memcmp(got, eager, out_bytes) != 0)
+            fprintf(stderr, "%s: replay differs from an eager call\n", what);
+        CHECK(memcmp(got, eager, out_bytes) == 0);
     }
     be->i->graph_free(be, graph);
     be->i->release(be, dk), be->i->release(be, dv), be->i->release(be, dq), be->i->release(be, dout);
-    be->i->release(be, dpos);
-    free(hk), free(hv), free(fill), free(k), free(v), free(q), free(ref), free(got);
-}
-
-/* the experimental tensor-core prefill (v3, GLIM_CUDA_ATTN_TC=1): F16 caches, >= 128
- * query tokens, head_dim % 16 == 0 (<= 128), <= 16 heads per KV head; else v2 runs */
-static void test_attention_tc(void)
-{
-    CHECK_EQ(backend_cuda_set_attn_tc(be, true), GLIM_OK);
-    uint32_t kt = GLIM_TYPE_F16;
-    check_attention((struct attn_case){kt, 32, 2, 128, 700, 0, 0, 130, 650, 0});      /* Muse shape */
-    check_attention((struct attn_case){kt, 32, 2, 128, 2000, 0, 0, 128, 127, 0});     /* from position 0 */
-    check_attention((struct attn_case){kt, 8, 1, 64, 600, 0, 0, 129, 300, 0});        /* group 8: rows 8..15 empty */
-    check_attention((struct attn_case){kt, 6, 3, 64, 400, 100, 0, 131, 450, 0});      /* window, ring wrapped */
-    check_attention((struct attn_case){kt, 32, 2, 128, 400, 200, 0, 128, 900, 0});    /* Muse window */
-    check_attention((struct attn_case){kt, 16, 1, 128, 400, 0, 16, 133, 350, 0});     /* DFlash block */
-    check_attention((struct attn_case){kt, 8, 2, 128, 300, 64, 8, 128, 700, 0});      /* block + window */
-    check_attention((struct attn_case){kt, 10, 2, 80, 300, 0, 0, 130, 200, 0});       /* head_dim 80 */
-    check_attention((struct attn_case){kt, 16, 1, 128, 2000, 0, 0, 128, 1999, 0});    /* long range */
-    check_attention((struct attn_case){kt, 8, 1, 64, 700, 0, 0, 130, 650, 1});        /* unaligned: v1 */
-    check_attention((struct attn_case){GLIM_TYPE_BF16, 8, 1, 64, 700, 0, 0, 130, 650, 0});   /* v2 */
-    CHECK_EQ(backend_cuda_set_attn_tc(be, false), GLIM_OK);
+    be->i->release(be, dout2), be->i->release(be, dpos);
+    free(hk), free(hv), free(fill), free(k), free(v), free(q), free(ref), free(got), free(eager);
 }
 
 static void test_attention_graph(void)
 {
     static const int32_t global_ps[] = {40, 63, 64, 65, 129, 1000, 4097, 5999, 7};
     static const int32_t ring_ps[] = {9999, 9600, 9487, 9998};
-    for (int v = 1; v >= 0; v--) {
-        attn_v2 = v;
-        CHECK_EQ(backend_cuda_set_new(be, attn_v2), GLIM_OK);
-        check_attention_graph(GLIM_TYPE_F16, 6000, 0, 6000, global_ps, 9);
-        check_attention_graph(GLIM_TYPE_BF16, 2560, 2048, 10000, ring_ps, 4);
+    static const int32_t deep_ps[] = {100, 40999, 20000, 64, 39000};
+    static const int paths[] = {ATTN_V4, ATTN_V2, ATTN_V1};
+    for (int i = 0; i < 3; i++) {
+        attn_use(paths[i]);
+        check_attention_graph(GLIM_TYPE_F16, 6000, 0, 1, 6000, global_ps, 9);
+        check_attention_graph(GLIM_TYPE_BF16, 2560, 2048, 1, 10000, ring_ps, 4);
+        if (paths[i] != ATTN_V4)
+            continue;
+        check_attention_graph(GLIM_TYPE_F16, 41000, 0, 1, 41000, deep_ps, 5);
+        check_attention_graph(GLIM_TYPE_F16, 41000, 0, 4, 41000, deep_ps, 5);
+        check_attention_graph(GLIM_TYPE_BF16, 2600, 2048, 16, 10000, ring_ps, 4);
     }
-    attn_v2 = true;
-    CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
+    attn_use(ATTN_V4);
 }
 
 /* ---- fused ops (add_rmsnorm, attn_prep): against the CPU reference composition, and
@@ -1245,9 +1317,10 @@ int main(void)
     RUN(test_rope);
     RUN(test_elementwise);
     RUN(test_attention);
+    RUN(test_attention_v4);
+    RUN(test_attention_v2);
     RUN(test_attention_v1);
     RUN(test_attention_graph);
-    RUN(test_attention_tc);
     RUN(test_add_rmsnorm);
     RUN(test_add_rmsnorm_xq);
     RUN(test_attn_prep);

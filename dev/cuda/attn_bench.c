@@ -1,18 +1,20 @@
 /*
  * attn_bench.c — time the CUDA backend's attention at Muse Glimmer 30B shapes
  * (32 query heads, 2 KV heads, head_dim 128, F16 cache; window 2048 on a ring)
- * for v1, v2 (backend_cuda_set_new) and the experimental tensor-core prefill v3
- * (backend_cuda_set_attn_tc; used for >= 128 query tokens only), through struct backend_i as the model
- * calls it. Correctness lives in tests/test_cuda_ops.c; this only prints.
+ * through struct backend_i as the model calls it: v2 (CUDA cores; v4 switched off with
+ * backend_cuda_set_attn_tc/_dec_tc) against v4 (tensor cores, the default), then an
+ * estimate of a whole 131072-token prefill's attention from v4 chunk times.
+ * Correctness lives in tests/test_cuda_ops.c; this only prints.
  *
  * Build (GPU machine, after building libglim with -DGLIM_CUDA=ON in build-gpu):
  *   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/attn_bench.c build-gpu/src/libglim.a \
  *      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas \
  *      -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/attn_bench
- * Run: /tmp/attn_bench
+ * Run: /tmp/attn_bench            (or: bash dev/cuda/gpu_run.sh attn)
  *
- * Time per call = 20 calls captured in one graph, replayed 5 times (device time,
- * no launch gaps), after one eager call that sizes the scratch.
+ * Time per call: R calls captured in one graph (R sized from one eager call to ~40 ms),
+ * replayed 3 times (device time, no launch gaps), after an eager call that sizes the
+ * scratch. GB/s = K + V bytes of the last query's range (what a decode must read) / time.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,8 +26,10 @@
 #include "backend/backend.h"
 #include "quant/quant.h"
 
-int backend_cuda_set_new(struct backend *be, bool on);      /* src/cuda/backend_cuda.cu */
-int backend_cuda_set_attn_tc(struct backend *be, bool on);
+int backend_cuda_set_attn_tc(struct backend *be, bool on);       /* src/cuda/backend_cuda.cu */
+int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
+
+enum { H = 32, HKV = 2, D = 128, N_GLOBAL = 13, N_SLIDING = 39, WINDOW = 2048, CTX = 131072, CHUNK = 512 };
 
 static uint64_t rs = 88172645463325252ull;
 static uint32_t rnd(void)
@@ -41,63 +45,93 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-struct acase { const char *what; int64_t n_slots; int window, block, n_tokens; int32_t p_last; };
+/* device buffers for one cache size: random f16 K/V in (-1, 1), q for up to CHUNK tokens */
+struct bdata {
+    int64_t n_slots;
+    void *k, *v;
+    float *q, *out;
+    int32_t *pos;
+};
 
-/* us per attention call, or -1 on error */
-static double time_attention(struct backend *be, struct acase c)
+static bool bdata_new(struct backend *be, int64_t n_slots, struct bdata *b)
 {
-    const int H = 32, HKV = 2, D = 128, R = 20;
     struct glim_err err = {0};
-    size_t cache_bytes = (size_t)c.n_slots * HKV * D * 2, q_bytes = (size_t)c.n_tokens * H * D * 4;
+    size_t cache_bytes = (size_t)n_slots * HKV * D * 2, q_bytes = (size_t)CHUNK * H * D * 4;
     uint16_t *hc = malloc(cache_bytes);
-    for (size_t i = 0; i < cache_bytes / 2; i++)   /* fp16 in (-1, 1) */
-        hc[i] = (uint16_t)((rnd() & 0x8000) | (0x3000 + (rnd() & 0x3ff)));
     float *hq = malloc(q_bytes);
+    for (size_t i = 0; i < cache_bytes / 2; i++)
+        hc[i] = (uint16_t)((rnd() & 0x8000) | (0x3000 + (rnd() & 0x3ff)));
     for (size_t i = 0; i < q_bytes / 4; i++)
         hq[i] = (float)(rnd() % 2001) / 1000.0f - 1.0f;
-    int32_t *hp = malloc((size_t)c.n_tokens * 4);
-    for (int t = 0; t < c.n_tokens; t++)
-        hp[t] = c.p_last - c.n_tokens + 1 + t;
-    void *dk = be->i->alloc(be, cache_bytes), *dv = be->i->alloc(be, cache_bytes);
-    float *dq = be->i->alloc(be, q_bytes), *dout = be->i->alloc(be, q_bytes);
-    int32_t *dpos = be->i->alloc(be, (size_t)c.n_tokens * 4);
-    double us = -1;
-    if (!dk || !dv || !dq || !dout || !dpos)
-        goto done;
-    be->i->upload(be, dk, hc, cache_bytes, &err);
-    be->i->upload(be, dv, hc, cache_bytes, &err);
-    be->i->upload(be, dq, hq, q_bytes, &err);
-    be->i->upload(be, dpos, hp, (size_t)c.n_tokens * 4, &err);
-    struct be_attn_args a = {.out = dout, .q = dq, .k_cache = dk, .v_cache = dv, .kv_type = GLIM_TYPE_F16,
-                             .n_slots = c.n_slots, .n_tokens = c.n_tokens, .pos = dpos, .pos_host0 = hp[0],
-                             .n_head = H, .n_head_kv = HKV, .head_dim = D, .window = c.window,
-                             .scale = 0.0883883f, .block = c.block};
+    b->n_slots = n_slots;
+    b->k = be->i->alloc(be, cache_bytes), b->v = be->i->alloc(be, cache_bytes);
+    b->q = be->i->alloc(be, q_bytes), b->out = be->i->alloc(be, q_bytes);
+    b->pos = be->i->alloc(be, CHUNK * 4);
+    bool ok = b->k && b->v && b->q && b->out && b->pos &&
+              be->i->upload(be, b->k, hc, cache_bytes, &err) == GLIM_OK &&
+              be->i->upload(be, b->v, hc, cache_bytes, &err) == GLIM_OK &&
+              be->i->upload(be, b->q, hq, q_bytes, &err) == GLIM_OK;
+    free(hc), free(hq);
+    return ok;
+}
+
+static void bdata_free(struct backend *be, struct bdata *b)
+{
+    be->i->release(be, b->k), be->i->release(be, b->v), be->i->release(be, b->q);
+    be->i->release(be, b->out), be->i->release(be, b->pos);
+}
+
+/* us per attention call of n_tokens queries ending at p_last, or -1 on error */
+static double time_attention(struct backend *be, const struct bdata *b, int window, int block, int n_tokens,
+                             int32_t p_last)
+{
+    struct glim_err err = {0};
+    int32_t hp[CHUNK];
+    for (int t = 0; t < n_tokens; t++)
+        hp[t] = p_last - n_tokens + 1 + t;
+    if (be->i->upload(be, b->pos, hp, (size_t)n_tokens * 4, &err) != GLIM_OK)
+        return -1;
+    struct be_attn_args a = {.out = b->out, .q = b->q, .k_cache = b->k, .v_cache = b->v, .kv_type = GLIM_TYPE_F16,
+                             .n_slots = b->n_slots, .n_tokens = n_tokens, .pos = b->pos, .pos_host0 = hp[0],
+                             .n_head = H, .n_head_kv = HKV, .head_dim = D, .window = window,
+                             .scale = 0.0883883f, .block = block};
     be->i->attention(be, &a);
     if (be->i->sync(be, &err) != GLIM_OK)
-        goto done;
+        goto fail;
+    double t0 = now_s();
+    be->i->attention(be, &a);
+    if (be->i->sync(be, &err) != GLIM_OK)
+        goto fail;
+    double once = now_s() - t0;
+    int r = once > 0.04 ? 1 : once < 0.002 ? 20 : (int)(0.04 / once);
     void *g = NULL;
     if (be->i->graph_begin(be, &err) != GLIM_OK)
-        goto done;
-    for (int i = 0; i < R; i++)
+        goto fail;
+    for (int i = 0; i < r; i++)
         be->i->attention(be, &a);
     if (be->i->graph_end(be, &g, &err) != GLIM_OK)
-        goto done;
+        goto fail;
     be->i->graph_launch(be, g, &err);
     be->i->sync(be, &err);
-    double t0 = now_s();
-    for (int l = 0; l < 5; l++)
+    t0 = now_s();
+    for (int l = 0; l < 3; l++)
         be->i->graph_launch(be, g, &err);
-    if (be->i->sync(be, &err) == GLIM_OK)
-        us = (now_s() - t0) / (5 * R) * 1e6;
+    double us = be->i->sync(be, &err) == GLIM_OK ? (now_s() - t0) / (3 * r) * 1e6 : -1;
     be->i->graph_free(be, g);
-done:
-    if (us < 0)
-        fprintf(stderr, "%s: %s\n", c.what, err.msg);
-    be->i->release(be, dk), be->i->release(be, dv), be->i->release(be, dq), be->i->release(be, dout);
-    be->i->release(be, dpos);
-    free(hc), free(hq), free(hp);
-    return us;
+    if (us >= 0)
+        return us;
+fail:
+    fprintf(stderr, "attention: %s\n", err.msg);
+    return -1;
 }
+
+static void use_v4(struct backend *be, bool on)
+{
+    backend_cuda_set_attn_tc(be, on);
+    backend_cuda_set_attn_dec_tc(be, on);
+}
+
+struct acase { const char *what; int64_t n_slots; int window, block, n_tokens; int32_t p_last; };
 
 int main(void)
 {
@@ -109,31 +143,74 @@ int main(void)
     }
     printf("%s\n", be->desc);
     static const struct acase cases[] = {
-        {"decode global d128", 4224, 0, 0, 1, 127},
         {"decode global d4096", 4224, 0, 0, 1, 4095},
-        {"decode global d32768", 32896, 0, 0, 1, 32767},
-        {"decode global d131071 (ctx 131072)", 131072, 0, 0, 1, 131071},
-        {"decode global d128 (ctx 131072)", 131072, 0, 0, 1, 127},
-        {"decode window d4096", 2560, 2048, 0, 1, 4095},
-        {"dflash verify 16 @ d4096 global", 4224, 0, 0, 16, 4095},
-        {"prefill 512 @ 4096 global", 4224, 0, 0, 512, 4095},
-        {"prefill 512 @ 4096 window", 2560, 2048, 0, 512, 4095},
+        {"decode global d32768", 32768, 0, 0, 1, 32767},
+        {"decode global d131072", CTX, 0, 0, 1, CTX - 1},
+        {"decode global d128 (ctx 131072)", CTX, 0, 0, 1, 127},
+        {"decode window d131072", WINDOW + CHUNK, WINDOW, 0, 1, CTX - 1},
+        {"verify 4 global d32768", 32768, 0, 0, 4, 32767},
+        {"verify 16 global d4096", 4224, 0, 0, 16, 4095},
+        {"verify 16 global d32768", 32768, 0, 0, 16, 32767},
+        {"verify 16 global d131072", CTX, 0, 0, 16, CTX - 1},
+        {"dflash block 16 global d131072", CTX, 0, 16, 16, CTX - 1},
+        {"verify 16 window d131072", WINDOW + CHUNK, WINDOW, 0, 16, CTX - 1},
+        {"prefill 512 global @4096", 4608, 0, 0, CHUNK, 4607},
+        {"prefill 512 global @32768", 32768, 0, 0, CHUNK, 32767},
+        {"prefill 512 global @131072", CTX, 0, 0, CHUNK, CTX - 1},
+        {"prefill 512 window @131072", WINDOW + CHUNK, WINDOW, 0, CHUNK, CTX - 1},
     };
+    printf("%-34s %12s %12s %7s %10s\n", "case (Muse: 32/2 heads, dim 128, F16)", "v2 us", "v4 us", "v2/v4",
+           "v4 GB/s");
+    struct bdata b = {0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        backend_cuda_set_new(be, false);
-        double v1 = time_attention(be, cases[i]);
-        backend_cuda_set_new(be, true);
-        double v2 = time_attention(be, cases[i]);
-        double v3 = -1;
-        if (cases[i].n_tokens >= 128) {
-            backend_cuda_set_attn_tc(be, true);
-            v3 = time_attention(be, cases[i]);
-            backend_cuda_set_attn_tc(be, false);
+        const struct acase *c = &cases[i];
+        if (b.n_slots != c->n_slots) {
+            if (b.n_slots)
+                bdata_free(be, &b);
+            if (!bdata_new(be, c->n_slots, &b)) {
+                fprintf(stderr, "out of device memory\n");
+                return 1;
+            }
         }
-        printf("%-38s v1 %9.1f us   v2 %9.1f us (x%.1f)   v3 %9.1f us\n", cases[i].what, v1, v2,
-               v2 > 0 ? v1 / v2 : 0.0, v3);
+        use_v4(be, false);
+        double v2 = time_attention(be, &b, c->window, c->block, c->n_tokens, c->p_last);
+        use_v4(be, true);
+        double v4 = time_attention(be, &b, c->window, c->block, c->n_tokens, c->p_last);
+        int64_t keys = c->window > 0 && c->window < c->p_last + 1 ? c->window : c->p_last + 1;
+        double gbs = v4 > 0 ? (double)keys * HKV * D * 2 * 2 / (v4 * 1e3) : 0;
+        printf("%-34s %12.1f %12.1f %7.1f %10.0f\n", c->what, v2, v4, v4 > 0 ? v2 / v4 : 0.0, gbs);
         fflush(stdout);
     }
+
+    /* 131072-token prefill in chunks of 512, attention only: the chunk time is linear in the
+     * depth, so 9 sampled depths integrate the 256 chunks of a global layer; a sliding layer's
+     * chunk costs the same at every depth past the window */
+    if (b.n_slots != CTX) {
+        bdata_free(be, &b);
+        if (!bdata_new(be, CTX, &b))
+            return 1;
+    }
+    use_v4(be, true);
+    double global_s = 0, prev = 0;
+    int32_t prev_end = 0;
+    for (int k = 0; k <= 8; k++) {
+        int32_t end = k == 0 ? CHUNK : (int32_t)((int64_t)CTX * k / 8);
+        double us = time_attention(be, &b, 0, 0, CHUNK, end - 1);
+        printf("  v4 prefill chunk ending at %6d: %9.1f us\n", end, us);
+        if (k > 0)
+            global_s += (prev + us) / 2 * ((double)(end - prev_end) / CHUNK) * 1e-6;
+        prev = us, prev_end = end;
+    }
+    global_s += prev * 1e-6;   /* the first chunk (the trapezoids start at its end) */
+    bdata_free(be, &b);
+    if (!bdata_new(be, WINDOW + CHUNK, &b))
+        return 1;
+    double win_us = time_attention(be, &b, WINDOW, 0, CHUNK, CTX - 1);
+    double sliding_s = win_us * (CTX / CHUNK) * 1e-6;
+    printf("prefill %d tokens (chunks of %d), attention only, v4: %d global layers x %.2f s + %d sliding x %.3f s"
+           " = %.1f s\n", CTX, CHUNK, N_GLOBAL, global_s, N_SLIDING, sliding_s,
+           N_GLOBAL * global_s + N_SLIDING * sliding_s);
+    bdata_free(be, &b);
     backend_free(be);
     return 0;
 }

@@ -24,7 +24,7 @@ if want e2e; then
 fi
 if want test; then
     echo "== test_cuda_ops"
-    timeout 240 $B/tests/test_cuda_ops; echo "test rc=$?"
+    timeout 400 $B/tests/test_cuda_ops; echo "test rc=$?"
 fi
 if want bench || want quick; then
     cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c $LIB /usr/local/cuda/lib64/libcudart_static.a \
@@ -36,9 +36,9 @@ if want bench || want quick; then
         for rw in 1 2; do echo "== GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_RW=$rw timeout 100 /tmp/gemv_bench quick | head -28 | tail -24; done
     fi
 fi
-if want attn; then   # attention v1 vs v2 at Muse shapes (dev/cuda/attn_bench.c)
+if want attn; then   # attention v2 vs v4 at Muse shapes, prefill estimate (dev/cuda/attn_bench.c)
     cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/attn_bench.c $LIB /usr/local/cuda/lib64/libcudart_static.a \
-       -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/attn_bench && timeout 120 /tmp/attn_bench
+       -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/attn_bench && timeout 300 /tmp/attn_bench
     echo "attn_bench rc=$?"
 fi
 if want e2e; then

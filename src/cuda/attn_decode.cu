@@ -10,12 +10,16 @@
  * launch shape never depends on the position and a CUDA graph replays at any
  * step. Per split: online softmax (running max, fp32, expf); a combine kernel
  * merges the splits' (max, sum, acc). Position u lives in slot u % n_slots.
- * Prefill uses the same kernel (each query token its own CTA row); a tiled
- * tensor-core prefill kernel is future work (docs/CUDA.md).
  *
- * Two versions: v2 (attn_split2_kernel, default; see its comment for why) and v1
- * (attn_split_kernel, the first version; GLIM_CUDA_NEW=0 or GLIM_CUDA_NEW_ATTN=0,
- * and the fallback for head_dim % 8 != 0 or unaligned pointers).
+ * Three versions, tried in this order:
+ *   v4 (attn_mma_kernel, default): tensor cores, the GQA group as the MMA rows;
+ *      decode, verify and prefill (see its comment). F16/BF16 caches, head_dim
+ *      64..128 in steps of 16, <= 16 heads per KV head. GLIM_CUDA_ATTN_DEC_TC=0 / GLIM_CUDA_ATTN_TC=0
+ *      turn it off for n_tokens <= 16 / > 16.
+ *   v2 (attn_split2_kernel): CUDA cores, one warp per query head, prefill one CTA
+ *      row per query token (see its comment for why it replaced v1).
+ *   v1 (attn_split_kernel, the first version; GLIM_CUDA_NEW=0 or GLIM_CUDA_NEW_ATTN=0,
+ *      and the fallback for head_dim % 8 != 0 or unaligned pointers).
  */
 #include "rowops.cuh"
 
@@ -35,9 +39,24 @@ struct attn_params {
     const int32_t *pos;
     int            n_head, n_head_kv, head_dim, group, heads_per_cta;
     int            window, block, n_splits;
+    int            tpc, tile, min_chunk;   /* split plan (v2, v4): tokens sharing one, key rounding */
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
 };
+
+/* visible positions [lo, hi] of query t, as cpu_ref.c attn_range: causal (with window), or
+ * the DFlash block rule: rows of the block see up to its end and the window before b0 */
+static __device__ __forceinline__ void attn_range(const attn_params &a, int t, int *lo, int *hi)
+{
+    int p = a.pos[t];
+    *hi = p;
+    *lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    if (a.block > 0 && t >= a.n_tokens - a.block) {
+        int b0 = a.pos[a.n_tokens - a.block];
+        *hi = a.pos[a.n_tokens - 1];
+        *lo = a.window > 0 ? max(0, b0 - a.window) : 0;
+    }
+}
 
 static __device__ __forceinline__ float kv_get(const void *p, uint32_t type, int64_t i)
 {
@@ -208,21 +227,25 @@ static __global__ void attn_combine_kernel(attn_params a)
 #define ATTN2_MAX_SPLITS 256  /* also the combine kernel's shared weight array */
 #define ATTN2_COMBINE_WARPS 4
 
-/* visible range [lo, hi] of query t (as attn_split_kernel / cpu_ref.c attn_range) and
- * the split size this range uses: n_eff splits of chunk keys (the last may be short) */
+/* split plan of query t: its token group (a.tpc consecutive tokens that share each CTA;
+ * v2: 1) walks the union [lo, hi] of the group's visible ranges in n_eff splits of chunk keys
+ * (a multiple of a.tile, at least a.min_chunk; the last may be short). The kernel and the
+ * combine both call this, so they agree on n_eff for every row. */
 static __device__ __forceinline__ void attn2_plan(const attn_params &a, int t, int *lo_out, int *hi_out,
                                                   int *chunk_out, int *n_eff_out)
 {
-    int p = a.pos[t], hi = p, lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
-    if (a.block > 0 && t >= a.n_tokens - a.block) {
-        int b0 = a.pos[a.n_tokens - a.block];
-        hi = a.pos[a.n_tokens - 1];
-        lo = a.window > 0 ? max(0, b0 - a.window) : 0;
+    int t0 = t - t % a.tpc, t1 = min(a.n_tokens, t0 + a.tpc);
+    int lo = INT_MAX, hi = -1;
+    for (int u = t0; u < t1; u++) {
+        int l, h;
+        attn_range(a, u, &l, &h);
+        lo = min(lo, l);
+        hi = max(hi, h);
     }
     int n_keys = hi - lo + 1;                                   /* >= 1 */
     int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
-    chunk = (chunk + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
-    chunk = max(chunk, ATTN2_MIN_CHUNK);
+    chunk = (chunk + a.tile - 1) / a.tile * a.tile;
+    chunk = max(chunk, a.min_chunk);
     *lo_out = lo;
     *hi_out = hi;
     *chunk_out = chunk;
@@ -440,6 +463,7 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
     int64_t cap = GLIM_MIN((int64_t)ATTN2_MAX_SPLITS, GLIM_MAX((int64_t)1, 4 * (int64_t)c->n_sm / ctas));
     int64_t n_splits = GLIM_MAX((int64_t)1, GLIM_MIN((max_keys + ATTN2_MIN_CHUNK - 1) / ATTN2_MIN_CHUNK, cap));
     a.n_splits = (int)n_splits;
+    a.tpc = 1, a.tile = ATTN_TILE, a.min_chunk = ATTN2_MIN_CHUNK;
     a.part = NULL;
     if (n_splits > 1) {
         size_t nbytes = (size_t)n_splits * x->n_tokens * x->n_head * (x->head_dim + 4) * sizeof(float);
@@ -463,222 +487,495 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
     return true;
 }
 
-/* ---- v3 (experimental, off unless GLIM_CUDA_ATTN_TC=1): tensor-core prefill -----------
+/* ---- v4: tensor-core split-K attention (2026-12-03): decode, verify and prefill -------------
  *
- * For n_tokens >= ATTN3_MIN_TOKENS with an F16 cache, head_dim % 16 == 0 (<= 128) and at
- * most 16 query heads per KV head. CTA = (KV head, ATTN3_WARPS consecutive query tokens),
- * one warp per token; the 16 rows of an m16n8k16 MMA are the query heads of that token's
- * GQA group (rows >= group are zero), so the causal/window mask is per key only. K/V tiles
- * of 32 keys are copied raw (f16) into shared memory once per CTA and serve all its warps.
- * Accuracy: K and V are exact in f16; q and p are split into f16 hi + lo (x = hi + lo to
- * ~2^-22), two MMAs each, fp32 accumulation, so the error stays near the f32 kernels'.
- * Fragment layouts (PTX ISA, mma.m16n8k16 .f16): g = lane / 4, c = lane % 4;
- * A: a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..);
- * B: b0 = (k 2c..2c+1, n g), b1 = (k 2c+8.., n g); C: (g, 2c..2c+1), (g+8, 2c..2c+1). */
+ * Why: v2 widens K/V to f32 and every head warp re-reads the tile from shared memory with
+ * CUDA-core FMAs; GQA 16:1 needs 8 FMA per KV byte, so a decode step at depth 32768 ran
+ * ~115 us per global layer (~290 GB/s) and a 512-token prefill chunk ran that once per
+ * query token. v4 puts the GQA group on the tensor cores: the 16 query heads of one KV head
+ * (one token) are the M = 16 rows of mma.m16n8k16, so S = Q K^T and O += P V are MMAs over
+ * raw f16/bf16 K/V tiles and the mask is per key only (rows >= group are zero).
+ *
+ * CTA = (token group of a.tpc tokens, split, KV head), 4 warps. The split plan is v2's
+ * (attn2_plan) over the union of the group's ranges, with chunks a multiple of the 64-key
+ * stage, so the launch shape depends only on n_slots/window/block/n_tokens (graph-safe); the
+ * partials use v2's format (attn_combine4_kernel merges them). The splits fill one wave of
+ * ATTN4_CTAS_PER_SM CTAs per SM. K/V stages of 64 keys stream in with 16-byte cp.async
+ * (zero-filled past the split), ATTN4_STAGES deep, so ~2 stages per CTA are always in flight;
+ * ldmatrix (.trans for V) reads B fragments from rows padded to D + 8 elements (conflict-free).
+ * Warp w serves token w % tpc and the 16-key sub-tiles j with j % (4 / tpc) == w / tpc, each
+ * with its own online softmax (base 2, fp32); the warps of one token merge through shared
+ * memory at the end.
+ * tpc = 1 (one token: 4 warps share each stage), 2, or 4 (n_tokens >= 3: one warp per token,
+ * each stage read from L2 once per 4 tokens: verify and prefill).
+ *
+ * Accuracy (f32 test bound 1e-5): K/V are exact in the MMA type. q and p are split into
+ * hi + lo, one MMA each, fp32 accumulation: f16 leaves 2^-22 of x, bf16 2^-16 (rel. L2 3e-6 at
+ * most in a C model of the test's shapes; a third term would not fit in 255 registers).
+ * p is computed as 2^14 x the softmax weight (l carries the same factor, so it cancels), which
+ * keeps weights down to 2^-24 in f16 normal range. q is split unscaled (|q| < 65504 for f16).
+ * The MMA rounds its fp32 sums toward zero, so P V of each 16-key sub-tile starts from zero and
+ * is added to O on the CUDA cores (an MMA-resident O would drift ~2^-24 per sub-tile: 1e-3 over
+ * the 131072 keys one prefill warp walks).
+ *
+ * Requirements (else v2): F16/BF16 cache, head_dim 64..128 in steps of 16, <= 16 query heads per KV head,
+ * q/out/caches 16-byte aligned. GLIM_CUDA_ATTN_DEC_TC=0 turns it off for n_tokens <= 16
+ * (decode, verify), GLIM_CUDA_ATTN_TC=0 for longer batches (prefill). */
 
-#define ATTN3_WARPS 4
-#define ATTN3_MIN_TOKENS 128
-#define ATTN3_MAX_DIM 128
+#define ATTN4_WARPS 4
+#define ATTN4_KT 64               /* keys per pipeline stage: 4 sub-tiles of 16 */
+#define ATTN4_STAGES 3
+#define ATTN4_CTAS_PER_SM 2       /* smem 2 x 104 KB at D = 128, <= 255 registers */
+#define ATTN4_DEC_TOKENS 16       /* n_tokens <= this: the decode switch, else the prefill one */
+#define ATTN4_P_SHIFT 14.0f       /* p = 2^(s - m + 14) <= 16384 */
+#define ATTN4_COMBINE_WARPS 8
+#define ATTN4_MAX_DIM 128         /* q hi/lo and O live in registers: 128 needs ~200 of 255 */
 
-static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
 }
 
-/* (x0, x1) -> f16 hi pair and f16 lo pair (x = hi + lo) */
-static __device__ __forceinline__ void split2(float x0, float x1, uint32_t *hi, uint32_t *lo)
+static __device__ __forceinline__ void cp_async_commit(void)
 {
-    __half2 h = __floats2half2_rn(x0, x1);
-    float2 hf = __half22float2(h);
-    __half2 l = __floats2half2_rn(x0 - hf.x, x1 - hf.y);
-    *hi = *(uint32_t *)&h;
-    *lo = *(uint32_t *)&l;
+    asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-/* visible range of query t (the rule of attn2_plan) */
-static __device__ __forceinline__ void attn3_range(const attn_params &a, int t, int *lo, int *hi)
+template <int N> static __device__ __forceinline__ void cp_async_wait(void)
 {
-    int p = a.pos[t];
-    *hi = p;
-    *lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
-    if (a.block > 0 && t >= a.n_tokens - a.block) {
-        int b0 = a.pos[a.n_tokens - a.block];
-        *hi = a.pos[a.n_tokens - 1];
-        *lo = a.window > 0 ? max(0, b0 - a.window) : 0;
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i */
+static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* MMA element types. pack: (x0, x1) rounded to a pair (x0 in the low half), leaving the
+ * rounding residual in x0, x1. mma: d = a b + c (d may be c). Fragment layouts (PTX ISA, m16n8k16, g = lane / 4,
+ * c = lane % 4): A a0 = (row g, k 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..),
+ * a3 = (g+8, 2c+8..); B b0 = (k 2c..2c+1, n g), b1 = (k 2c+8.., n g);
+ * C (g, 2c..2c+1), (g+8, 2c..2c+1). */
+struct attn4_f16 {
+    typedef __half elem;
+    static __device__ __forceinline__ uint32_t pack(float *x0, float *x1)
+    {
+        __half2 h = __floats2half2_rn(*x0, *x1);
+        float2 f = __half22float2(h);
+        *x0 -= f.x, *x1 -= f.y;
+        return *(const uint32_t *)&h;
+    }
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                               const float c[4])
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%10, %11, %12, %13};"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+                       "f"(c[2]), "f"(c[3]));
+    }
+};
+
+struct attn4_bf16 {
+    typedef __nv_bfloat16 elem;
+    static __device__ __forceinline__ uint32_t pack(float *x0, float *x1)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(*x0, *x1);
+        float2 f = __bfloat1622float2(h);
+        *x0 -= f.x, *x1 -= f.y;
+        return *(const uint32_t *)&h;
+    }
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                               const float c[4])
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%10, %11, %12, %13};"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+                       "f"(c[2]), "f"(c[3]));
+    }
+};
+
+/* A-fragment register r of both terms of (x0, x1): out[i][r] = term i */
+template <class Tr, int R>
+static __device__ __forceinline__ void attn4_split(float x0, float x1, uint32_t (*out)[R], int r)
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        out[i][r] = Tr::pack(&x0, &x1);
+}
+
+/* cp.async of the K and V rows of keys u0 .. u0 + n - 1 (n <= ns: distinct slots) into one
+ * stage ([ATTN4_KT][D + 8] K, then V); rows n.. are zero-filled, nothing read */
+template <int D, typename E>
+static __device__ __forceinline__ void attn4_load(E *st, const E *kg, const E *vg, int u0, int n, unsigned ns,
+                                                  int64_t kv_dim)
+{
+    const int CPR = D / 8, S = D + 8;                      /* 16-byte pieces per row; row stride */
+    static_assert(ATTN4_KT * CPR % (32 * ATTN4_WARPS) == 0, "whole passes");
+    unsigned s0 = (unsigned)u0 % ns;
+#pragma unroll
+    for (int i = 0; i < ATTN4_KT * CPR / (32 * ATTN4_WARPS); i++) {
+        int e = threadIdx.x + i * 32 * ATTN4_WARPS, j = e / CPR, c8 = (e % CPR) * 8;
+        unsigned slot = s0 + (unsigned)j;
+        slot = slot >= ns ? slot - ns : slot;
+        bool ok = j < n;
+        int64_t off = ok ? (int64_t)slot * kv_dim + c8 : 0;
+        cp_async16(st + j * S + c8, kg + off, ok ? 16 : 0);
+        cp_async16(st + (ATTN4_KT + j) * S + c8, vg + off, ok ? 16 : 0);
     }
 }
 
-/* grid: x = token group (ATTN3_WARPS tokens), y = KV head.  block: 32 * ATTN3_WARPS.
- * smem: ks[ATTN_TILE][D + 8], vs[ATTN_TILE][D + 8] (halves) */
-static __global__ void __launch_bounds__(32 * ATTN3_WARPS) attn_tc_kernel(attn_params a)
+/* grid: x = token group, y = split, z = KV head.  block: 32 * ATTN4_WARPS.
+ * smem: ATTN4_STAGES x (K, V)[ATTN4_KT][D + 8] elements; reused by the final merge. */
+template <class Tr, int D>
+static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) attn_mma_kernel(attn_params a)
 {
-    extern __shared__ uint4 smem_tc[];
-    const int D = a.head_dim, S = D + 8;                   /* row stride in halves */
-    __half *ks = (__half *)smem_tc, *vs = ks + ATTN_TILE * S;
+    typedef typename Tr::elem E;
+    const int S = D + 8, DK = D / 16, STAGE = 2 * ATTN4_KT * S;
+    extern __shared__ uint4 smem_mma[];
+    E *kv_s = (E *)smem_mma;
+
+    int tg = blockIdx.x, s = blockIdx.y, kvh = blockIdx.z;
+    int lo_u, hi_u, chunk, n_eff;
+    attn2_plan(a, tg * a.tpc, &lo_u, &hi_u, &chunk, &n_eff);
+    if (s >= n_eff)
+        return;                                            /* whole CTA: no barrier reached */
+    int k_begin = lo_u + s * chunk, k_end = min(hi_u + 1, k_begin + chunk);
+    int n_tiles = (k_end - k_begin + ATTN4_KT - 1) / ATTN4_KT;
+
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-    int kvh = blockIdx.y, t0 = blockIdx.x * ATTN3_WARPS, t = t0 + warp;
+    int nsub = ATTN4_WARPS / a.tpc, ksub = warp / a.tpc, t = tg * a.tpc + warp % a.tpc;
     bool tok_ok = t < a.n_tokens;
-
-    /* the CTA walks the union of its tokens' ranges; each warp masks to its own */
-    int lo_u = INT_MAX, hi_u = -1, lo = 0, hi = -1;
-    for (int w = 0; w < ATTN3_WARPS && t0 + w < a.n_tokens; w++) {
-        int l, h;
-        attn3_range(a, t0 + w, &l, &h);
-        lo_u = min(lo_u, l), hi_u = max(hi_u, h);
-        if (w == warp)
-            lo = l, hi = h;
+    int vlo = 0, vhi = -1;                                 /* keys of this split the token sees */
+    if (tok_ok) {
+        attn_range(a, t, &vlo, &vhi);
+        vlo = max(vlo, k_begin);
+        vhi = min(vhi, k_end - 1);
+        vhi = vlo <= vhi ? vhi : -1;                       /* none: every sub-tile is skipped */
     }
 
-    /* q of rows g and g+8 (heads kvh*group + row), split into f16 hi/lo A fragments */
-    uint32_t qh[ATTN3_MAX_DIM / 16][4], ql[ATTN3_MAX_DIM / 16][4];
+    /* q rows g, g + 8 (heads kvh * group + row) as the A fragments of every term */
+    uint32_t qf[2][DK][4];
     const float *q0 = a.q + ((int64_t)(tok_ok ? t : 0) * a.n_head + (int64_t)kvh * a.group) * D;
     bool r0_ok = tok_ok && g < a.group, r1_ok = tok_ok && g + 8 < a.group;
 #pragma unroll
-    for (int kk = 0; kk < ATTN3_MAX_DIM / 16; kk++) {
-        if (kk * 16 >= D)
-            break;
+    for (int kk = 0; kk < DK; kk++)
 #pragma unroll
-        for (int half = 0; half < 2; half++) {             /* cols 2c.. and 2c+8.. */
-            int col = kk * 16 + 8 * half + 2 * c;
-            float2 x0 = r0_ok ? *(const float2 *)(q0 + (int64_t)g * D + col) : make_float2(0.0f, 0.0f);
-            float2 x1 = r1_ok ? *(const float2 *)(q0 + (int64_t)(g + 8) * D + col) : make_float2(0.0f, 0.0f);
-            split2(x0.x, x0.y, &qh[kk][2 * half], &ql[kk][2 * half]);
-            split2(x1.x, x1.y, &qh[kk][2 * half + 1], &ql[kk][2 * half + 1]);
+        for (int hf = 0; hf < 2; hf++) {                   /* cols 2c.. (a0, a1), 2c + 8.. (a2, a3) */
+            int col = kk * 16 + 8 * hf + 2 * c;
+            float2 x0 = r0_ok ? *(const float2 *)(q0 + g * D + col) : make_float2(0.0f, 0.0f);
+            float2 x1 = r1_ok ? *(const float2 *)(q0 + (g + 8) * D + col) : make_float2(0.0f, 0.0f);
+            uint32_t t0[2][1], t1[2][1];
+            attn4_split<Tr, 1>(x0.x, x0.y, t0, 0);
+            attn4_split<Tr, 1>(x1.x, x1.y, t1, 0);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                qf[i][kk][2 * hf] = t0[i][0];
+                qf[i][kk][2 * hf + 1] = t1[i][0];
+            }
         }
-    }
 
-    float o[ATTN3_MAX_DIM / 8][4];
+    float o[D / 8][4];
 #pragma unroll
-    for (int i = 0; i < ATTN3_MAX_DIM / 8; i++)
+    for (int i = 0; i < D / 8; i++)
         o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* rows g, g+8 */
-    unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* rows g, g + 8; l: this lane's keys */
+    const float sl2 = a.scale * 1.4426950408889634f;               /* scores in log2 units */
+    const float zero4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);   /* positions are < 2^31 */
     int64_t kv_dim = (int64_t)a.n_head_kv * D;
-    const int cpr = D / 8;                                 /* 16-byte pieces per row */
+    const E *kg = (const E *)a.k_cache + (int64_t)kvh * D, *vg = (const E *)a.v_cache + (int64_t)kvh * D;
+    /* ldmatrix row addresses: K matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) in the order
+     * b0, b1 of keys 0-7, then of keys 8-15; V (trans) keys 0-7, 8-15 of dims 0-7, then 8-15 */
+    int k_row = (lane & 7) + ((lane >> 4) << 3), k_col = ((lane >> 3) & 1) * 8;
+    int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
 
-    for (int u0 = lo_u; u0 <= hi_u; u0 += ATTN_TILE) {
-        int n_tile = min(ATTN_TILE, hi_u + 1 - u0);
-        __syncthreads();
-        for (int e = threadIdx.x; e < ATTN_TILE * cpr; e += blockDim.x) {
-            int j = e / cpr, c8 = (e - j * cpr) * 8;
-            uint4 kr = make_uint4(0, 0, 0, 0), vr = kr;
-            if (j < n_tile) {
-                int64_t off = (int64_t)((unsigned)(u0 + j) % ns) * kv_dim + (int64_t)kvh * D + c8;
-                kr = *(const uint4 *)((const __half *)a.k_cache + off);
-                vr = *(const uint4 *)((const __half *)a.v_cache + off);
-            }
-            *(uint4 *)(ks + j * S + c8) = kr;
-            *(uint4 *)(vs + j * S + c8) = vr;
-        }
-        __syncthreads();
-        if (!tok_ok || u0 > hi || u0 + ATTN_TILE <= lo)
-            continue;                                      /* nothing visible: warp-uniform */
+#pragma unroll
+    for (int i = 0; i < ATTN4_STAGES - 1; i++) {
+        if (i < n_tiles)
+            attn4_load<D>(kv_s + i * STAGE, kg, vg, k_begin + i * ATTN4_KT,
+                          min(ATTN4_KT, k_end - k_begin - i * ATTN4_KT), ns, kv_dim);
+        cp_async_commit();
+    }
+    for (int it = 0; it < n_tiles; it++) {
+        cp_async_wait<ATTN4_STAGES - 2>();                 /* this thread's pieces of tile it */
+        __syncthreads();                                   /* everyone's; tile it - 1 fully used */
+        int nx = it + ATTN4_STAGES - 1;
+        if (nx < n_tiles)
+            attn4_load<D>(kv_s + (nx % ATTN4_STAGES) * STAGE, kg, vg, k_begin + nx * ATTN4_KT,
+                          min(ATTN4_KT, k_end - k_begin - nx * ATTN4_KT), ns, kv_dim);
+        cp_async_commit();                                 /* empty groups keep the count uniform */
+        const E *ks = kv_s + (it % ATTN4_STAGES) * STAGE, *vs = ks + ATTN4_KT * S;
+        int u0 = k_begin + it * ATTN4_KT;
+        for (int j = ksub; j < ATTN4_KT / 16; j += nsub) {
+            int ub = u0 + 16 * j;
+            if (ub > vhi || ub + 16 <= vlo)
+                continue;                                  /* nothing visible: warp-uniform */
 
-        /* scores s[nt]: keys u0 + 8nt + 2c + {0,1}, rows g / g+8 */
-        float s[4][4];
+            /* S = Q K^T for keys ub .. ub + 15: sc[term][n-tile] (independent MMA chains,
+             * summed after) */
+            float sc[2][2][4];
+            const E *kr = ks + (16 * j + k_row) * S + k_col;
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-            const __half *kr = ks + (nt * 8 + g) * S + 2 * c;
+            for (int kk = 0; kk < DK; kk++) {
+                uint32_t b[4];
+                ldsm_x4(b, kr + kk * 16);
 #pragma unroll
-            for (int kk = 0; kk < ATTN3_MAX_DIM / 16; kk++) {
-                if (kk * 16 >= D)
-                    break;
-                uint32_t b0 = *(const uint32_t *)(kr + kk * 16), b1 = *(const uint32_t *)(kr + kk * 16 + 8);
-                mma16816(s[nt], qh[kk], b0, b1);
-                mma16816(s[nt], ql[kk], b0, b1);
+                for (int i = 0; i < 2; i++) {
+                    Tr::mma(sc[i][0], qf[i][kk], b[0], b[1], kk == 0 ? zero4 : sc[i][0]);
+                    Tr::mma(sc[i][1], qf[i][kk], b[2], b[3], kk == 0 ? zero4 : sc[i][1]);
+                }
             }
-        }
-        float mx0 = -INFINITY, mx1 = -INFINITY;
+            /* mask, row max (the quad of lanes 4g..4g+3 holds a row's 16 keys). The sub-tile
+             * has a visible key, so the maxima are finite and m - mn never is inf - inf. */
+            float p[2][4], mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++)
+            for (int nt = 0; nt < 2; nt++)
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                int u = u0 + nt * 8 + 2 * c + i;
-                bool ok = u >= lo && u <= hi;              /* u <= hi <= hi_u: inside the tile */
-                s[nt][i] = ok ? s[nt][i] * a.scale : -INFINITY;
-                s[nt][2 + i] = ok ? s[nt][2 + i] * a.scale : -INFINITY;
-                mx0 = fmaxf(mx0, s[nt][i]);
-                mx1 = fmaxf(mx1, s[nt][2 + i]);
+                for (int e = 0; e < 4; e++) {
+                    int u = ub + nt * 8 + 2 * c + (e & 1);
+                    float x = sc[0][nt][e] + sc[1][nt][e];
+                    p[nt][e] = u >= vlo && u <= vhi ? x * sl2 : -INFINITY;
+                }
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                mx0 = fmaxf(mx0, fmaxf(p[nt][0], p[nt][1]));
+                mx1 = fmaxf(mx1, fmaxf(p[nt][2], p[nt][3]));
             }
-        for (int x = 1; x <= 2; x <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-        }
-        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        float rf0 = mn0 == -INFINITY ? 0.0f : mn0, rf1 = mn1 == -INFINITY ? 0.0f : mn1;
-        float al0 = expf(m0 - rf0), al1 = expf(m1 - rf1);  /* 0 when m = -inf */
-        float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                s[nt][i] = expf(s[nt][i] - rf0);           /* -inf -> 0 */
-                s[nt][2 + i] = expf(s[nt][2 + i] - rf1);
-                ps0 += s[nt][i];
-                ps1 += s[nt][2 + i];
+            for (int x = 1; x <= 2; x <<= 1) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
             }
-        for (int x = 1; x <= 2; x <<= 1) {
-            ps0 += __shfl_xor_sync(0xffffffffu, ps0, x);
-            ps1 += __shfl_xor_sync(0xffffffffu, ps1, x);
-        }
-        l0 = l0 * al0 + ps0, l1 = l1 * al1 + ps1;
-        m0 = mn0, m1 = mn1;
+            float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            float al0 = exp2f(m0 - mn0), al1 = exp2f(m1 - mn1);   /* 0 when m = -inf */
+            m0 = mn0, m1 = mn1;
+            float sh0 = mn0 - ATTN4_P_SHIFT, sh1 = mn1 - ATTN4_P_SHIFT;
 #pragma unroll
-        for (int i = 0; i < ATTN3_MAX_DIM / 8; i++)
-            o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
+            for (int nt = 0; nt < 2; nt++) {
+                p[nt][0] = exp2f(p[nt][0] - sh0);          /* masked: 0 */
+                p[nt][1] = exp2f(p[nt][1] - sh0);
+                p[nt][2] = exp2f(p[nt][2] - sh1);
+                p[nt][3] = exp2f(p[nt][3] - sh1);
+            }
+            l0 = fmaf(l0, al0, (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]));
+            l1 = fmaf(l1, al1, (p[0][2] + p[0][3]) + (p[1][2] + p[1][3]));
 
-        /* o += P V: k-step j = keys 16j..16j+15; the C fragments of s[2j], s[2j+1] are the A fragment */
+            /* O = alpha O + P V, P V from zero (see the accuracy note). The C fragments of
+             * the two n-tiles are P's A fragment (keys as k). */
+            uint32_t pa[2][4];
+            attn4_split<Tr, 4>(p[0][0], p[0][1], pa, 0);
+            attn4_split<Tr, 4>(p[0][2], p[0][3], pa, 1);
+            attn4_split<Tr, 4>(p[1][0], p[1][1], pa, 2);
+            attn4_split<Tr, 4>(p[1][2], p[1][3], pa, 3);
+            const E *vr = vs + (16 * j + v_row) * S + v_col;
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            uint32_t ph[4], pl[4];
-            split2(s[2 * j][0], s[2 * j][1], &ph[0], &pl[0]);
-            split2(s[2 * j][2], s[2 * j][3], &ph[1], &pl[1]);
-            split2(s[2 * j + 1][0], s[2 * j + 1][1], &ph[2], &pl[2]);
-            split2(s[2 * j + 1][2], s[2 * j + 1][3], &ph[3], &pl[3]);
-            const unsigned short *v0 = (const unsigned short *)(vs + (16 * j + 2 * c) * S);
+            for (int dp = 0; dp < DK; dp++) {
+                uint32_t b[4];
+                ldsm_x4_trans(b, vr + dp * 16);
+                float pv[2][4];
 #pragma unroll
-            for (int dt = 0; dt < ATTN3_MAX_DIM / 8; dt++) {
-                if (dt * 8 >= D)
-                    break;
-                int d = dt * 8 + g;
-                uint32_t b0 = (uint32_t)v0[d] | ((uint32_t)v0[S + d] << 16);
-                uint32_t b1 = (uint32_t)v0[8 * S + d] | ((uint32_t)v0[9 * S + d] << 16);
-                mma16816(o[dt], ph, b0, b1);
-                mma16816(o[dt], pl, b0, b1);
+                for (int i = 0; i < 2; i++) {
+                    Tr::mma(pv[0], pa[i], b[0], b[1], i == 0 ? zero4 : pv[0]);
+                    Tr::mma(pv[1], pa[i], b[2], b[3], i == 0 ? zero4 : pv[1]);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float *od = o[2 * dp + h];
+                    od[0] = fmaf(od[0], al0, pv[h][0]), od[1] = fmaf(od[1], al0, pv[h][1]);
+                    od[2] = fmaf(od[2], al1, pv[h][2]), od[3] = fmaf(od[3], al1, pv[h][3]);
+                }
             }
         }
     }
-    if (!tok_ok)
-        return;
-    float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-    float *out0 = a.out + ((int64_t)t * a.n_head + (int64_t)kvh * a.group) * D;
+    for (int x = 1; x <= 2; x <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    }
+
+    /* merge the warps of each token: per warp O [16][D + 8] f32 (conflict-free float2 rows),
+     * then m[16], l[16]; the stages are free once every copy has landed */
+    const int WS = 16 * (D + 8) + 32;
+    float *ws = (float *)smem_mma;
+    cp_async_wait<0>();
+    __syncthreads();
+    {
+        float *ow = ws + warp * WS, *mw = ow + 16 * (D + 8);
 #pragma unroll
-    for (int dt = 0; dt < ATTN3_MAX_DIM / 8; dt++) {
-        if (dt * 8 >= D)
-            break;
-        int col = dt * 8 + 2 * c;
-        if (r0_ok)
-            *(float2 *)(out0 + (int64_t)g * D + col) = make_float2(o[dt][0] * inv0, o[dt][1] * inv0);
-        if (r1_ok)
-            *(float2 *)(out0 + (int64_t)(g + 8) * D + col) = make_float2(o[dt][2] * inv1, o[dt][3] * inv1);
+        for (int i = 0; i < D / 8; i++) {
+            *(float2 *)(ow + g * (D + 8) + 8 * i + 2 * c) = make_float2(o[i][0], o[i][1]);
+            *(float2 *)(ow + (g + 8) * (D + 8) + 8 * i + 2 * c) = make_float2(o[i][2], o[i][3]);
+        }
+        if (c == 0) {
+            mw[g] = m0, mw[g + 8] = m1;
+            mw[16 + g] = l0, mw[24 + g] = l1;
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < a.tpc * 16 * (D / 4); e += 32 * ATTN4_WARPS) {
+        int tl = e / (16 * (D / 4)), r = e / (D / 4) % 16, d4 = e % (D / 4);
+        int tt = tg * a.tpc + tl;
+        if (tt >= a.n_tokens || r >= a.group)
+            continue;
+        float M = -INFINITY;
+        for (int k = 0; k < nsub; k++)
+            M = fmaxf(M, ws[(tl + k * a.tpc) * WS + 16 * (D + 8) + r]);
+        float L = 0.0f;
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (M != -INFINITY)                                /* else nothing visible in this split */
+            for (int k = 0; k < nsub; k++) {
+                const float *ow = ws + (tl + k * a.tpc) * WS, *mw = ow + 16 * (D + 8);
+                float w = exp2f(mw[r] - M);
+                float4 x = *(const float4 *)(ow + r * (D + 8) + 4 * d4);
+                L = fmaf(w, mw[16 + r], L);
+                acc.x = fmaf(w, x.x, acc.x);
+                acc.y = fmaf(w, x.y, acc.y);
+                acc.z = fmaf(w, x.z, acc.z);
+                acc.w = fmaf(w, x.w, acc.w);
+            }
+        int64_t row = (int64_t)tt * a.n_head + (int64_t)kvh * a.group + r;
+        if (n_eff == 1) {                                  /* the only split: final output (L > 0) */
+            float inv = 1.0f / L;
+            ((float4 *)(a.out + row * D))[d4] = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+        } else {                                           /* v2's partial: m in natural-log units */
+            float *dst = a.part + ((int64_t)s * a.n_tokens * a.n_head + row) * (D + 4);
+            ((float4 *)dst)[d4] = acc;
+            if (d4 == 0) {
+                dst[D] = M * 0.6931471805599453f;
+                dst[D + 1] = L;
+            }
+        }
     }
 }
 
-/* v3 launch: false when the shapes need v2/v1 (nothing launched) */
-static bool attn_tc_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_params a)
+/* one CTA per (token, head) row over the n_eff splits its group used: warp w weights the
+ * splits w, w + ATTN4_COMBINE_WARPS, .. (lane = float4 column, D <= 128) and the warps meet
+ * in shared memory; rows with n_eff == 1 are done. (v2's combine walks every split in one
+ * warp: at depth 131072 a chain of 128 L2 round trips, a tenth of a decode step.) */
+static __global__ void __launch_bounds__(32 * ATTN4_COMBINE_WARPS) attn_combine4_kernel(attn_params a)
+{
+    __shared__ float4 acc_s[ATTN4_COMBINE_WARPS][32];
+    __shared__ float l_s[ATTN4_COMBINE_WARPS];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, D = a.head_dim;
+    int64_t row = blockIdx.x;                                   /* t * n_head + h */
+    int lo, hi, chunk, n_eff;
+    attn2_plan(a, (int)(row / a.n_head), &lo, &hi, &chunk, &n_eff);
+    if (n_eff <= 1)
+        return;                                                 /* whole CTA */
+    int64_t stride = (int64_t)a.n_tokens * a.n_head * (D + 4);
+    const float *p0 = a.part + row * (D + 4);
+    float M = -INFINITY;
+    for (int s = lane; s < n_eff; s += 32)
+        M = fmaxf(M, p0[s * stride + D]);
+    for (int o = 16; o > 0; o >>= 1)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));      /* finite: some split holds the row's keys */
+    bool col = 4 * lane < D;
+    float L = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int s = warp; s < n_eff; s += ATTN4_COMBINE_WARPS) {
+        const float *ps = p0 + s * stride;
+        float w = expf(ps[D] - M);                             /* m = -inf (no key of the row): 0 */
+        L = fmaf(w, ps[D + 1], L);
+        if (col) {
+            float4 x = ((const float4 *)ps)[lane];
+            acc.x = fmaf(w, x.x, acc.x);
+            acc.y = fmaf(w, x.y, acc.y);
+            acc.z = fmaf(w, x.z, acc.z);
+            acc.w = fmaf(w, x.w, acc.w);
+        }
+    }
+    acc_s[warp][lane] = acc;
+    if (lane == 0)
+        l_s[warp] = L;
+    __syncthreads();
+    if (warp != 0 || !col)
+        return;
+    for (int w = 1; w < ATTN4_COMBINE_WARPS; w++) {
+        float4 x = acc_s[w][lane];
+        acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+        L += l_s[w];
+    }
+    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    ((float4 *)(a.out + row * D))[lane] = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+}
+
+template <class Tr, int D> static size_t attn_mma_smem(void)
+{
+    size_t stages = (size_t)ATTN4_STAGES * 2 * ATTN4_KT * (D + 8) * sizeof(typename Tr::elem);
+    size_t merge = (size_t)ATTN4_WARPS * (16 * (D + 8) + 32) * sizeof(float);
+    return stages > merge ? stages : merge;
+}
+
+template <class Tr, int D> static bool attn_mma_run(struct cuda_ctx *c, const attn_params &a, dim3 grid)
+{
+    size_t smem = attn_mma_smem<Tr, D>();
+    if (CUDA_TRY(c, cudaFuncSetAttribute(attn_mma_kernel<Tr, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem)))
+        return true;
+    attn_mma_kernel<Tr, D><<<grid, 32 * ATTN4_WARPS, smem, c->stream>>>(a);
+    return CUDA_LAUNCHED(c, "attention v4");
+}
+
+/* the instantiation for a.head_dim (64..ATTN4_MAX_DIM, a multiple of 16) */
+template <class Tr> static bool attn_mma_dispatch(struct cuda_ctx *c, const attn_params &a, dim3 grid)
+{
+    switch (a.head_dim) {
+    case 64: return attn_mma_run<Tr, 64>(c, a, grid);
+    case 80: return attn_mma_run<Tr, 80>(c, a, grid);
+    case 96: return attn_mma_run<Tr, 96>(c, a, grid);
+    case 112: return attn_mma_run<Tr, 112>(c, a, grid);
+    default: return attn_mma_run<Tr, 128>(c, a, grid);
+    }
+}
+
+/* v4 launch: false when the shapes need v2/v1 (nothing launched) */
+static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_params a)
 {
     uintptr_t align = (uintptr_t)x->q | (uintptr_t)x->out | (uintptr_t)x->k_cache | (uintptr_t)x->v_cache;
-    if (x->n_tokens < ATTN3_MIN_TOKENS || x->kv_type != GLIM_TYPE_F16 || x->head_dim % 16 != 0 ||
-        x->head_dim > ATTN3_MAX_DIM || a.group > 16 || align % 16 != 0)
+    bool bf16 = x->kv_type == GLIM_TYPE_BF16;
+    if ((x->kv_type != GLIM_TYPE_F16 && !bf16) || x->head_dim % 16 != 0 || x->head_dim < 64 ||
+        x->head_dim > ATTN4_MAX_DIM || a.group > 16 ||
+        align % 16 != 0)
         return false;
-    size_t smem = (size_t)2 * ATTN_TILE * (x->head_dim + 8) * sizeof(__half);
-    dim3 grid((unsigned)((x->n_tokens + ATTN3_WARPS - 1) / ATTN3_WARPS), (unsigned)x->n_head_kv);
-    attn_tc_kernel<<<grid, 32 * ATTN3_WARPS, smem, c->stream>>>(a);
-    CUDA_LAUNCHED(c, "attention tc");
+    a.tpc = x->n_tokens >= 3 ? 4 : x->n_tokens;
+    a.tile = ATTN4_KT, a.min_chunk = ATTN4_KT;
+    int64_t n_groups = (x->n_tokens + a.tpc - 1) / a.tpc;
+    int64_t max_keys = x->n_slots;                          /* bound of the union of a group's ranges */
+    if (x->window > 0)
+        max_keys = GLIM_MIN(max_keys, (int64_t)x->window + GLIM_MAX(x->block, 0) + a.tpc - 1);
+    int64_t ctas = n_groups * x->n_head_kv;
+    int64_t fill = GLIM_MAX((int64_t)1, ATTN4_CTAS_PER_SM * (int64_t)c->n_sm / ctas);   /* one wave */
+    int64_t cap = GLIM_MIN((int64_t)ATTN2_MAX_SPLITS, fill);
+    int64_t n_splits = GLIM_MAX((int64_t)1, GLIM_MIN((max_keys + ATTN4_KT - 1) / ATTN4_KT, cap));
+    a.n_splits = (int)n_splits;
+    a.part = NULL;
+    if (n_splits > 1) {
+        size_t nbytes = (size_t)n_splits * x->n_tokens * x->n_head * (x->head_dim + 4) * sizeof(float);
+        if (!cuda_buf_reserve(c, &c->attn_part, nbytes))
+            return true;                                    /* failure recorded */
+        a.part = (float *)c->attn_part.p;
+    }
+    dim3 grid((unsigned)n_groups, (unsigned)n_splits, (unsigned)x->n_head_kv);
+    bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid) : attn_mma_dispatch<attn4_f16>(c, a, grid);
+    if (failed || n_splits == 1)
+        return true;
+    attn_combine4_kernel<<<(unsigned)((int64_t)x->n_tokens * x->n_head), 32 * ATTN4_COMBINE_WARPS, 0, c->stream>>>(a);
+    CUDA_LAUNCHED(c, "attention v4 combine");
     return true;
 }
 
@@ -708,7 +1005,8 @@ void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
     a.window = x->window;
     a.block = x->block;
     a.scale = x->scale;
-    if (c->attn_tc && attn_tc_launch(c, x, a))
+    bool dec = x->n_tokens <= ATTN4_DEC_TOKENS;
+    if ((dec ? c->attn_dec_tc : c->attn_tc) && attn_mma_launch(c, x, a))
         return;
     if (c->attn_v2 && attn2_launch(c, x, a))
         return;

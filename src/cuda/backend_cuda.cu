@@ -547,13 +547,24 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
     return GLIM_OK;
 }
 
-/* Experimental tensor-core prefill attention (attn_decode.cu v3) on or off. Default: off,
- * or on when GLIM_CUDA_ATTN_TC is "1" at creation. GLIM_EINVAL if not a CUDA backend. */
+/* Tensor-core attention (attn_decode.cu v4) for prefill batches (n_tokens > 16) on or off.
+ * Default: on, or off when GLIM_CUDA_ATTN_TC is "0" at creation (then v2 runs per query
+ * token). GLIM_EINVAL if not a CUDA backend. */
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on)
 {
     if (!is_cuda(be))
         return GLIM_EINVAL;
     ctx_of(be)->attn_tc = on;
+    return GLIM_OK;
+}
+
+/* The same for decode and verify (n_tokens <= 16). Default: on, or off when
+ * GLIM_CUDA_ATTN_DEC_TC is "0" at creation (then v2). GLIM_EINVAL if not a CUDA backend. */
+extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on)
+{
+    if (!is_cuda(be))
+        return GLIM_EINVAL;
+    ctx_of(be)->attn_dec_tc = on;
     return GLIM_OK;
 }
 
@@ -600,16 +611,17 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->exact = exact && exact[0] && strcmp(exact, "0") != 0;
     const char *fresh = getenv("GLIM_CUDA_NEW");
     c->attn_v2 = !(fresh && strcmp(fresh, "0") == 0);
-    c->k45_aux = c->attn_v2;
     const char *f_attn = getenv("GLIM_CUDA_NEW_ATTN"), *f_k45 = getenv("GLIM_CUDA_NEW_K45");
     if (f_attn && strcmp(f_attn, "0") == 0)
         c->attn_v2 = false;
-    if (f_k45 && strcmp(f_k45, "0") == 0)
-        c->k45_aux = false;
+    /* the decoded-scale table costs 11% more memory on Q4_K weights and measured no faster
+     * with GEMV v3 (tg128 133.3 t/s without, 131.2 with; docs/PERFORMANCE.md): opt-in */
+    c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     c->gemv_v2 = f_gemv && strcmp(f_gemv, "2") == 0;
-    const char *f_tc = getenv("GLIM_CUDA_ATTN_TC");
-    c->attn_tc = f_tc && strcmp(f_tc, "1") == 0;
+    const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
+    c->attn_tc = !(f_tc && strcmp(f_tc, "0") == 0);
+    c->attn_dec_tc = !(f_dec_tc && strcmp(f_dec_tc, "0") == 0);
     snprintf(be->desc, sizeof be->desc, "cuda:%d %s (sm_%d%d, %d SMs, %.0f GiB)", device, prop.name,
              prop.major, prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
     *out = be;

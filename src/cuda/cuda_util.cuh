@@ -58,8 +58,10 @@ struct cuda_ctx {
     int             xq_nr, xq_layout;
     bool            exact;         /* f32 GEMV only (GLIM_CUDA_EXACT=1, backend_cuda_set_exact) */
     bool            attn_v2;       /* attention v2 (default; GLIM_CUDA_NEW=0 or backend_cuda_set_new: v1) */
-    bool            attn_tc;       /* attention v3, tensor-core prefill (experimental; off unless
-                                    * GLIM_CUDA_ATTN_TC=1 or backend_cuda_set_attn_tc) */
+    bool            attn_dec_tc;   /* attention v4 (tensor cores) for n_tokens <= 16: decode, verify
+                                    * (default; GLIM_CUDA_ATTN_DEC_TC=0 or backend_cuda_set_attn_dec_tc) */
+    bool            attn_tc;       /* attention v4 for n_tokens > 16: prefill (default;
+                                    * GLIM_CUDA_ATTN_TC=0 or backend_cuda_set_attn_tc) */
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
     bool            gemv_v2;       /* dp4a GEMV v2, one launch per weight (GLIM_CUDA_GEMV=2); default v3 */
@@ -79,6 +81,7 @@ extern "C" int backend_cuda_set_exact(struct backend *be, bool exact);
 extern "C" int backend_cuda_set_new(struct backend *be, bool on);
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2 or 3 */
+extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
