@@ -18,7 +18,7 @@ if want build || [ ! -x $B ]; then
     || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; cp /tmp/build.log $O/; exit 1; }
   el "build ok"
 fi
-if [ ! -s $M ] && (want e2e || want depth || want kern); then
+if [ ! -s $M ] && (want e2e || want depth || want kern || want mk); then
   ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
   MK=$!
 else MK=""; fi
@@ -52,16 +52,15 @@ tg() {  # tg <label> <env...> -- bench args
   echo "$out" | grep -E "^\| |GPU|t/s x" | grep -v -- "---" | sed "s/^/$label: /" | tee -a $SUM
 }
 if want e2e; then
-  tg default X=1 -- -p 512 -n 128 -r 3
+  tg default X=1 -- -p 512,4096 -n 128 -r 3
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
-  tg fuse-off GLIM_CUDA_FUSE=0 -- -p 0 -n 128 -r 2
-  tg gemv-v2 GLIM_CUDA_GEMV=2 -- -p 0 -n 128 -r 2
-  tg no-aux GLIM_CUDA_NEW_K45=0 -- -p 0 -n 128 -r 2
-  tg pp4096 X=1 -- -p 4096 -n 0 -r 1
+  tg persist4 GLIM_CUDA_GEMV_PERSIST=4 -- -p 0 -n 128 -r 2
+  tg persist8 GLIM_CUDA_GEMV_PERSIST=8 -- -p 0 -n 128 -r 2
   el "e2e done"
 fi
 if want depth; then
   tg depth X=1 -- -p 0 -n 128 -d 4096,32768 -r 1
+  tg depth-v2attn GLIM_CUDA_ATTN_DEC_TC=0 -- -p 0 -n 128 -d 32768 -r 1
   ( while sleep 0.5; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) >/tmp/mem.log &
   MP=$!
   S=$(date +%s)

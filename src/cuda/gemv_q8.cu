@@ -523,12 +523,9 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
 enum { KS_K4Q6, KS_ALL };
 
 template <int NR, int KS>
-static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
-gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr)
+static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t task, const int8_t *__restrict__ xq,
+                                                  const float2 *__restrict__ xd, int nr)
 {
-    int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
-    if (task >= job.n_tasks)
-        return;
     wview8 v = job.p[0].v;
     float *y = job.p[0].y;
     int64_t task0 = 0;
@@ -577,11 +574,24 @@ gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
     }
 }
 
+/* One task per warp, or (a grid smaller than the tasks: GLIM_CUDA_GEMV_PERSIST) warps
+ * that walk the tasks with the grid's stride. */
+template <int NR, int KS>
+static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
+gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr)
+{
+    int64_t stride = (int64_t)gridDim.x * Q8_WARPS;
+    for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride)
+        gemv3_task<NR, KS>(job, task, xq, xd, nr);
+}
+
 template <int KS>
 static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
-    unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
-    gemv3_kernel<1, KS><<<grid, Q8_WARPS * 32, 0, c->stream>>>(job, xq, xd, 1);
+    int64_t grid = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS;
+    if (c->gemv_persist > 0 && grid > (int64_t)c->gemv_persist * c->n_sm)
+        grid = (int64_t)c->gemv_persist * c->n_sm;
+    gemv3_kernel<1, KS><<<(unsigned)grid, Q8_WARPS * 32, 0, c->stream>>>(job, xq, xd, 1);
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
