@@ -54,8 +54,7 @@ tg() {  # tg <label> <env...> -- bench args
 if want e2e; then
   tg default X=1 -- -p 512,4096 -n 128 -r 3
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
-  tg persist4 GLIM_CUDA_GEMV_PERSIST=4 -- -p 0 -n 128 -r 2
-  tg persist8 GLIM_CUDA_GEMV_PERSIST=8 -- -p 0 -n 128 -r 2
+  tg v2attn GLIM_CUDA_ATTN_DEC_TC=0 -- -p 0 -n 128 -r 2
   el "e2e done"
 fi
 if want depth; then

@@ -619,8 +619,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     c->gemv_v2 = f_gemv && strcmp(f_gemv, "2") == 0;
-    const char *f_persist = getenv("GLIM_CUDA_GEMV_PERSIST");
-    c->gemv_persist = f_persist ? atoi(f_persist) : 0;
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
     c->attn_tc = !(f_tc && strcmp(f_tc, "0") == 0);
     c->attn_dec_tc = !(f_dec_tc && strcmp(f_dec_tc, "0") == 0);

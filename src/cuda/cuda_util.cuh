@@ -64,7 +64,6 @@ struct cuda_ctx {
                                     * GLIM_CUDA_ATTN_TC=0 or backend_cuda_set_attn_tc) */
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
-    int             gemv_persist;  /* > 0: GEMV v3 grid capped at this many blocks per SM (bench knob) */
     bool            gemv_v2;       /* dp4a GEMV v2, one launch per weight (GLIM_CUDA_GEMV=2); default v3 */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };

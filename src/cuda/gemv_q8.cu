@@ -574,24 +574,22 @@ static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t t
     }
 }
 
-/* One task per warp, or (a grid smaller than the tasks: GLIM_CUDA_GEMV_PERSIST) warps
- * that walk the tasks with the grid's stride. */
+/* One task per warp. (A grid-stride loop over tasks made ptxas spill 1.3-2.5 KB per
+ * thread at the 128-register cap and halved decode speed: measured 2026-12-02.) */
 template <int NR, int KS>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
 gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr)
 {
-    int64_t stride = (int64_t)gridDim.x * Q8_WARPS;
-    for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride)
+    int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
+    if (task < job.n_tasks)
         gemv3_task<NR, KS>(job, task, xq, xd, nr);
 }
 
 template <int KS>
 static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
-    int64_t grid = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS;
-    if (c->gemv_persist > 0 && grid > (int64_t)c->gemv_persist * c->n_sm)
-        grid = (int64_t)c->gemv_persist * c->n_sm;
-    gemv3_kernel<1, KS><<<(unsigned)grid, Q8_WARPS * 32, 0, c->stream>>>(job, xq, xd, 1);
+    unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
+    gemv3_kernel<1, KS><<<grid, Q8_WARPS * 32, 0, c->stream>>>(job, xq, xd, 1);
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
