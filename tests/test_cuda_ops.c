@@ -336,16 +336,16 @@ static void check_v3_vs_v2(uint32_t type, int64_t k, int64_t n, int n_rows)
     free(x), free(a), free(b), free(ref), free((void *)hw.host);
 }
 
-static void test_gemv_v3(void)
+static void test_gemv_v3(void)   /* v3 runs one activation row (more rows take v2) */
 {
     static const uint32_t QT[] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_0, GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K, GLIM_TYPE_Q6_K};
     for (int ti = 0; ti < 5; ti++) {
-        for (int n_rows = 1; n_rows <= 16; n_rows += 1 + n_rows / 3)
-            check_v3_vs_v2(QT[ti], rand_k(QT[ti]), rndi(1, 300), n_rows);
+        for (int i = 0; i < 4; i++)
+            check_v3_vs_v2(QT[ti], rand_k(QT[ti]), rndi(1, 300), 1);
         /* more slots than one batch of loads (K = 19968: 624 slots of 32), 2 rows per warp */
-        check_v3_vs_v2(QT[ti], 19968, rndi(1, 70), rndi(1, 3));
+        check_v3_vs_v2(QT[ti], 19968, rndi(1, 70), 1);
         check_v3_vs_v2(QT[ti], 6656, 4224 + 5, 1);
-        check_v3_vs_v2(QT[ti], 4096, 130, 16);
+        check_v3_vs_v2(QT[ti], 4096, 130, 1);
     }
 }
 
