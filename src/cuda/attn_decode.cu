@@ -487,7 +487,7 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
     return true;
 }
 
-/* ---- v4: tensor-core split-K attention (2026-12-03): decode, verify and prefill -------------
+/* ---- v4: tensor-core split-K attention (2026-12-02): decode, verify and prefill -------------
  *
  * Why: v2 widens K/V to f32 and every head warp re-reads the tile from shared memory with
  * CUDA-core FMAs; GQA 16:1 needs 8 FMA per KV byte, so a decode step at depth 32768 ran
