@@ -24,26 +24,13 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "bench_util.h"
 #include "quant/quant.h"
 
 int backend_cuda_set_attn_tc(struct backend *be, bool on);       /* src/cuda/backend_cuda.cu */
 int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 
 enum { H = 32, HKV = 2, D = 128, N_GLOBAL = 13, N_SLIDING = 39, WINDOW = 2048, CTX = 131072, CHUNK = 512 };
-
-static uint64_t rs = 88172645463325252ull;
-static uint32_t rnd(void)
-{
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (uint32_t)(rs >> 11);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* device buffers for one cache size: random f16 K/V in (-1, 1), q for up to CHUNK tokens */
 struct bdata {

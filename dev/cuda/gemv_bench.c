@@ -22,21 +22,8 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "bench_util.h"
 #include "quant/quant.h"
-
-static uint64_t rs = 88172645463325252ull;
-static uint32_t rnd(void)
-{
-    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
-    return (uint32_t)(rs >> 11);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint16_t small_half(void)   /* fp16 in [2^-9, 2^-7) */
 {
