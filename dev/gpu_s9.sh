@@ -1,5 +1,5 @@
 #!/bin/bash
-# dev/gpu_s9.sh — one batched device call (repo root on the GPU machine):
+# dev/gpu_s9.sh — one batched device call (V4CFG / V4E2E: GLIM_CUDA_V4 shapes to try) (repo root on the GPU machine):
 #   bash dev/gpu_s9.sh [build] [test] [kern] [e2e] [depth] 2>&1 | tee $OUT/log
 # build: CUDA build of everything; test: test_cuda_ops + GPU goldens; kern: GEMV and
 # benches (old vs new kernels); attn: the attention bench; e2e: the 30B preset end to end (pp512, tg128
@@ -32,7 +32,9 @@ fi
 if want kern; then
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
      -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
-  for v in 2 3; do echo "== GEMV v$v"; GLIM_CUDA_GEMV=$v timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=|copy" | head -30; done > /tmp/gemv.log
+  for v in 3 4; do echo "== GEMV v$v"; GLIM_CUDA_GEMV=$v timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 |copy" | head -30; done > /tmp/gemv.log
+  for cfg in ${V4CFG:-4,8,2 8,4,1 16,3,1 8,8,1}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
+  echo "== GEMV v4 PDL off"; GLIM_CUDA_PDL=0 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
   el "gemv bench done"
 fi
@@ -54,7 +56,9 @@ tg() {  # tg <label> <env...> -- bench args
 if want e2e; then
   tg default X=1 -- -p 512,4096 -n 128 -r 3
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
-  tg v2attn GLIM_CUDA_ATTN_DEC_TC=0 -- -p 0 -n 128 -r 2
+  tg gemv3 GLIM_CUDA_GEMV=3 -- -p 0 -n 128 -r 2
+  tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
+  for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
 fi
 if want depth; then

@@ -44,7 +44,7 @@ static double q8_worst;     /* largest rel. L2 error seen on the int8-activation
 /* src/cuda/backend_cuda.cu (not in backend.h yet) */
 int backend_cuda_set_exact(struct backend *be_, bool exact);
 int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (default) or v1 */
-int backend_cuda_set_gemv(struct backend *be_, int version);   /* dp4a GEMV v3 (default) or v2 */
+int backend_cuda_set_gemv(struct backend *be_, int version);   /* dp4a GEMV 2, 3 or 4 (default) */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -307,9 +307,10 @@ static void test_matmul_q8_old(void)
     CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
 }
 
-/* GEMV v3 (deep loads, several weights per launch) must give v2's bits: the same slot
+/* GEMV v3 (deep loads, several weights per launch) and v4 (weights streamed through shared
+ * memory; Q4_K/Q6_K, other kinds fall back to v3) must give v2's bits: the same slot
  * arithmetic in the same order per lane. */
-static void check_v3_vs_v2(uint32_t type, int64_t k, int64_t n, int n_rows)
+static void check_vs_v2(int ver, uint32_t type, int64_t k, int64_t n, int n_rows)
 {
     struct glim_err err = {0};
     struct be_weight hw = make_weight(type, k, n), dw = hw;
@@ -318,14 +319,15 @@ static void check_v3_vs_v2(uint32_t type, int64_t k, int64_t n, int n_rows)
     size_t y_bytes = (size_t)n_rows * n * sizeof(float);
     float *a = malloc(y_bytes), *b = malloc(y_bytes), *ref = malloc(y_bytes);
     float *dx = to_dev(x, (size_t)n_rows * k * sizeof(float)), *dy = be->i->alloc(be, y_bytes);
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
     be->i->matmul(be, dy, &dw, dx, n_rows);
     from_dev(a, dy, y_bytes);
     CHECK_EQ(backend_cuda_set_gemv(be, 2), GLIM_OK);
     be->i->matmul(be, dy, &dw, dx, n_rows);
     from_dev(b, dy, y_bytes);
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_gemv(be, 4), GLIM_OK);
     char what[128];
-    snprintf(what, sizeof what, "v3 == v2 %s k=%lld n=%lld rows=%d", quant_type_name(type), (long long)k,
+    snprintf(what, sizeof what, "v%d == v2 %s k=%lld n=%lld rows=%d", ver, quant_type_name(type), (long long)k,
              (long long)n, n_rows);
     if (memcmp(a, b, y_bytes) != 0)
         fprintf(stderr, "FAIL %s\n", what);
@@ -336,17 +338,26 @@ static void check_v3_vs_v2(uint32_t type, int64_t k, int64_t n, int n_rows)
     free(x), free(a), free(b), free(ref), free((void *)hw.host);
 }
 
-static void test_gemv_v3(void)   /* v3 runs one activation row (more rows take v2) */
+static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take v2) */
 {
     static const uint32_t QT[] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_0, GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K, GLIM_TYPE_Q6_K};
-    for (int ti = 0; ti < 5; ti++) {
-        for (int i = 0; i < 4; i++)
-            check_v3_vs_v2(QT[ti], rand_k(QT[ti]), rndi(1, 300), 1);
-        /* more slots than one batch of loads (K = 19968: 624 slots of 32), 2 rows per warp */
-        check_v3_vs_v2(QT[ti], 19968, rndi(1, 70), 1);
-        check_v3_vs_v2(QT[ti], 6656, 4224 + 5, 1);
-        check_v3_vs_v2(QT[ti], 4096, 130, 1);
+    for (int ver = 3; ver <= 4; ver++)
+        for (int ti = 0; ti < 5; ti++) {
+            for (int i = 0; i < 4; i++)
+                check_vs_v2(ver, QT[ti], rand_k(QT[ti]), rndi(1, 300), 1);
+            /* more slots than one batch of loads (K = 19968: 624 slots of 32), 2 rows per warp */
+            check_vs_v2(ver, QT[ti], 19968, rndi(1, 70), 1);
+            check_vs_v2(ver, QT[ti], 6656, 4224 + 5, 1);
+            check_vs_v2(ver, QT[ti], 4096, 130, 1);
+        }
+    /* v4's chunks are 16 super-blocks: rows of 1..40 blocks (partial last chunks, odd
+     * block counts: Q6_K's 2-byte scales start mid-word), more rows than the grid has warps */
+    for (int i = 0; i < 6; i++) {
+        check_vs_v2(4, GLIM_TYPE_Q4_K, 256 * rndi(1, 40), rndi(1, 3000), 1);
+        check_vs_v2(4, GLIM_TYPE_Q6_K, 256 * rndi(1, 40), rndi(1, 3000), 1);
     }
+    check_vs_v2(4, GLIM_TYPE_Q6_K, 256 * 17, 2111, 1);
+    check_vs_v2(4, GLIM_TYPE_Q4_K, 256 * 33, 1, 1);
 }
 
 /* matmul_n: weights sharing x in one launch, each output equal to its own matmul */
@@ -373,6 +384,13 @@ static void check_matmul_n(int n, const uint32_t *types, const int64_t *ns, int6
         size_t yb = (size_t)n_rows * ns[i] * sizeof(float);
         from_dev(y[i], dy[i], yb);
         CHECK(memcmp(y[i], ysep[i], yb) == 0);
+        float *y2 = malloc(yb);   /* the default GEMV (v4/v3 for one row) == v2 */
+        CHECK_EQ(backend_cuda_set_gemv(be, 2), GLIM_OK);
+        be->i->matmul(be, dy[i], &dw[i], dx, n_rows);
+        CHECK_EQ(backend_cuda_set_gemv(be, 4), GLIM_OK);
+        from_dev(y2, dy[i], yb);
+        CHECK(memcmp(y[i], y2, yb) == 0);
+        free(y2);
         float *ref = malloc(yb);
         cpu_ref_matmul(ref, &hw[i], x, n_rows);
         char what[128];

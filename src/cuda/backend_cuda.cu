@@ -537,13 +537,14 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
     return GLIM_OK;
 }
 
-/* dp4a GEMV version: 3 (default) or 2 (one launch per weight; GLIM_CUDA_GEMV=2).
+/* dp4a GEMV version for one activation row: 4 (default; Q4_K/Q6_K weights streamed through
+ * shared memory, other kinds take 3), 3, or 2 (one launch per weight); GLIM_CUDA_GEMV=2|3|4.
  * GLIM_EINVAL if not a CUDA backend or another version. */
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 {
-    if (!is_cuda(be) || (version != 2 && version != 3))
+    if (!is_cuda(be) || version < 2 || version > 4)
         return GLIM_EINVAL;
-    ctx_of(be)->gemv_v2 = version == 2;
+    ctx_of(be)->gemv_ver = version;
     return GLIM_OK;
 }
 
@@ -618,7 +619,17 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * with GEMV v3 (tg128 133.3 t/s without, 131.2 with; docs/PERFORMANCE.md): opt-in */
     c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
-    c->gemv_v2 = f_gemv && strcmp(f_gemv, "2") == 0;
+    c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '4' && !f_gemv[1] ? f_gemv[0] - '0' : 4;
+    if (prop.major < 8)
+        c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 uses cp.async (sm_80) */
+    c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
+    const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */
+    int w4, d4, k4;
+    if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 16 &&
+        (d4 == 3 || d4 == 4 || d4 == 6 || d4 == 8) && k4 >= 1 && k4 <= 4)
+        c->v4_warps = w4, c->v4_depth = d4, c->v4_ctas = k4;
+    const char *f_pdl = getenv("GLIM_CUDA_PDL");
+    c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
     c->attn_tc = !(f_tc && strcmp(f_tc, "0") == 0);
     c->attn_dec_tc = !(f_dec_tc && strcmp(f_dec_tc, "0") == 0);

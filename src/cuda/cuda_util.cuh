@@ -64,9 +64,32 @@ struct cuda_ctx {
                                     * GLIM_CUDA_ATTN_TC=0 or backend_cuda_set_attn_tc) */
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
-    bool            gemv_v2;       /* dp4a GEMV v2, one launch per weight (GLIM_CUDA_GEMV=2); default v3 */
+    int             gemv_ver;      /* dp4a GEMV for one activation row: 4 (default: gemv_stream.cu, Q4_K/Q6_K
+                                    * jobs; others take v3), 3, or 2 (one launch per weight);
+                                    * GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
+    int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
+                                    * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
+    bool            pdl;           /* programmatic dependent launch of the v4 GEMV (sm_90; GLIM_CUDA_PDL=0: off) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
+
+/* Programmatic dependent launch (sm_90; no-ops elsewhere and when the launch did not ask for
+ * it): a kernel launched with the attribute may start before its predecessor ends; it must
+ * call cuda_pdl_wait before it reads what earlier kernels wrote or writes what they read.
+ * cuda_pdl_trigger lets the next such kernel start now instead of at this kernel's end. */
+static __device__ __forceinline__ void cuda_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void cuda_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
 
 /* Any op that may write device memory makes the quantized copy of x stale. */
 static inline void cuda_xq_forget(struct cuda_ctx *c)
@@ -80,7 +103,7 @@ extern "C" int backend_cuda_set_exact(struct backend *be, bool exact);
  * compare both; GLIM_CUDA_NEW=0 at creation turns them off */
 extern "C" int backend_cuda_set_new(struct backend *be, bool on);
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on);
-extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2 or 3 */
+extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3 or 4 */
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */

@@ -49,6 +49,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
                            float eps_h, int n, int8_t *xq, float2 *xd)
 {
     __shared__ double red[32];
+    cuda_pdl_trigger();   /* the v4 GEMV that reads h may start its weight loads now */
     int64_t row = (int64_t)blockIdx.x * n;
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];

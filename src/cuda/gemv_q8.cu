@@ -30,7 +30,7 @@
  * the row's slots (consecutive lanes read consecutive code bytes), up to
  * NR = 16 activation rows per pass, warp-shuffle reduction.
  */
-#include "cuda_util.cuh"
+#include "gemv_slots.cuh"
 
 #include <cuda_fp16.h>
 #include <stdlib.h>
@@ -39,310 +39,6 @@
 extern "C" {
 #include "quant/quant_ref.h"
 }
-
-#define Q8_WARPS 4   /* warps per block */
-
-enum { XL_PLAIN = 0, XL_K45 = 1 };
-
-struct wview8 {
-    const uint8_t *p;   /* device data in dev_type layout */
-    int64_t        k;   /* row length */
-    int64_t        n;   /* rows */
-    const uint8_t *aux; /* Q4_K/Q5_K decoded scales (cuda_k45_aux_build) or NULL */
-};
-
-/* One slot of activations: two 16-byte runs of int8 and their scales
- * (ds = {d_a, d_a*sum_a, d_b, d_b*sum_b}). */
-struct xslot {
-    int4   a, b;
-    float4 ds;
-};
-
-static __device__ __forceinline__ float h2f8(uint32_t bits)
-{
-    return __half2float(__ushort_as_half((unsigned short)(bits & 0xffffu)));
-}
-
-/* streaming 16-byte weight load: read once, keep L1 for the activations */
-static __device__ __forceinline__ uint4 ldw16(const void *p)
-{
-    uint4 r;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-    return r;
-}
-
-/* int -> float for |v| < 2^22 with two full-rate ops (I2F runs at a quarter of the
- * ALU rate on sm_80/90 and was a large share of the K-quant slot's cost) */
-static __device__ __forceinline__ float i2f(int v)
-{
-    return __int_as_float(0x4B400000 + v) - 12582912.0f;
-}
-
-static __device__ __forceinline__ int dot16(const uint32_t w[4], int4 x)
-{
-    int s = __dp4a((int)w[0], x.x, 0);
-    s = __dp4a((int)w[1], x.y, s);
-    s = __dp4a((int)w[2], x.z, s);
-    return __dp4a((int)w[3], x.w, s);
-}
-
-/* x runs of slot s (32 weights) for the permuted layouts: super-block g = s/8, lane t = s%8 */
-static __device__ __forceinline__ void xload_runs(const int8_t *xq, int64_t s, struct xslot *x)
-{
-    const int8_t *base = xq + (s >> 3) * 256 + 16 * (s & 7);
-    x->a = __ldg((const int4 *)base);
-    x->b = __ldg((const int4 *)(base + 128));
-}
-
-/* ---- weight slots -------------------------------------------------------------
- * load(v, row, s): decode slot s of row `row`; xload(xq, xd, s): its activations;
- * dot(x): the slot's contribution. */
-
-/* Q4_K / Q5_K, GGUF blocks. Slot s: block s/8, lane t = s%8 = 2c + h: code bytes
- * qs[32c+16h .. +15]; low nibbles = weights 64c+16h.. (sub-block 2c), high nibbles =
- * 64c+32+16h.. (sub-block 2c+1). The min term is added by the h = 0 lane only.
- * AUX (2026-12-02 evening): the 6-bit scales/mins come pre-decoded from v.aux (one u32
- * per slot: {sc[2c], sc[2c+1], m[2c], m[2c+1]}) and only d/dmin from the block header,
- * instead of the 16-byte header load and the lane-dependent unpack. */
-template <bool Q5, bool AUX = false>
-struct slot_k45 {
-    static const int SLOT = 32, LAYOUT = XL_K45, BYTES = Q5 ? 176 : 144, RW_MAX = Q5 ? 1 : 2;
-    static const int U = Q5 ? 4 : 8;   /* v3: slots in flight per lane (register budget) */
-    /* the slot's bytes as loaded: fetch() only issues loads, decode() only computes, so a
-     * lane can have several slots' loads in flight before it needs any of them (v3) */
-    struct raw {
-        uint4    hdr, q, hb;
-        uint32_t sm;
-    };
-    uint32_t lo[4], hi[4];
-    int      scl, sch;    /* 6-bit scales of the two sub-blocks (sc * dot stays < 2^22) */
-    float    d, ml, mh;   /* ml, mh = dmin*m, 0 on the h = 1 lane */
-
-    /* slot s = sl + 32u, sl = lane + a multiple of 32: block (sl >> 3) + 4u, lane t = sl & 7,
-     * so the U fetches of a lane differ by constant offsets */
-    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
-    {
-        int t = (int)(sl & 7), c = t >> 1, h = t & 1;
-        int64_t ib = row * (v.k >> 8) + (sl >> 3) + 4 * u;
-        const uint8_t *blk = v.p + ib * BYTES;
-        if (AUX) {
-            r.hdr.x = __ldg((const unsigned int *)blk);   /* d, dmin only */
-            r.sm = __ldg((const unsigned int *)(v.aux + ib * 16) + c);
-        } else {
-            r.hdr = ldw16(blk);
-        }
-        r.q = ldw16(blk + (Q5 ? 48 : 16) + 16 * t);
-        if (Q5)
-            r.hb = ldw16(blk + 16 + 16 * h);
-    }
-    __device__ __forceinline__ void decode(const raw &r, int64_t s)
-    {
-        int t = (int)(s & 7), c = t >> 1, h = t & 1;
-        uint32_t qa[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-        uint32_t qh[4] = {0, 0, 0, 0};
-        if (Q5) {
-            qh[0] = r.hb.x >> (2 * c), qh[1] = r.hb.y >> (2 * c), qh[2] = r.hb.z >> (2 * c), qh[3] = r.hb.w >> (2 * c);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            lo[i] = qa[i] & 0x0f0f0f0fu;
-            hi[i] = (qa[i] >> 4) & 0x0f0f0f0fu;
-            if (Q5) {
-                lo[i] |= (qh[i] & 0x01010101u) << 4;
-                hi[i] |= ((qh[i] >> 1) & 0x01010101u) << 4;
-            }
-        }
-        d = h2f8(r.hdr.x);
-        float dmin = h ? 0.0f : h2f8(r.hdr.x >> 16);
-        if (AUX) {
-            scl = (int)(r.sm & 0xffu);
-            sch = (int)((r.sm >> 8) & 0xffu);
-            ml = dmin * i2f((int)((r.sm >> 16) & 0xffu));
-            mh = dmin * i2f((int)(r.sm >> 24));
-            return;
-        }
-        /* 6-bit scales/mins of sub-blocks 2c, 2c+1 (quant_k4_scale_min_get, 4 at a time) */
-        uint32_t s0 = r.hdr.y, s1 = r.hdr.z, s2 = r.hdr.w;
-        uint32_t scw = c < 2 ? (s0 & 0x3f3f3f3fu) : ((s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u));
-        uint32_t mw = c < 2 ? (s1 & 0x3f3f3f3fu) : (((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u));
-        int sh = 16 * (c & 1);
-        scl = (int)((scw >> sh) & 0xffu);
-        sch = (int)((scw >> (sh + 8)) & 0xffu);
-        ml = dmin * i2f((int)((mw >> sh) & 0xffu));
-        mh = dmin * i2f((int)((mw >> (sh + 8)) & 0xffu));
-    }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
-    }
-    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
-    {
-        xload_runs(xq, s, x);
-        x->ds = __ldg((const float4 *)(xd + (s >> 3) * 8 + 2 * ((s & 7) >> 1)));
-    }
-    __device__ __forceinline__ float dot(const struct xslot &x) const
-    {
-        float r = x.ds.x * i2f(scl * dot16(lo, x.a));
-        r = fmaf(x.ds.z, i2f(sch * dot16(hi, x.b)), r);
-        return fmaf(d, r, -fmaf(ml, x.ds.y, mh * x.ds.w));
-    }
-};
-
-/* Q6_K, SoA (ql[nb][128], qh[nb][64], sc[nb][16], d[nb]). Slot s: block s/8, lane
- * t = s%8 = 4h + 2g + f (half h, group g in {0,1}, f = which 16 of 32): ql bytes
- * 64h+16(2g+f) ..+15, qh bytes 32h+16f ..+15; low nibbles = group g (weights
- * 128h+32g+16f..), high nibbles = group g+2 (+64). Codes -32 become signed bytes.
- * The activations use the K45 order (one quantized x serves Q4_K/Q5_K/Q6_K weights of
- * one input, so q/k/v/gate share one quantize and one launch): the low run is natural
- * 16-run 8h+2g+f, at K45 position 8g+4h+f; the high run 8h+4+2g+f at 8g+4h+2+f. */
-struct slot_q6_k {
-    static const int SLOT = 32, LAYOUT = XL_K45, RW_MAX = 1, U = 4;
-    struct raw {
-        uint4   ql, qh;
-        int8_t  sl, sh;
-        uint16_t d;
-    };
-    uint32_t lo[4], hi[4];
-    float    dl, dh;
-
-    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
-    {
-        int64_t nb = (v.k >> 8) * v.n, ib = row * (v.k >> 8) + (sl >> 3) + 4 * u;
-        int t = (int)(sl & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
-        r.ql = ldw16(v.p + ib * 128 + 16 * t);   /* 64h + 16(2g+f) = 16t */
-        r.qh = ldw16(v.p + nb * 128 + ib * 64 + 32 * h + 16 * f);
-        const int8_t *sc = (const int8_t *)(v.p + nb * 192 + ib * 16) + 8 * h + 2 * g + f;
-        r.sl = __ldg(sc);
-        r.sh = __ldg(sc + 4);
-        r.d = __ldg((const unsigned short *)(v.p + nb * 208) + ib);
-    }
-    __device__ __forceinline__ void decode(const raw &r, int64_t s)
-    {
-        int g = (int)((s >> 1) & 1);
-        uint32_t a[4] = {r.ql.x, r.ql.y, r.ql.z, r.ql.w}, b[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            uint32_t bl = b[i] >> (2 * g);
-            uint32_t l6 = (a[i] & 0x0f0f0f0fu) | ((bl & 0x03030303u) << 4);
-            uint32_t h6 = ((a[i] >> 4) & 0x0f0f0f0fu) | (((bl >> 4) & 0x03030303u) << 4);
-            /* per byte q - 32 without borrows: (q + 96) ^ 0x80 = q - 32 (mod 256) */
-            lo[i] = ((l6 | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
-            hi[i] = ((h6 | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
-        }
-        float d = h2f8(r.d);
-        dl = d * i2f(r.sl);
-        dh = d * i2f(r.sh);
-    }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
-    }
-    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
-    {
-        int t = (int)(s & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
-        const int8_t *base = xq + (s >> 3) * 256 + 16 * (8 * g + 4 * h + f);
-        x->a = __ldg((const int4 *)base);
-        x->b = __ldg((const int4 *)(base + 32));
-        const float2 *p = xd + (s >> 3) * 8 + 4 * h + g;
-        float2 da = __ldg(p), db = __ldg(p + 2);
-        x->ds = make_float4(da.x, da.y, db.x, db.y);
-    }
-    __device__ __forceinline__ float dot(const struct xslot &x) const
-    {
-        return fmaf(dh * x.ds.z, i2f(dot16(hi, x.b)), dl * x.ds.x * i2f(dot16(lo, x.a)));
-    }
-};
-
-/* Q8_0, SoA (qs[nb][32], d[nb]). Slot s = 16 weights: block s/2, bytes 16(s%2)..+15. */
-struct slot_q8_0 {
-    static const int SLOT = 16, LAYOUT = XL_PLAIN, RW_MAX = 1, U = 8;
-    struct raw {
-        uint4    w;
-        uint16_t d;
-    };
-    uint32_t q[4];
-    float    d;
-
-    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
-    {
-        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + (sl >> 1) + 16 * u;
-        r.w = ldw16(v.p + ib * 32 + 16 * (sl & 1));
-        r.d = __ldg((const unsigned short *)(v.p + nb * 32) + ib);
-    }
-    __device__ __forceinline__ void decode(const raw &r, int64_t)
-    {
-        q[0] = r.w.x, q[1] = r.w.y, q[2] = r.w.z, q[3] = r.w.w;
-        d = h2f8(r.d);
-    }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
-    }
-    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
-    {
-        x->a = __ldg((const int4 *)(xq + 16 * s));
-        x->ds.x = __ldg((const float *)(xd + (s >> 1)));
-    }
-    __device__ __forceinline__ float dot(const struct xslot &x) const
-    {
-        return d * x.ds.x * i2f(dot16(q, x.a));
-    }
-};
-
-/* Q4_0, SoA (qs[nb][16], d[nb]); w = d*(q-8). Slot s = block s: low nibbles = weights
- * 0..15, high = 16..31. */
-struct slot_q4_0 {
-    static const int SLOT = 32, LAYOUT = XL_PLAIN, RW_MAX = 2, U = 8;
-    struct raw {
-        uint4    w;
-        uint16_t d;
-    };
-    uint32_t lo[4], hi[4];
-    float    d;
-
-    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
-    {
-        int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + sl + 32 * u;
-        r.w = ldw16(v.p + ib * 16);
-        r.d = __ldg((const unsigned short *)(v.p + nb * 16) + ib);
-    }
-    __device__ __forceinline__ void decode(const raw &r, int64_t)
-    {
-        uint32_t a[4] = {r.w.x, r.w.y, r.w.z, r.w.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            lo[i] = a[i] & 0x0f0f0f0fu;
-            hi[i] = (a[i] >> 4) & 0x0f0f0f0fu;
-        }
-        d = h2f8(r.d);
-    }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
-    }
-    static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
-    {
-        x->a = __ldg((const int4 *)(xq + 32 * s));
-        x->b = __ldg((const int4 *)(xq + 32 * s + 16));
-        float2 ds = __ldg(xd + s);
-        x->ds = make_float4(ds.x, ds.y, 0.0f, 0.0f);
-    }
-    __device__ __forceinline__ float dot(const struct xslot &x) const
-    {
-        int s = dot16(lo, x.a) + dot16(hi, x.b);
-        return d * fmaf(x.ds.x, i2f(s), -8.0f * x.ds.y);
-    }
-};
 
 /* ---- activation quantizer ----------------------------------------------------------
  * One warp per 32 consecutive values of x[nr][k]; writes xq (permuted per layout) and
@@ -354,6 +50,7 @@ template <int ACT>
 static __global__ void quantize_x_kernel(const float *__restrict__ x, const float *__restrict__ g, int64_t k,
                                          int64_t n_blk, int layout, int8_t *__restrict__ xq, float2 *__restrict__ xd)
 {
+    cuda_pdl_trigger();   /* a v4 GEMV after this may start its weight loads now */
     int lane = threadIdx.x & 31;
     int64_t b = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (b >= n_blk)
@@ -440,23 +137,6 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
  * GEMV_MAX_PARTS weights that multiply the same x (q/k/v/gate, FFN gate/up): one
  * quantize, one launch, one wave. Same per-slot arithmetic as v2, so the results are
  * bit-equal to v2's. */
-#define GEMV_MAX_PARTS 4
-
-enum { WK_Q4K, WK_Q4K_AUX, WK_Q5K, WK_Q5K_AUX, WK_Q6K, WK_Q80, WK_Q40 };
-
-struct gemv_part {
-    wview8  v;
-    float  *y;       /* [nr][v.n] */
-    int64_t task0;   /* first warp task of this part; a task = rw weight rows */
-    int     kind, rw;
-};
-
-struct gemv_job {
-    gemv_part p[GEMV_MAX_PARTS];
-    int       n_parts;
-    int64_t   n_tasks;
-};
-
 template <class W, int NR, int RW, int U>
 static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0, const int8_t *__restrict__ xq,
                                                   const float2 *__restrict__ xd, float *__restrict__ y, int nr,
@@ -751,24 +431,29 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
         return;
     const int8_t *xq = (const int8_t *)c->xq.p;
     const float2 *xd = (const float2 *)((const uint8_t *)c->xq.p + (size_t)n_rows * k);
-    /* v3 only for one activation row: with 8 rows its larger register set measured slower
-     * than v2 (Q4_K 6656x19968: 72.6 vs 69.0 us; Q8_0: 115.8 vs 76.9 us) */
-    if (c->gemv_v2 || n_rows > 1) {
+    /* v3/v4 only for one activation row: with 8 rows v3's larger register set measured
+     * slower than v2 (Q4_K 6656x19968: 72.6 vs 69.0 us; Q8_0: 115.8 vs 76.9 us) */
+    if (c->gemv_ver == 2 || n_rows > 1) {
         for (int i = 0; i < n; i++)
             launch_v2(c, ys[i], ws[i], xq, xd, n_rows);
         CUDA_LAUNCHED(c, "matmul q8 v2");
         return;
     }
+    int kinds[GEMV_MAX_PARTS];
+    bool k4q6 = true;
+    for (int i = 0; i < n; i++) {
+        kinds[i] = weight_kind(c, ws[i]);
+        k4q6 = k4q6 && (kinds[i] == WK_Q4K || kinds[i] == WK_Q4K_AUX || kinds[i] == WK_Q6K);
+    }
+    bool v4 = cuda_gemv4_kinds(c, n, kinds);   /* v4 wants one row per task */
     gemv_job job;
     memset(&job, 0, sizeof job);
     int64_t tasks = 0;
-    bool k4q6 = true;
     for (int i = 0; i < n; i++) {
         const struct be_weight *w = ws[i];
-        int kind = weight_kind(c, w);
-        k4q6 = k4q6 && (kind == WK_Q4K || kind == WK_Q4K_AUX || kind == WK_Q6K);
+        int kind = kinds[i];
         bool two = kind == WK_Q4K || kind == WK_Q4K_AUX || kind == WK_Q40;
-        int rw = two && rows_per_warp(c, w->n) == 2 ? 2 : 1;
+        int rw = !v4 && two && rows_per_warp(c, w->n) == 2 ? 2 : 1;
         const uint8_t *aux = kind == WK_Q4K_AUX || kind == WK_Q5K_AUX ? (const uint8_t *)w->aux : NULL;
         job.p[i].v = (wview8){(const uint8_t *)w->dev, w->k, w->n, aux};
         job.p[i].y = ys[i];
@@ -779,6 +464,10 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     }
     job.n_parts = n;
     job.n_tasks = tasks;
+    if (v4 && cuda_gemv4(c, job, xq, xd)) {
+        CUDA_LAUNCHED(c, "matmul q8 v4");
+        return;
+    }
     if (k4q6)
         launch_v3<KS_K4Q6>(c, job, xq, xd);
     else

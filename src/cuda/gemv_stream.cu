@@ -1,0 +1,247 @@
+/*
+ * gemv_stream.cu — GEMV v4: one activation row times Q4_K/Q6_K weights (the decode
+ * step of Q4_K_M files), the weights streamed through shared memory with cp.async.
+ *
+ * WHY (docs/CUDA.md "What limits it now"): v3 gives each warp one row; the warp issues
+ * the row's loads, waits once, decodes, reduces and exits, and the grid is a few waves
+ * of such warps. The memory pipe idles while warps decode or start, and the last wave
+ * of a 6656-row matrix is a fraction of the machine (Q4_K ran at 51-63% of copy
+ * bandwidth). Here a persistent grid (CTAs per SM x SMs) keeps every warp's next D-1
+ * chunks of weights in flight into its own shared-memory ring while it decodes the
+ * current chunk, so the loads never wait for the arithmetic, and rows are dealt to
+ * warps round-robin so every warp has the same number of rows +-1.
+ *
+ * Bit-equal to v2/v3: a row is still one warp's, lane l still handles the row's slots
+ * l, l+32, ... in order with the same slot arithmetic (gemv_slots.cuh), because a chunk
+ * is V4_C super-blocks = 8 V4_C slots, a multiple of 32.
+ *
+ * The weight prefetch does not depend on the previous kernel: with programmatic
+ * dependent launch (ctx->pdl, sm_90) the grid starts while its predecessor (the
+ * quantizer or the fused residual+norm, which trigger early) still runs, fills its rings,
+ * and only then waits for x (griddepcontrol.wait).
+ */
+#include "gemv_slots.cuh"
+
+#define V4_C 16                                          /* super-blocks per chunk */
+#define V4_Q4_STAGE (V4_C * 144)                         /* Q4_K: the GGUF blocks */
+#define V4_Q6_STAGE (V4_C * 208 + (V4_C / 2 + 2) * 4)    /* Q6_K SoA: ql, qh, sc, d words */
+#define V4_MAX_WARPS 16
+
+static __device__ __forceinline__ void cp16(uint8_t *dst, const void *src)
+{
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+static __device__ __forceinline__ void cp4(uint8_t *dst, const void *src)
+{
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+}
+
+static __device__ __forceinline__ void cp_commit(void)
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void cp_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* the part of the job that task t (= a row: v4 runs rw = 1) falls in, unrolled so the
+ * job stays in the parameter bank */
+struct v4_row {
+    wview8  v;
+    float  *y;
+    int64_t row;
+    int     kind;
+};
+
+static __device__ __forceinline__ void v4_pick(const gemv_job &job, int64_t t, v4_row &r)
+{
+    r.v = job.p[0].v, r.y = job.p[0].y, r.kind = job.p[0].kind;
+    int64_t t0 = 0;
+#pragma unroll
+    for (int i = 1; i < GEMV_MAX_PARTS; i++)
+        if (i < job.n_parts && t >= job.p[i].task0)
+            r.v = job.p[i].v, r.y = job.p[i].y, r.kind = job.p[i].kind, t0 = job.p[i].task0;
+    r.row = t - t0;
+}
+
+/* Start the copies of chunk j (super-blocks V4_C j ..) of task t's row into stage st. */
+static __device__ __forceinline__ void v4_issue(const gemv_job &job, int64_t t, int j, uint8_t *st, int lane)
+{
+    v4_row r;
+    v4_pick(job, t, r);
+    int64_t kb = r.v.k >> 8, ib = r.row * kb + (int64_t)j * V4_C;
+    int nb = (int)min((int64_t)V4_C, kb - (int64_t)j * V4_C);
+    if (r.kind == WK_Q4K) {
+        const uint8_t *src = r.v.p + ib * 144;
+        for (int p = lane; p < nb * 9; p += 32)
+            cp16(st + 16 * p, src + 16 * p);
+        return;
+    }
+    int64_t nbt = kb * r.v.n;   /* Q6_K SoA: ql[nbt][128], qh[nbt][64], sc[nbt][16], d[nbt] */
+    const uint8_t *ql = r.v.p + ib * 128, *qh = r.v.p + nbt * 128 + ib * 64, *sc = r.v.p + nbt * 192 + ib * 16;
+    for (int p = lane; p < nb * 8; p += 32)
+        cp16(st + 16 * p, ql + 16 * p);
+    for (int p = lane; p < nb * 4; p += 32)
+        cp16(st + V4_C * 128 + 16 * p, qh + 16 * p);
+    if (lane < nb)
+        cp16(st + V4_C * 192 + 16 * lane, sc + 16 * lane);
+    /* the fp16 scales are only 2-byte aligned: copy the 4-byte words that hold them
+     * (nbt * 208 is a multiple of 4, so the first one sits at byte 2 (ib & 1)) */
+    int64_t w0 = (nbt * 208 + ib * 2) >> 2, w1 = (nbt * 208 + (ib + nb) * 2 + 3) >> 2;
+    if (lane < w1 - w0)
+        cp4(st + V4_C * 208 + 4 * lane, r.v.p + 4 * (w0 + lane));
+}
+
+/* acc += this lane's slots of chunk j of task t's row (in stage st), in v2's order */
+static __device__ __forceinline__ float v4_chunk(const gemv_job &job, int64_t t, int j, const uint8_t *st, int lane,
+                                                 const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+                                                 float acc)
+{
+    v4_row r;
+    v4_pick(job, t, r);
+    int64_t kb = r.v.k >> 8, ib = r.row * kb + (int64_t)j * V4_C, s0 = (int64_t)j * V4_C * 8;
+    int n = 8 * (int)min((int64_t)V4_C, kb - (int64_t)j * V4_C);
+    if (r.kind == WK_Q4K) {
+        typedef slot_k45<false> W;
+        for (int s = lane; s < n; s += 32) {
+            const uint8_t *blk = st + (s >> 3) * 144;
+            W::raw raw;
+            raw.hdr = *(const uint4 *)blk;
+            raw.q = *(const uint4 *)(blk + 16 + 16 * (s & 7));
+            W w;
+            w.decode(raw, s0 + s);
+            struct xslot xs;
+            W::xload(xq, xd, s0 + s, &xs);
+            acc += w.dot(xs);
+        }
+        return acc;
+    }
+    const uint8_t *dw = st + V4_C * 208 + 2 * (int)(ib & 1);
+    for (int s = lane; s < n; s += 32) {
+        int b = s >> 3, tt = s & 7, h = tt >> 2, g = (tt >> 1) & 1, f = tt & 1;
+        slot_q6_k::raw raw;
+        raw.ql = *(const uint4 *)(st + b * 128 + 16 * tt);
+        raw.qh = *(const uint4 *)(st + V4_C * 128 + b * 64 + 32 * h + 16 * f);
+        const int8_t *sc = (const int8_t *)(st + V4_C * 192 + b * 16) + 8 * h + 2 * g + f;
+        raw.sl = sc[0];
+        raw.sh = sc[4];
+        raw.d = *(const uint16_t *)(dw + 2 * b);
+        slot_q6_k w;
+        w.decode(raw, s0 + s);
+        struct xslot xs;
+        slot_q6_k::xload(xq, xd, s0 + s, &xs);
+        acc += w.dot(xs);
+    }
+    return acc;
+}
+
+/* Warp gw of W handles tasks gw, gw + W, ...; item i of its list = chunk i % nch of its
+ * (i / nch)-th row, staged in ring slot i % D. */
+template <int D>
+static __global__ void __launch_bounds__(V4_MAX_WARPS * 32, 1)
+gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int stage_bytes)
+{
+    extern __shared__ __align__(16) uint8_t v4_smem[];
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    int64_t gw = (int64_t)blockIdx.x * nw + (threadIdx.x >> 5), W = (int64_t)gridDim.x * nw;
+    uint8_t *ring = v4_smem + (size_t)(threadIdx.x >> 5) * D * stage_bytes;
+    int nch = (int)(((job.p[0].v.k >> 8) + V4_C - 1) / V4_C);
+    int64_t rows = gw < job.n_tasks ? (job.n_tasks - gw + W - 1) / W : 0;
+    int n_items = (int)rows * nch;
+    cuda_pdl_trigger();
+#pragma unroll
+    for (int i = 0; i < D - 1; i++) {
+        if (i < n_items)
+            v4_issue(job, gw + (int64_t)(i / nch) * W, i % nch, ring + i * stage_bytes, lane);
+        cp_commit();
+    }
+    cuda_pdl_wait();   /* x (and y's readers) belong to the previous kernels */
+    float acc = 0.0f;
+    int64_t t = gw;
+    int j = 0;
+    for (int it = 0; it < n_items; it++) {
+        int nx = it + D - 1;
+        if (nx < n_items)
+            v4_issue(job, gw + (int64_t)(nx / nch) * W, nx % nch, ring + (nx % D) * stage_bytes, lane);
+        cp_commit();
+        cp_wait<D - 1>();   /* this lane's copies of item it have landed ... */
+        __syncwarp();       /* ... and so have the other lanes' */
+        acc = v4_chunk(job, t, j, ring + (it % D) * stage_bytes, lane, xq, xd, acc);
+        if (++j == nch) {
+            for (int o = 16; o > 0; o >>= 1)
+                acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0) {
+                v4_row r;
+                v4_pick(job, t, r);
+                r.y[r.row] = acc;
+            }
+            acc = 0.0f, j = 0, t += W;
+        }
+        __syncwarp();   /* every lane is done with slot it % D before it is refilled */
+    }
+}
+
+template <int D>
+static void launch4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd, unsigned grid,
+                    int nw, int stage)
+{
+    static size_t smem_set;   /* opt-in above 48 KB, once per instantiation and size */
+    size_t smem = (size_t)nw * D * stage;
+    if (smem > smem_set) {
+        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv4_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem)))
+            return;
+        smem_set = smem;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(32 * nw);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = c->pdl ? 1 : 0;
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv4_kernel<D>, job, xq, xd, stage));
+}
+
+bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
+{
+    if (c->gemv_ver < 4)
+        return false;
+    bool q6 = false;
+    for (int i = 0; i < job.n_parts; i++) {
+        if (job.p[i].rw != 1 || (job.p[i].kind != WK_Q4K && job.p[i].kind != WK_Q6K))
+            return false;
+        q6 = q6 || job.p[i].kind == WK_Q6K;
+    }
+    int stage = q6 ? (V4_Q6_STAGE + 15) / 16 * 16 : V4_Q4_STAGE;
+    int nw = c->v4_warps;
+    int64_t need = (job.n_tasks + nw - 1) / nw, most = (int64_t)c->n_sm * c->v4_ctas;
+    unsigned grid = (unsigned)(need < most ? need : most);
+    switch (c->v4_depth) {
+    case 3: launch4<3>(c, job, xq, xd, grid, nw, stage); break;
+    case 4: launch4<4>(c, job, xq, xd, grid, nw, stage); break;
+    case 8: launch4<8>(c, job, xq, xd, grid, nw, stage); break;
+    default: launch4<6>(c, job, xq, xd, grid, nw, stage); break;
+    }
+    return true;
+}
+
+/* true when v4 would take this job's kinds (the caller then builds it with rw = 1) */
+bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds)
+{
+    if (c->gemv_ver < 4)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (kinds[i] != WK_Q4K && kinds[i] != WK_Q6K)
+            return false;
+    return true;
+}
