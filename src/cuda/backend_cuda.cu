@@ -623,9 +623,10 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     if (prop.major < 8)
         c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 uses cp.async (sm_80) */
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
+    c->smem_optin = prop.sharedMemPerBlockOptin;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */
     int w4, d4, k4;
-    if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 16 &&
+    if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 8 &&
         (d4 == 3 || d4 == 4 || d4 == 6 || d4 == 8) && k4 >= 1 && k4 <= 4)
         c->v4_warps = w4, c->v4_depth = d4, c->v4_ctas = k4;
     const char *f_pdl = getenv("GLIM_CUDA_PDL");

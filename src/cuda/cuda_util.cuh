@@ -69,6 +69,7 @@ struct cuda_ctx {
                                     * GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
+    size_t          smem_optin;    /* shared memory a block may opt in to */
     bool            pdl;           /* programmatic dependent launch of the v4 GEMV (sm_90; GLIM_CUDA_PDL=0: off) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };

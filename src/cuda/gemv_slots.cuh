@@ -62,11 +62,19 @@ static __device__ __forceinline__ int dot16(const uint32_t w[4], int4 x)
 }
 
 /* x runs of slot s (32 weights) for the permuted layouts: super-block g = s/8, lane t = s%8 */
+/* activation loads: read-only cache from global memory (NC), or plain (shared memory: v4) */
+template <bool NC, class T>
+static __device__ __forceinline__ T ldx(const T *p)
+{
+    return NC ? __ldg(p) : *p;
+}
+
+template <bool NC>
 static __device__ __forceinline__ void xload_runs(const int8_t *xq, int64_t s, struct xslot *x)
 {
     const int8_t *base = xq + (s >> 3) * 256 + 16 * (s & 7);
-    x->a = __ldg((const int4 *)base);
-    x->b = __ldg((const int4 *)(base + 128));
+    x->a = ldx<NC>((const int4 *)base);
+    x->b = ldx<NC>((const int4 *)(base + 128));
 }
 
 /* ---- weight slots -------------------------------------------------------------
@@ -152,10 +160,11 @@ struct slot_k45 {
         fetch(v, row, s, 0, r);
         decode(r, s);
     }
+    template <bool NC = true>
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
-        xload_runs(xq, s, x);
-        x->ds = __ldg((const float4 *)(xd + (s >> 3) * 8 + 2 * ((s & 7) >> 1)));
+        xload_runs<NC>(xq, s, x);
+        x->ds = ldx<NC>((const float4 *)(xd + (s >> 3) * 8 + 2 * ((s & 7) >> 1)));
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
@@ -216,14 +225,15 @@ struct slot_q6_k {
         fetch(v, row, s, 0, r);
         decode(r, s);
     }
+    template <bool NC = true>
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
         int t = (int)(s & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
         const int8_t *base = xq + (s >> 3) * 256 + 16 * (8 * g + 4 * h + f);
-        x->a = __ldg((const int4 *)base);
-        x->b = __ldg((const int4 *)(base + 32));
+        x->a = ldx<NC>((const int4 *)base);
+        x->b = ldx<NC>((const int4 *)(base + 32));
         const float2 *p = xd + (s >> 3) * 8 + 4 * h + g;
-        float2 da = __ldg(p), db = __ldg(p + 2);
+        float2 da = ldx<NC>(p), db = ldx<NC>(p + 2);
         x->ds = make_float4(da.x, da.y, db.x, db.y);
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const

@@ -25,7 +25,7 @@
 #define V4_C 16                                          /* super-blocks per chunk */
 #define V4_Q4_STAGE (V4_C * 144)                         /* Q4_K: the GGUF blocks */
 #define V4_Q6_STAGE (V4_C * 208 + (V4_C / 2 + 2) * 4)    /* Q6_K SoA: ql, qh, sc, d words */
-#define V4_MAX_WARPS 16
+#define V4_MAX_WARPS 8   /* 256 threads: up to 255 registers */
 
 static __device__ __forceinline__ void cp16(uint8_t *dst, const void *src)
 {
@@ -98,10 +98,11 @@ static __device__ __forceinline__ void v4_issue(const gemv_job &job, int64_t t, 
         cp4(st + V4_C * 208 + 4 * lane, r.v.p + 4 * (w0 + lane));
 }
 
-/* acc += this lane's slots of chunk j of task t's row (in stage st), in v2's order */
+/* acc += this lane's slots of chunk j of task t's row (in stage st), in v2's order; the
+ * activations come from shared memory (sxq, sxd: the CTA's copy of x). Unrolled over
+ * the V4_C / 4 slots a lane has in a chunk, so their loads overlap. */
 static __device__ __forceinline__ float v4_chunk(const gemv_job &job, int64_t t, int j, const uint8_t *st, int lane,
-                                                 const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
-                                                 float acc)
+                                                 const int8_t *sxq, const float2 *sxd, float acc)
 {
     v4_row r;
     v4_pick(job, t, r);
@@ -109,40 +110,59 @@ static __device__ __forceinline__ float v4_chunk(const gemv_job &job, int64_t t,
     int n = 8 * (int)min((int64_t)V4_C, kb - (int64_t)j * V4_C);
     if (r.kind == WK_Q4K) {
         typedef slot_k45<false> W;
-        for (int s = lane; s < n; s += 32) {
-            const uint8_t *blk = st + (s >> 3) * 144;
-            W::raw raw;
-            raw.hdr = *(const uint4 *)blk;
-            raw.q = *(const uint4 *)(blk + 16 + 16 * (s & 7));
-            W w;
-            w.decode(raw, s0 + s);
-            struct xslot xs;
-            W::xload(xq, xd, s0 + s, &xs);
-            acc += w.dot(xs);
+        float dv[V4_C / 4];
+#pragma unroll
+        for (int u = 0; u < V4_C / 4; u++) {
+            int s = lane + 32 * u;
+            if (s < n) {
+                const uint8_t *blk = st + (s >> 3) * 144;
+                W::raw raw;
+                raw.hdr = *(const uint4 *)blk;
+                raw.q = *(const uint4 *)(blk + 16 + 16 * (s & 7));
+                W w;
+                w.decode(raw, s0 + s);
+                struct xslot xs;
+                W::xload<false>(sxq, sxd, s0 + s, &xs);
+                dv[u] = w.dot(xs);
+            }
         }
+#pragma unroll
+        for (int u = 0; u < V4_C / 4; u++)
+            if (lane + 32 * u < n)
+                acc += dv[u];
         return acc;
     }
     const uint8_t *dw = st + V4_C * 208 + 2 * (int)(ib & 1);
-    for (int s = lane; s < n; s += 32) {
-        int b = s >> 3, tt = s & 7, h = tt >> 2, g = (tt >> 1) & 1, f = tt & 1;
-        slot_q6_k::raw raw;
-        raw.ql = *(const uint4 *)(st + b * 128 + 16 * tt);
-        raw.qh = *(const uint4 *)(st + V4_C * 128 + b * 64 + 32 * h + 16 * f);
-        const int8_t *sc = (const int8_t *)(st + V4_C * 192 + b * 16) + 8 * h + 2 * g + f;
-        raw.sl = sc[0];
-        raw.sh = sc[4];
-        raw.d = *(const uint16_t *)(dw + 2 * b);
-        slot_q6_k w;
-        w.decode(raw, s0 + s);
-        struct xslot xs;
-        slot_q6_k::xload(xq, xd, s0 + s, &xs);
-        acc += w.dot(xs);
+    float dv[V4_C / 4];
+#pragma unroll
+    for (int u = 0; u < V4_C / 4; u++) {
+        int s = lane + 32 * u;
+        if (s < n) {
+            int b = s >> 3, tt = s & 7, h = tt >> 2, g = (tt >> 1) & 1, f = tt & 1;
+            slot_q6_k::raw raw;
+            raw.ql = *(const uint4 *)(st + b * 128 + 16 * tt);
+            raw.qh = *(const uint4 *)(st + V4_C * 128 + b * 64 + 32 * h + 16 * f);
+            const int8_t *sc = (const int8_t *)(st + V4_C * 192 + b * 16) + 8 * h + 2 * g + f;
+            raw.sl = sc[0];
+            raw.sh = sc[4];
+            raw.d = *(const uint16_t *)(dw + 2 * b);
+            slot_q6_k w;
+            w.decode(raw, s0 + s);
+            struct xslot xs;
+            slot_q6_k::xload<false>(sxq, sxd, s0 + s, &xs);
+            dv[u] = w.dot(xs);
+        }
     }
+#pragma unroll
+    for (int u = 0; u < V4_C / 4; u++)
+        if (lane + 32 * u < n)
+            acc += dv[u];
     return acc;
 }
 
 /* Warp gw of W handles tasks gw, gw + W, ...; item i of its list = chunk i % nch of its
- * (i / nch)-th row, staged in ring slot i % D. */
+ * (i / nch)-th row, staged in ring slot i % D. Shared memory: x's int8 copy (k bytes),
+ * its scales (k / 4 bytes), then one ring of D stages per warp. */
 template <int D>
 static __global__ void __launch_bounds__(V4_MAX_WARPS * 32, 1)
 gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int stage_bytes)
@@ -150,8 +170,11 @@ gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
     extern __shared__ __align__(16) uint8_t v4_smem[];
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     int64_t gw = (int64_t)blockIdx.x * nw + (threadIdx.x >> 5), W = (int64_t)gridDim.x * nw;
-    uint8_t *ring = v4_smem + (size_t)(threadIdx.x >> 5) * D * stage_bytes;
-    int nch = (int)(((job.p[0].v.k >> 8) + V4_C - 1) / V4_C);
+    int64_t k = job.p[0].v.k;
+    int8_t *sxq = (int8_t *)v4_smem;
+    float2 *sxd = (float2 *)(v4_smem + k);
+    uint8_t *ring = v4_smem + k + k / 4 + (size_t)(threadIdx.x >> 5) * D * stage_bytes;
+    int nch = (int)(((k >> 8) + V4_C - 1) / V4_C);
     int64_t rows = gw < job.n_tasks ? (job.n_tasks - gw + W - 1) / W : 0;
     int n_items = (int)rows * nch;
     cuda_pdl_trigger();
@@ -162,6 +185,11 @@ gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
         cp_commit();
     }
     cuda_pdl_wait();   /* x (and y's readers) belong to the previous kernels */
+    for (int64_t i = threadIdx.x; i < k / 16; i += blockDim.x)
+        ((int4 *)sxq)[i] = __ldg((const int4 *)xq + i);
+    for (int64_t i = threadIdx.x; i < k / 64; i += blockDim.x)
+        ((int4 *)sxd)[i] = __ldg((const int4 *)xd + i);
+    __syncthreads();
     float acc = 0.0f;
     int64_t t = gw;
     int j = 0;
@@ -172,7 +200,7 @@ gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
         cp_commit();
         cp_wait<D - 1>();   /* this lane's copies of item it have landed ... */
         __syncwarp();       /* ... and so have the other lanes' */
-        acc = v4_chunk(job, t, j, ring + (it % D) * stage_bytes, lane, xq, xd, acc);
+        acc = v4_chunk(job, t, j, ring + (it % D) * stage_bytes, lane, sxq, sxd, acc);
         if (++j == nch) {
             for (int o = 16; o > 0; o >>= 1)
                 acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -189,10 +217,9 @@ gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
 
 template <int D>
 static void launch4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd, unsigned grid,
-                    int nw, int stage)
+                    int nw, int stage, size_t smem)
 {
     static size_t smem_set;   /* opt-in above 48 KB, once per instantiation and size */
-    size_t smem = (size_t)nw * D * stage;
     if (smem > smem_set) {
         if (CUDA_TRY(c, cudaFuncSetAttribute(gemv4_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)smem)))
@@ -224,13 +251,17 @@ bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const
     }
     int stage = q6 ? (V4_Q6_STAGE + 15) / 16 * 16 : V4_Q4_STAGE;
     int nw = c->v4_warps;
+    int64_t k = job.p[0].v.k;
+    size_t smem = (size_t)k + (size_t)k / 4 + (size_t)nw * c->v4_depth * stage;
+    if (smem > c->smem_optin)
+        return false;   /* a very long row: v3 */
     int64_t need = (job.n_tasks + nw - 1) / nw, most = (int64_t)c->n_sm * c->v4_ctas;
     unsigned grid = (unsigned)(need < most ? need : most);
     switch (c->v4_depth) {
-    case 3: launch4<3>(c, job, xq, xd, grid, nw, stage); break;
-    case 4: launch4<4>(c, job, xq, xd, grid, nw, stage); break;
-    case 8: launch4<8>(c, job, xq, xd, grid, nw, stage); break;
-    default: launch4<6>(c, job, xq, xd, grid, nw, stage); break;
+    case 3: launch4<3>(c, job, xq, xd, grid, nw, stage, smem); break;
+    case 4: launch4<4>(c, job, xq, xd, grid, nw, stage, smem); break;
+    case 8: launch4<8>(c, job, xq, xd, grid, nw, stage, smem); break;
+    default: launch4<6>(c, job, xq, xd, grid, nw, stage, smem); break;
     }
     return true;
 }
