@@ -214,7 +214,8 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
                          w->name ? w->name : "?", (long long)w->k, (long long)w->n,
                          quant_type_name(w->type), w->nbytes);
     size_t aux_bytes = c->k45_aux ? cuda_k45_aux_bytes(dev_type, w->k, w->n) : 0;
-    size_t alloc_bytes = aux_bytes ? CUDA_K45_AUX_OFFSET(dev_bytes) + aux_bytes : dev_bytes;
+    /* + 16: GEMV v4 copies whole aligned 16-byte units, up to 14 bytes past Q6_K's last scale */
+    size_t alloc_bytes = (aux_bytes ? CUDA_K45_AUX_OFFSET(dev_bytes) + aux_bytes : dev_bytes) + 16;
     void *d = NULL;
     if (cudaMalloc(&d, alloc_bytes) != cudaSuccess) {
         cudaGetLastError();
@@ -630,6 +631,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         (d4 == 3 || d4 == 4 || d4 == 6 || d4 == 8) && k4 >= 1 && k4 <= 4)
         c->v4_warps = w4, c->v4_depth = d4, c->v4_ctas = k4;
     const char *f_pdl = getenv("GLIM_CUDA_PDL");
+    if (prop.major < 9)
+        c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 streams with the sm_90 bulk copy */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
     c->attn_tc = !(f_tc && strcmp(f_tc, "0") == 0);

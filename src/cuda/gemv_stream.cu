@@ -24,30 +24,60 @@
 
 #define V4_C 16                                          /* super-blocks per chunk */
 #define V4_Q4_STAGE (V4_C * 144)                         /* Q4_K: the GGUF blocks */
-#define V4_Q6_STAGE (V4_C * 208 + (V4_C / 2 + 2) * 4)    /* Q6_K SoA: ql, qh, sc, d words */
+#define V4_Q6_STAGE (V4_C * 208 + 48)                   /* Q6_K SoA: ql, qh, sc, d units */
 #define V4_MAX_WARPS 8   /* 256 threads: up to 255 registers */
 
-static __device__ __forceinline__ void cp16(uint8_t *dst, const void *src)
+/* sm_90 bulk copies (the TMA engine) completing on a per-stage mbarrier. Measured
+ * 2026-12-02: the same ring filled with per-lane 16-byte cp.async ran at 25-38% of copy
+ * bandwidth at every depth tried (the LSU's outstanding-request limit, not the depth,
+ * bounded it); one bulk copy per chunk leaves the in-flight bytes to the copy engine. */
+static __device__ __forceinline__ unsigned smem_u32(const void *p)
 {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    return (unsigned)__cvta_generic_to_shared(p);
 }
 
-static __device__ __forceinline__ void cp4(uint8_t *dst, const void *src)
+static __device__ __forceinline__ void bar_init(uint64_t *bar, unsigned count)
 {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+#endif
 }
 
-static __device__ __forceinline__ void cp_commit(void)
+static __device__ __forceinline__ void bar_init_fence(void)
 {
-    asm volatile("cp.async.commit_group;" ::: "memory");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
 }
 
-template <int N>
-static __device__ __forceinline__ void cp_wait(void)
+static __device__ __forceinline__ void bar_expect(uint64_t *bar, unsigned bytes)
 {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+#endif
+}
+
+static __device__ __forceinline__ void bulk_copy(uint8_t *dst, const void *src, unsigned bytes, uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+#endif
+}
+
+static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(smem_u32(bar)), "r"(parity)
+                     : "memory");
+#endif
 }
 
 /* the part of the job that task t (= a row: v4 runs rw = 1) falls in, unrolled so the
@@ -70,32 +100,28 @@ static __device__ __forceinline__ void v4_pick(const gemv_job &job, int64_t t, v
     r.row = t - t0;
 }
 
-/* Start the copies of chunk j (super-blocks V4_C j ..) of task t's row into stage st. */
-static __device__ __forceinline__ void v4_issue(const gemv_job &job, int64_t t, int j, uint8_t *st, int lane)
+/* Lane 0 starts the copies of chunk j (super-blocks V4_C j ..) of task t's row into
+ * stage st; bar completes when they have landed. */
+static __device__ __forceinline__ void v4_issue(const gemv_job &job, int64_t t, int j, uint8_t *st, uint64_t *bar)
 {
     v4_row r;
     v4_pick(job, t, r);
     int64_t kb = r.v.k >> 8, ib = r.row * kb + (int64_t)j * V4_C;
-    int nb = (int)min((int64_t)V4_C, kb - (int64_t)j * V4_C);
+    unsigned nb = (unsigned)min((int64_t)V4_C, kb - (int64_t)j * V4_C);
     if (r.kind == WK_Q4K) {
-        const uint8_t *src = r.v.p + ib * 144;
-        for (int p = lane; p < nb * 9; p += 32)
-            cp16(st + 16 * p, src + 16 * p);
+        bar_expect(bar, nb * 144);
+        bulk_copy(st, r.v.p + ib * 144, nb * 144, bar);
         return;
     }
     int64_t nbt = kb * r.v.n;   /* Q6_K SoA: ql[nbt][128], qh[nbt][64], sc[nbt][16], d[nbt] */
-    const uint8_t *ql = r.v.p + ib * 128, *qh = r.v.p + nbt * 128 + ib * 64, *sc = r.v.p + nbt * 192 + ib * 16;
-    for (int p = lane; p < nb * 8; p += 32)
-        cp16(st + 16 * p, ql + 16 * p);
-    for (int p = lane; p < nb * 4; p += 32)
-        cp16(st + V4_C * 128 + 16 * p, qh + 16 * p);
-    if (lane < nb)
-        cp16(st + V4_C * 192 + 16 * lane, sc + 16 * lane);
-    /* the fp16 scales are only 2-byte aligned: copy the 4-byte words that hold them
-     * (nbt * 208 is a multiple of 4, so the first one sits at byte 2 (ib & 1)) */
-    int64_t w0 = (nbt * 208 + ib * 2) >> 2, w1 = (nbt * 208 + (ib + nb) * 2 + 3) >> 2;
-    if (lane < w1 - w0)
-        cp4(st + V4_C * 208 + 4 * lane, r.v.p + 4 * (w0 + lane));
+    /* the fp16 scales are only 2-byte aligned: copy the 16-byte units that hold them (the
+     * allocation has 16 spare bytes at the end: weight_init) */
+    int64_t d0 = nbt * 208 + ib * 2, a0 = d0 & ~(int64_t)15, a1 = (d0 + 2 * nb + 15) & ~(int64_t)15;
+    bar_expect(bar, nb * 208 + (unsigned)(a1 - a0));
+    bulk_copy(st, r.v.p + ib * 128, nb * 128, bar);
+    bulk_copy(st + V4_C * 128, r.v.p + nbt * 128 + ib * 64, nb * 64, bar);
+    bulk_copy(st + V4_C * 192, r.v.p + nbt * 192 + ib * 16, nb * 16, bar);
+    bulk_copy(st + V4_C * 208, r.v.p + a0, (unsigned)(a1 - a0), bar);
 }
 
 /* acc += this lane's slots of chunk j of task t's row (in stage st), in v2's order; the
@@ -132,7 +158,8 @@ static __device__ __forceinline__ float v4_chunk(const gemv_job &job, int64_t t,
                 acc += dv[u];
         return acc;
     }
-    const uint8_t *dw = st + V4_C * 208 + 2 * (int)(ib & 1);
+    int64_t nbt = kb * r.v.n;
+    const uint8_t *dw = st + V4_C * 208 + (int)((nbt * 208 + ib * 2) & 15);
     float dv[V4_C / 4];
 #pragma unroll
     for (int u = 0; u < V4_C / 4; u++) {
@@ -161,45 +188,47 @@ static __device__ __forceinline__ float v4_chunk(const gemv_job &job, int64_t t,
 }
 
 /* Warp gw of W handles tasks gw, gw + W, ...; item i of its list = chunk i % nch of its
- * (i / nch)-th row, staged in ring slot i % D. Shared memory: x's int8 copy (k bytes),
+ * (i / nch)-th row, staged in ring slot i % D (its (i / D)-th use: mbarrier phase parity).
+ * Shared memory: the warps' barriers (D each, 16-byte padded), x's int8 copy (k bytes),
  * its scales (k / 4 bytes), then one ring of D stages per warp. */
 template <int D>
 static __global__ void __launch_bounds__(V4_MAX_WARPS * 32, 1)
 gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int stage_bytes)
 {
     extern __shared__ __align__(16) uint8_t v4_smem[];
-    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    int64_t gw = (int64_t)blockIdx.x * nw + (threadIdx.x >> 5), W = (int64_t)gridDim.x * nw;
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
+    int64_t gw = (int64_t)blockIdx.x * nw + warp, W = (int64_t)gridDim.x * nw;
     int64_t k = job.p[0].v.k;
-    int8_t *sxq = (int8_t *)v4_smem;
-    float2 *sxd = (float2 *)(v4_smem + k);
-    uint8_t *ring = v4_smem + k + k / 4 + (size_t)(threadIdx.x >> 5) * D * stage_bytes;
+    size_t bar_bytes = ((size_t)nw * D * 8 + 15) & ~(size_t)15;
+    uint64_t *bars = (uint64_t *)v4_smem + warp * D;
+    int8_t *sxq = (int8_t *)(v4_smem + bar_bytes);
+    float2 *sxd = (float2 *)(v4_smem + bar_bytes + k);
+    uint8_t *ring = v4_smem + bar_bytes + k + k / 4 + (size_t)warp * D * stage_bytes;
     int nch = (int)(((k >> 8) + V4_C - 1) / V4_C);
     int64_t rows = gw < job.n_tasks ? (job.n_tasks - gw + W - 1) / W : 0;
     int n_items = (int)rows * nch;
     cuda_pdl_trigger();
-#pragma unroll
-    for (int i = 0; i < D - 1; i++) {
-        if (i < n_items)
-            v4_issue(job, gw + (int64_t)(i / nch) * W, i % nch, ring + i * stage_bytes, lane);
-        cp_commit();
+    if (lane == 0) {
+        for (int i = 0; i < D; i++)
+            bar_init(&bars[i], 1);
+        bar_init_fence();
+        for (int i = 0; i < D - 1 && i < n_items; i++)
+            v4_issue(job, gw + (int64_t)(i / nch) * W, i % nch, ring + i * stage_bytes, &bars[i]);
     }
     cuda_pdl_wait();   /* x (and y's readers) belong to the previous kernels */
     for (int64_t i = threadIdx.x; i < k / 16; i += blockDim.x)
         ((int4 *)sxq)[i] = __ldg((const int4 *)xq + i);
     for (int64_t i = threadIdx.x; i < k / 64; i += blockDim.x)
         ((int4 *)sxd)[i] = __ldg((const int4 *)xd + i);
-    __syncthreads();
+    __syncthreads();   /* also publishes the barriers' initialisation to the warp's lanes */
     float acc = 0.0f;
     int64_t t = gw;
     int j = 0;
     for (int it = 0; it < n_items; it++) {
         int nx = it + D - 1;
-        if (nx < n_items)
-            v4_issue(job, gw + (int64_t)(nx / nch) * W, nx % nch, ring + (nx % D) * stage_bytes, lane);
-        cp_commit();
-        cp_wait<D - 1>();   /* this lane's copies of item it have landed ... */
-        __syncwarp();       /* ... and so have the other lanes' */
+        if (lane == 0 && nx < n_items)
+            v4_issue(job, gw + (int64_t)(nx / nch) * W, nx % nch, ring + (nx % D) * stage_bytes, &bars[nx % D]);
+        bar_wait(&bars[it % D], (unsigned)(it / D) & 1);
         acc = v4_chunk(job, t, j, ring + (it % D) * stage_bytes, lane, sxq, sxd, acc);
         if (++j == nch) {
             for (int o = 16; o > 0; o >>= 1)
@@ -211,7 +240,7 @@ gemv4_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
             }
             acc = 0.0f, j = 0, t += W;
         }
-        __syncwarp();   /* every lane is done with slot it % D before it is refilled */
+        __syncwarp();   /* every lane is done with slot it % D before lane 0 refills it */
     }
 }
 
@@ -252,7 +281,8 @@ bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const
     int stage = q6 ? (V4_Q6_STAGE + 15) / 16 * 16 : V4_Q4_STAGE;
     int nw = c->v4_warps;
     int64_t k = job.p[0].v.k;
-    size_t smem = (size_t)k + (size_t)k / 4 + (size_t)nw * c->v4_depth * stage;
+    size_t smem = (((size_t)nw * c->v4_depth * 8 + 15) & ~(size_t)15) + (size_t)k + (size_t)k / 4 +
+                  (size_t)nw * c->v4_depth * stage;
     if (smem > c->smem_optin)
         return false;   /* a very long row: v3 */
     int64_t need = (job.n_tasks + nw - 1) / nw, most = (int64_t)c->n_sm * c->v4_ctas;
