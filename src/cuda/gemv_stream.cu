@@ -31,10 +31,12 @@
  * 2026-12-02: the same ring filled with per-lane 16-byte cp.async ran at 25-38% of copy
  * bandwidth at every depth tried (the LSU's outstanding-request limit, not the depth,
  * bounded it); one bulk copy per chunk leaves the in-flight bytes to the copy engine. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 static __device__ __forceinline__ unsigned smem_u32(const void *p)
 {
     return (unsigned)__cvta_generic_to_shared(p);
 }
+#endif
 
 static __device__ __forceinline__ void bar_init(uint64_t *bar, unsigned count)
 {
