@@ -56,7 +56,7 @@ tg() {  # tg <label> <env...> -- bench args
 if want e2e; then
   tg default X=1 -- -p 512,4096 -n 128 -r 3
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
-  tg gemv3 GLIM_CUDA_GEMV=3 -- -p 0 -n 128 -r 2
+  tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
   tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"

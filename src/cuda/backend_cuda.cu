@@ -538,8 +538,9 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
     return GLIM_OK;
 }
 
-/* dp4a GEMV version for one activation row: 4 (default; Q4_K/Q6_K weights streamed through
- * shared memory, other kinds take 3), 3, or 2 (one launch per weight); GLIM_CUDA_GEMV=2|3|4.
+/* dp4a GEMV version for one activation row: 3 (default), 4 (Q4_K/Q6_K weights streamed
+ * through shared memory, other kinds take 3; sm_90), or 2 (one launch per weight);
+ * GLIM_CUDA_GEMV=2|3|4.
  * GLIM_EINVAL if not a CUDA backend or another version. */
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 {
@@ -620,7 +621,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * with GEMV v3 (tg128 133.3 t/s without, 131.2 with; docs/PERFORMANCE.md): opt-in */
     c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
-    c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '4' && !f_gemv[1] ? f_gemv[0] - '0' : 4;
+    /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
+    c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '4' && !f_gemv[1] ? f_gemv[0] - '0' : 3;
     if (prop.major < 8)
         c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 uses cp.async (sm_80) */
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;

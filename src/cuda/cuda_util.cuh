@@ -64,13 +64,13 @@ struct cuda_ctx {
                                     * GLIM_CUDA_ATTN_TC=0 or backend_cuda_set_attn_tc) */
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
-    int             gemv_ver;      /* dp4a GEMV for one activation row: 4 (default: gemv_stream.cu, Q4_K/Q6_K
-                                    * jobs; others take v3), 3, or 2 (one launch per weight);
-                                    * GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
+    int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
+                                    * Q4_K/Q6_K jobs, others take v3; slower so far), or 2 (one launch
+                                    * per weight); GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
-    bool            pdl;           /* programmatic dependent launch of the v4 GEMV (sm_90; GLIM_CUDA_PDL=0: off) */
+    bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
 
@@ -90,6 +90,23 @@ static __device__ __forceinline__ void cuda_pdl_trigger(void)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
+}
+
+/* A launch config on ctx's stream; with ctx->pdl, launched kernels may start before their
+ * predecessor ends (they must call cuda_pdl_wait first: see above). attr: storage for it. */
+static inline cudaLaunchConfig_t cuda_launch_cfg(const struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem,
+                                                 cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = c->pdl ? 1 : 0;
+    return cfg;
 }
 
 /* Any op that may write device memory makes the quantized copy of x stale. */

@@ -163,6 +163,8 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
                     W::fetch(v, rows[i], s0 + lane, u, raw[u][i]);
             }
         }
+        if (s0 == 0)
+            cuda_pdl_wait();   /* the first weights are on their way; x is the previous kernel's */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t s = s0 + lane + 32 * u;
@@ -269,7 +271,9 @@ template <int KS>
 static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
     unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
-    gemv3_kernel<1, KS><<<grid, Q8_WARPS * 32, 0, c->stream>>>(job, xq, xd, 1);
+    cudaLaunchAttribute attr;   /* PDL: the weight loads overlap the quantizer's tail */
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(Q8_WARPS * 32), 0, &attr);
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS>, job, xq, xd, 1));
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */

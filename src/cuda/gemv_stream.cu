@@ -257,16 +257,8 @@ static void launch4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, c
             return;
         smem_set = smem;
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(32 * nw);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = c->stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = c->pdl ? 1 : 0;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(32 * nw), smem, &attr);
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv4_kernel<D>, job, xq, xd, stage));
 }
 
