@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 static int t_fail __attribute__((unused)), t_run __attribute__((unused));
 #define CHECK(c) do { t_run++; if (!(c)) { t_fail++; \
     fprintf(stderr, "%s:%d: CHECK(%s)\n", __FILE__, __LINE__, #c); } } while (0)
@@ -13,7 +14,9 @@ static int t_fail __attribute__((unused)), t_run __attribute__((unused));
 #define CHECK_NEAR(a, b, tol) do { double a_ = (a), b_ = (b); t_run++; if (!(fabs(a_ - b_) <= (tol))) { \
     t_fail++; fprintf(stderr, "%s:%d: %s = %g, want %g (tol %g)\n", __FILE__, __LINE__, #a, a_, b_, \
     (double)(tol)); } } while (0)
-#define RUN(fn) do { int f_ = t_fail; fn(); printf("%-40s %s\n", #fn, t_fail == f_ ? "ok" : "FAIL"); } while (0)
+/* GLIM_TEST_ONLY=name: run only the tests whose name contains it (a quick rerun) */
+#define RUN(fn) do { const char *o_ = getenv("GLIM_TEST_ONLY"); if (o_ && !strstr(#fn, o_)) break; \
+    int f_ = t_fail; fn(); printf("%-40s %s\n", #fn, t_fail == f_ ? "ok" : "FAIL"); } while (0)
 #define DONE() (printf("%d checks, %d failed\n", t_run, t_fail), t_fail != 0)
 /* Path under the shared test data folder. */
 static inline const char *testdata(const char *rel)
