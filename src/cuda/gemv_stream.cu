@@ -126,43 +126,59 @@ static __device__ __forceinline__ void v4_issue(const gemv_job &job, int64_t t, 
     bulk_copy(st + V4_C * 208, r.v.p + a0, (unsigned)(a1 - a0), bar);
 }
 
-/* slot s of a chunk's stage (st; Q6_K: dw = its first fp16 scale) as fetch() would load it */
-static __device__ __forceinline__ void stage_raw(const uint8_t *st, const uint8_t *, int s, slot_k45<false>::raw &raw)
-{
-    const uint8_t *blk = st + (s >> 3) * 144;
-    raw.hdr = *(const uint4 *)blk;
-    raw.q = *(const uint4 *)(blk + 16 + 16 * (s & 7));
-}
-
-static __device__ __forceinline__ void stage_raw(const uint8_t *st, const uint8_t *dw, int s, slot_q6_k::raw &raw)
-{
-    int b = s >> 3, tt = s & 7, h = tt >> 2, g = (tt >> 1) & 1, f = tt & 1;
-    raw.ql = *(const uint4 *)(st + b * 128 + 16 * tt);
-    raw.qh = *(const uint4 *)(st + V4_C * 128 + b * 64 + 32 * h + 16 * f);
-    const int8_t *sc = (const int8_t *)(st + V4_C * 192 + b * 16) + 8 * h + 2 * g + f;
-    raw.sl = sc[0];
-    raw.sh = sc[4];
-    raw.d = *(const uint16_t *)(dw + 2 * b);
-}
-
-/* acc += this lane's slots (of n, the first being row slot s0) in v2's order; the
- * activations come from shared memory (sxq, sxd: the CTA's copy of x). Unrolled over the
- * V4_C / 4 slots a lane has in a chunk, so their loads overlap. */
-template <class W>
-static __device__ __forceinline__ float v4_slots(const uint8_t *st, const uint8_t *dw, int64_t s0, int n, int lane,
+/* acc += this lane's slots of chunk j of task t's row (in stage st), in v2's order; the
+ * activations come from shared memory (sxq, sxd: the CTA's copy of x). Unrolled over
+ * the V4_C / 4 slots a lane has in a chunk, so their loads overlap. */
+static __device__ __forceinline__ float v4_chunk(const gemv_job &job, int64_t t, int j, const uint8_t *st, int lane,
                                                  const int8_t *sxq, const float2 *sxd, float acc)
 {
+    v4_row r;
+    v4_pick(job, t, r);
+    int64_t kb = r.v.k >> 8, ib = r.row * kb + (int64_t)j * V4_C, s0 = (int64_t)j * V4_C * 8;
+    int n = 8 * (int)min((int64_t)V4_C, kb - (int64_t)j * V4_C);
+    if (r.kind == WK_Q4K) {
+        typedef slot_k45<false> W;
+        float dv[V4_C / 4];
+#pragma unroll
+        for (int u = 0; u < V4_C / 4; u++) {
+            int s = lane + 32 * u;
+            if (s < n) {
+                const uint8_t *blk = st + (s >> 3) * 144;
+                W::raw raw;
+                raw.hdr = *(const uint4 *)blk;
+                raw.q = *(const uint4 *)(blk + 16 + 16 * (s & 7));
+                W w;
+                w.decode(raw, s0 + s);
+                struct xslot xs;
+                W::xload<false>(sxq, sxd, s0 + s, &xs);
+                dv[u] = w.dot(xs);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < V4_C / 4; u++)
+            if (lane + 32 * u < n)
+                acc += dv[u];
+        return acc;
+    }
+    int64_t nbt = kb * r.v.n;
+    const uint8_t *dw = st + V4_C * 208 + (int)((nbt * 208 + ib * 2) & 15);
     float dv[V4_C / 4];
 #pragma unroll
     for (int u = 0; u < V4_C / 4; u++) {
         int s = lane + 32 * u;
         if (s < n) {
-            typename W::raw raw;
-            stage_raw(st, dw, s, raw);
-            W w;
+            int b = s >> 3, tt = s & 7, h = tt >> 2, g = (tt >> 1) & 1, f = tt & 1;
+            slot_q6_k::raw raw;
+            raw.ql = *(const uint4 *)(st + b * 128 + 16 * tt);
+            raw.qh = *(const uint4 *)(st + V4_C * 128 + b * 64 + 32 * h + 16 * f);
+            const int8_t *sc = (const int8_t *)(st + V4_C * 192 + b * 16) + 8 * h + 2 * g + f;
+            raw.sl = sc[0];
+            raw.sh = sc[4];
+            raw.d = *(const uint16_t *)(dw + 2 * b);
+            slot_q6_k w;
             w.decode(raw, s0 + s);
             struct xslot xs;
-            W::template xload<false>(sxq, sxd, s0 + s, &xs);
+            slot_q6_k::xload<false>(sxq, sxd, s0 + s, &xs);
             dv[u] = w.dot(xs);
         }
     }
@@ -171,20 +187,6 @@ static __device__ __forceinline__ float v4_slots(const uint8_t *st, const uint8_
         if (lane + 32 * u < n)
             acc += dv[u];
     return acc;
-}
-
-/* acc += this lane's part of chunk j of task t's row (in stage st) */
-static __device__ __forceinline__ float v4_chunk(const gemv_job &job, int64_t t, int j, const uint8_t *st, int lane,
-                                                 const int8_t *sxq, const float2 *sxd, float acc)
-{
-    v4_row r;
-    v4_pick(job, t, r);
-    int64_t kb = r.v.k >> 8, ib = r.row * kb + (int64_t)j * V4_C, s0 = (int64_t)j * V4_C * 8;
-    int n = 8 * (int)min((int64_t)V4_C, kb - (int64_t)j * V4_C);
-    if (r.kind == WK_Q4K)
-        return v4_slots<slot_k45<false> >(st, NULL, s0, n, lane, sxq, sxd, acc);
-    const uint8_t *dw = st + V4_C * 208 + (int)((kb * r.v.n * 208 + ib * 2) & 15);
-    return v4_slots<slot_q6_k>(st, dw, s0, n, lane, sxq, sxd, acc);
 }
 
 /* Warp gw of W handles tasks gw, gw + W, ...; item i of its list = chunk i % nch of its
