@@ -27,6 +27,10 @@ if want test; then
   grep -E "FAIL|checks|worst|^  " /tmp/ops.log | head -40; cp /tmp/ops.log $O/
   timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu rc=$?" | tee -a $SUM
   grep -E "FAIL|ok$|checks|maxabs|dflash" /tmp/gold.log | tail -25; cp /tmp/gold.log $O/
+  # programmatic dependent launch of every decode kernel (opt-in until this passes and pays)
+  GLIM_CUDA_PDL=2 timeout 300 ./build-gpu/tests/test_cuda_ops >/tmp/ops2.log 2>&1; echo "test_cuda_ops PDL=2 rc=$?" | tee -a $SUM
+  GLIM_CUDA_PDL=2 timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/gold2.log 2>&1; echo "test_golden_gpu PDL=2 rc=$?" | tee -a $SUM
+  grep -E "FAIL" /tmp/ops2.log /tmp/gold2.log | head; cp /tmp/ops2.log /tmp/gold2.log $O/
   el "tests done"
 fi
 if want kern; then
@@ -58,6 +62,8 @@ if want e2e; then
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
   tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
   tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
+  tg pdl2 GLIM_CUDA_PDL=2 -- -p 0 -n 128 -r 2
+  tg pdl2-no-graph GLIM_CUDA_PDL=2 -- -p 0 -n 128 -r 2 --no-graph
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
 fi

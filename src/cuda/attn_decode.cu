@@ -647,6 +647,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     typedef typename Tr::elem E;
     const int S = D + 8, DK = D / 16, STAGE = 2 * ATTN4_KT * S;
     extern __shared__ uint4 smem_mma[];
+    cuda_pdl_enter();
     E *kv_s = (E *)smem_mma;
 
     int tg = blockIdx.x, s = blockIdx.y, kvh = blockIdx.z;
@@ -870,6 +871,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_COMBINE_WARPS) attn_combine4
 {
     __shared__ float4 acc_s[ATTN4_COMBINE_WARPS][32];
     __shared__ float l_s[ATTN4_COMBINE_WARPS];
+    cuda_pdl_enter();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, D = a.head_dim;
     int64_t row = blockIdx.x;                                   /* t * n_head + h */
     int lo, hi, chunk, n_eff;
@@ -927,7 +929,7 @@ template <class Tr, int D> static bool attn_mma_run(struct cuda_ctx *c, const at
     if (CUDA_TRY(c, cudaFuncSetAttribute(attn_mma_kernel<Tr, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem)))
         return true;
-    attn_mma_kernel<Tr, D><<<grid, 32 * ATTN4_WARPS, smem, c->stream>>>(a);
+    cuda_launch_dep(c, grid, dim3(32 * ATTN4_WARPS), smem, attn_mma_kernel<Tr, D>, a);
     return CUDA_LAUNCHED(c, "attention v4");
 }
 
@@ -974,7 +976,8 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid) : attn_mma_dispatch<attn4_f16>(c, a, grid);
     if (failed || n_splits == 1)
         return true;
-    attn_combine4_kernel<<<(unsigned)((int64_t)x->n_tokens * x->n_head), 32 * ATTN4_COMBINE_WARPS, 0, c->stream>>>(a);
+    cuda_launch_dep(c, dim3((unsigned)((int64_t)x->n_tokens * x->n_head)), dim3(32 * ATTN4_COMBINE_WARPS), 0,
+                    attn_combine4_kernel, a);
     CUDA_LAUNCHED(c, "attention v4 combine");
     return true;
 }

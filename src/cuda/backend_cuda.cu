@@ -636,6 +636,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     if (prop.major < 9)
         c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 streams with the sm_90 bulk copy */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);
+    c->pdl_all = c->pdl && f_pdl && strcmp(f_pdl, "2") == 0;
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
     c->attn_tc = !(f_tc && strcmp(f_tc, "0") == 0);
     c->attn_dec_tc = !(f_dec_tc && strcmp(f_dec_tc, "0") == 0);

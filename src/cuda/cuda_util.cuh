@@ -71,6 +71,7 @@ struct cuda_ctx {
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
+    bool            pdl_all;       /* ... and of the other decode kernels (GLIM_CUDA_PDL=2; not yet measured) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
 
@@ -109,6 +110,14 @@ static inline cudaLaunchConfig_t cuda_launch_cfg(const struct cuda_ctx *c, dim3 
     return cfg;
 }
 
+/* The first statement of a kernel launched with cuda_launch_dep: wait for the previous
+ * kernel, then let the next one start. */
+static __device__ __forceinline__ void cuda_pdl_enter(void)
+{
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+}
+
 /* Any op that may write device memory makes the quantized copy of x stale. */
 static inline void cuda_xq_forget(struct cuda_ctx *c)
 {
@@ -131,6 +140,19 @@ bool cuda_check_blas(struct cuda_ctx *c, cublasStatus_t s, const char *what, con
 #define CUDA_TRY(c, call) cuda_check((c), (call), #call, __FILE__, __LINE__)
 #define CUDA_LAUNCHED(c, what) cuda_check((c), cudaGetLastError(), what, __FILE__, __LINE__)
 #define CUBLAS_TRY(c, call) cuda_check_blas((c), (call), #call, __FILE__, __LINE__)
+
+/* Launch k on ctx's stream; as a programmatic dependent launch when ctx->pdl_all
+ * (GLIM_CUDA_PDL=2), so k must begin with cuda_pdl_enter. Failures are recorded. */
+template <typename... KArgs, typename... Args>
+static inline void cuda_launch_dep(struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem, void (*k)(KArgs...),
+                                   Args... args)
+{
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, grid, block, smem, &attr);
+    cfg.numAttrs = c->pdl_all ? 1 : 0;
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, k, args...));
+}
+
 
 /* Grow b to at least nbytes (stream-ordered); false on failure (recorded). */
 bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes);

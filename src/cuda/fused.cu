@@ -49,7 +49,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
                            float eps_h, int n, int8_t *xq, float2 *xd)
 {
     __shared__ double red[32];
-    cuda_pdl_trigger();   /* the v4 GEMV that reads h may start its weight loads now */
+    cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
     int64_t row = (int64_t)blockIdx.x * n;
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
@@ -84,6 +84,7 @@ static __global__ void add_rmsnorm_kernel(float *x, float *h, float *o, const fl
                                           const float *w_h, float eps_h, int n)
 {
     __shared__ double red[32];
+    cuda_pdl_enter();
     int64_t row = (int64_t)blockIdx.x * n;
     float *xr = x + row, *hr = h + row, *orow = o + row;
     double ss = 0.0;
@@ -116,11 +117,11 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     /* h feeds the next matmuls: quantize it here (K45 order, the Q4_K/Q5_K/Q6_K GEMV's) */
     bool qx = vec_o && vec_x && n % 256 == 0 && cuda_xq_reserve(c, n, (int)n_rows, &xq, &xd);
     if (vec_o && vec_x)
-        add_rmsnorm_vec_kernel<<<(unsigned)n_rows, RMS_VEC_THREADS, 0, c->stream>>>(x, h, o, w_o, eps_o, w_h,
-                                                                                      eps_h, n, xq, xd);
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel, x, h, o, w_o,
+                        eps_o, w_h, eps_h, n, xq, xd);
     else if (!vec_o && !vec_x)
-        add_rmsnorm_kernel<<<(unsigned)n_rows, rms_threads(n), 0, c->stream>>>(x, h, o, w_o, eps_o, w_h, eps_h,
-                                                                                n);
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
+                        w_h, eps_h, n);
     else {   /* one of them misaligned (no caller does this): the sequence itself */
         cuda_rmsnorm(c, o, o, w_o, n_rows, n, eps_o);
         cuda_add(c, x, o, n_rows * n);
@@ -158,6 +159,7 @@ static __global__ void attn_prep_kernel(prep_params p)
 {
     __shared__ double red[32];
     __shared__ float row[PREP_MAX_DIM];
+    cuda_pdl_enter();
     int per_token = p.n_qb + p.n_head_kv, D = p.head_dim;
     int t = blockIdx.x / per_token, hh = blockIdx.x % per_token, hk = hh - p.n_qb;
     bool is_q = hk < 0;
@@ -225,6 +227,6 @@ void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)
     p.head_dim = a->head_dim;
     p.n_qb = a->q && (a->q_norm || a->rope) ? a->n_head : 0;
     unsigned blocks = (unsigned)((int64_t)a->n_tokens * (p.n_qb + p.n_head_kv));
-    attn_prep_kernel<<<blocks, rms_threads(a->head_dim), 0, c->stream>>>(p);
+    cuda_launch_dep(c, dim3(blocks), dim3(rms_threads(a->head_dim)), 0, attn_prep_kernel, p);
     CUDA_LAUNCHED(c, "attn_prep");
 }

@@ -50,7 +50,7 @@ template <int ACT>
 static __global__ void quantize_x_kernel(const float *__restrict__ x, const float *__restrict__ g, int64_t k,
                                          int64_t n_blk, int layout, int8_t *__restrict__ xq, float2 *__restrict__ xd)
 {
-    cuda_pdl_trigger();   /* a v4 GEMV after this may start its weight loads now */
+    cuda_pdl_enter();   /* and the GEMV after this may start its weight loads now */
     int lane = threadIdx.x & 31;
     int64_t b = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (b >= n_blk)
@@ -260,8 +260,10 @@ static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t t
  * thread at the 128-register cap and halved decode speed: measured 2026-12-02.) */
 template <int NR, int KS>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
-gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr)
+gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig)
 {
+    if (trig)   /* (GLIM_CUDA_PDL=2) the next kernel waits for this grid; it may be scheduled in the last wave */
+        cuda_pdl_trigger();
     int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
     if (task < job.n_tasks)
         gemv3_task<NR, KS>(job, task, xq, xd, nr);
@@ -273,7 +275,7 @@ static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq,
     unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
     cudaLaunchAttribute attr;   /* PDL: the weight loads overlap the quantizer's tail */
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(Q8_WARPS * 32), 0, &attr);
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS>, job, xq, xd, 1));
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS>, job, xq, xd, 1, c->pdl_all));
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
@@ -305,12 +307,15 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
     int8_t *xq = (int8_t *)c->xq.p;
     float2 *xd = (float2 *)((uint8_t *)c->xq.p + q_bytes);
     unsigned grid = cuda_blocks(n_blk * 32, 256);
+    const float *none = NULL;
     if (!g)
-        quantize_x_kernel<0><<<grid, 256, 0, c->stream>>>(x, NULL, k, n_blk, layout, xq, xd);
+        cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<0>, x, none, k, n_blk, layout, xq, xd);
     else if (act == BE_GLU_SIGMOID)
-        quantize_x_kernel<1 + BE_GLU_SIGMOID><<<grid, 256, 0, c->stream>>>(x, g, k, n_blk, layout, xq, xd);
+        cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<1 + BE_GLU_SIGMOID>, x, g, k, n_blk, layout,
+                        xq, xd);
     else
-        quantize_x_kernel<1 + BE_GLU_SILU><<<grid, 256, 0, c->stream>>>(x, g, k, n_blk, layout, xq, xd);
+        cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<1 + BE_GLU_SILU>, x, g, k, n_blk, layout, xq,
+                        xd);
     if (CUDA_LAUNCHED(c, "quantize_x"))
         return false;
     /* a gated copy is not x's copy: nothing to reuse */

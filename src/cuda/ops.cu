@@ -14,6 +14,7 @@
 static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, int n, float eps)
 {
     __shared__ double red[32];
+    cuda_pdl_enter();
     const float *xr = x + (int64_t)blockIdx.x * n;
     float *yr = y + (int64_t)blockIdx.x * n;
     double ss = 0.0;                       /* double, as cpu_ref_rmsnorm */
@@ -31,6 +32,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS) rmsnorm_vec_kernel(flo
                                                                              const float *w, int n, float eps)
 {
     __shared__ double red[32];
+    cuda_pdl_enter();
     float4 *yr = (float4 *)(y + (int64_t)blockIdx.x * n);
     int n4 = n / 4;
     float4 xv[RMS_VEC_MAX], wv[RMS_VEC_MAX];
@@ -52,9 +54,9 @@ void cuda_rmsnorm(struct cuda_ctx *c, float *y, const float *x, const float *w, 
     if (n_rows <= 0 || n <= 0)
         return;
     if (rms_vec_ok(n, (uintptr_t)x | (uintptr_t)y | (uintptr_t)w))
-        rmsnorm_vec_kernel<<<(unsigned)n_rows, RMS_VEC_THREADS, 0, c->stream>>>(y, x, w, n, eps);
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, rmsnorm_vec_kernel, y, x, w, n, eps);
     else
-        rmsnorm_kernel<<<(unsigned)n_rows, rms_threads(n), 0, c->stream>>>(y, x, w, n, eps);
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, rmsnorm_kernel, y, x, w, n, eps);
     CUDA_LAUNCHED(c, "rmsnorm");
 }
 
