@@ -1,7 +1,8 @@
 #!/bin/bash
 # dev/gpu_s9.sh — one batched device call (V4CFG / V4E2E: GLIM_CUDA_V4 shapes to try) (repo root on the GPU machine):
-#   bash dev/gpu_s9.sh [build] [test] [kern] [e2e] [depth] 2>&1 | tee $OUT/log
-# build: CUDA build of everything; test: test_cuda_ops + GPU goldens; kern: GEMV and
+#   bash dev/gpu_s9.sh [build] [test] [kern] [prof] [e2e] [depth] 2>&1 | tee $OUT/log
+# build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with GLIM_CUDA_PDL=2); kern: GEMV and
+# benches; prof: ncu of GEMV v3 vs v4;
 # benches (old vs new kernels); attn: the attention bench; e2e: the 30B preset end to end (pp512, tg128
 # with/without graphs and each new path switched off); depth: tg at 4096/32768/131072
 # with GPU memory sampled. Steps are time-boxed; a summary is printed last.
@@ -41,6 +42,16 @@ if want kern; then
   echo "== GEMV v4 PDL off"; GLIM_CUDA_PDL=0 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
   el "gemv bench done"
+fi
+if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and throughputs of v4 vs v3
+  [ -x /tmp/gemv_bench ] || cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
+     /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
+  for v in 3 4; do
+    GLIM_CUDA_GEMV=$v timeout 120 ncu --clock-control none --kernel-name regex:gemv[34]_kernel --launch-skip 20 --launch-count 2 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+      /tmp/gemv_bench quick >/tmp/ncu$v.log 2>&1; echo "ncu v$v rc=$?"; cp /tmp/ncu$v.log $O/
+  done
+  el "profile done"
 fi
 if want attn; then
   if [ -f dev/cuda/attn_bench.c ]; then
