@@ -39,6 +39,8 @@ if want kern; then
      -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
   for v in 3 4; do echo "== GEMV v$v"; GLIM_CUDA_GEMV=$v timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 |copy" | head -30; done > /tmp/gemv.log
   for cfg in ${V4CFG:-4,8,2 8,4,1 16,3,1 8,8,1}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
+  # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
+  for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
   echo "== GEMV v4 PDL off"; GLIM_CUDA_PDL=0 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
   el "gemv bench done"
