@@ -104,7 +104,7 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
         W w[RW];
 #pragma unroll
         for (int i = 0; i < RW; i++)
-            w[i].load(v, rows[i], s);
+            slot_load(w[i], v, rows[i], s);
 #pragma unroll
         for (int r = 0; r < NR; r++) {
             if (r >= nr)

@@ -78,7 +78,7 @@ static __device__ __forceinline__ void xload_runs(const int8_t *xq, int64_t s, s
 }
 
 /* ---- weight slots -------------------------------------------------------------
- * load(v, row, s): decode slot s of row `row`; xload(xq, xd, s): its activations;
+ * slot_load(w, v, row, s): decode slot s of row `row`; xload(xq, xd, s): its activations;
  * dot(x): the slot's contribution. */
 
 /* Q4_K / Q5_K, GGUF blocks. Slot s: block s/8, lane t = s%8 = 2c + h: code bytes
@@ -154,12 +154,6 @@ struct slot_k45 {
         ml = dmin * i2f((int)((mw >> sh) & 0xffu));
         mh = dmin * i2f((int)((mw >> (sh + 8)) & 0xffu));
     }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
-    }
     template <bool NC = true>
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -219,12 +213,6 @@ struct slot_q6_k {
         dl = d * i2f(r.sl);
         dh = d * i2f(r.sh);
     }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
-    }
     template <bool NC = true>
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -262,12 +250,6 @@ struct slot_q8_0 {
     {
         q[0] = r.w.x, q[1] = r.w.y, q[2] = r.w.z, q[3] = r.w.w;
         d = h2f8(r.d);
-    }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
     }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
@@ -307,12 +289,6 @@ struct slot_q4_0 {
         }
         d = h2f8(r.d);
     }
-    __device__ __forceinline__ void load(const wview8 &v, int64_t row, int64_t s)
-    {
-        raw r;
-        fetch(v, row, s, 0, r);
-        decode(r, s);
-    }
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
         x->a = __ldg((const int4 *)(xq + 32 * s));
@@ -327,6 +303,15 @@ struct slot_q4_0 {
     }
 };
 
+
+/* fetch and decode slot s of row `row` in one go (v2) */
+template <class W>
+static __device__ __forceinline__ void slot_load(W &w, const wview8 &v, int64_t row, int64_t s)
+{
+    typename W::raw r;
+    W::fetch(v, row, s, 0, r);
+    w.decode(r, s);
+}
 
 #define GEMV_MAX_PARTS 4
 
