@@ -240,6 +240,96 @@ static void test_lossless_greedy(void)
     fixture_close(&f);
 }
 
+/* dflash_prefill_from: a second prompt that shares a prefix with what the struct already
+ * ran (prompt + part of its reply + new tokens) resumes from that prefix and decodes what
+ * plain greedy decodes on the whole second prompt. A prefix longer than the draft context
+ * (the target ran on without the draft) is refused with GLIM_ERANGE and changes nothing. */
+static void test_resume(void)
+{
+    struct fixture f;
+    CHECK_EQ(fixture_open(&f, GLIM_KERNELS_AUTO), 0);
+    if (!f.d) {
+        fixture_close(&f);
+        return;
+    }
+    enum { NG = 24, NEW = 5 };
+    int32_t first[NG], second[12 + 10 + NEW], want[NG], got[NG];
+    plain_greedy(f.t, f.prompt, 12, NG, first, NULL);
+    memcpy(second, f.prompt, sizeof f.prompt);
+    memcpy(second + 12, first, 10 * sizeof *first);
+    for (int i = 0; i < NEW; i++)
+        second[22 + i] = (i * 31 + 3) % 256;
+    int n2 = 22 + NEW;
+    plain_greedy(f.t, second, n2, NG, want, NULL);
+
+    struct glim_session *s = long_session(f.t);
+    struct dflash_params p;
+    dflash_params_init(&p);
+    p.block_length = 4;
+    struct dflash *df = NULL;
+    struct glim_err err = {0};
+    CHECK_EQ(dflash_new(f.t, f.d, s, &p, &df, &err), 0);
+    CHECK_EQ(dflash_prefill(df, f.prompt, 12, &err), 0);
+    /* the target runs on without the draft: its context does not reach position 15 */
+    float lg[256];
+    CHECK_EQ(glim_session_eval(s, first, 3, lg, 1, &err), 0);
+    CHECK_EQ(dflash_prefill_from(df, second, n2, 15, &err), GLIM_ERANGE);
+    CHECK_EQ(glim_session_pos(s), 15);   /* refused: nothing changed */
+    CHECK_EQ(glim_session_truncate(s, 12, &err), 0);
+    int n = 0;
+    bool eos = false;
+    while (n < 20 && !eos && dflash_next(df, &got[n], &eos, &err) == GLIM_OK)
+        n++;
+    CHECK_EQ(n, 20);
+    CHECK(memcmp(got, first, 20 * sizeof *got) == 0);
+    CHECK(dflash_pos(df) >= 22);
+
+    /* resume from 22: prompt + the first 10 reply tokens are kept */
+    CHECK_EQ(glim_session_truncate(s, 22, &err), 0);
+    struct sampler_params sp;
+    sampler_params_init(&sp);
+    CHECK_EQ(dflash_set_sampling(df, &sp, &err), 0);
+    CHECK_EQ(dflash_get_stats(df)->cycles, 0);
+    CHECK_EQ(dflash_prefill_from(df, second, n2, 22, &err), 0);
+    CHECK_EQ(glim_session_pos(s), n2);
+    n = 0, eos = false;
+    while (n < NG && !eos && dflash_next(df, &got[n], &eos, &err) == GLIM_OK)
+        n++;
+    /* the draft saw the same context as after a fresh prefill of the second prompt: its
+     * first block's logits agree (up to the rounding of taps computed in other batches) */
+    struct glim_session *s2 = long_session(f.t);
+    struct dflash *fresh = NULL;
+    int32_t one;
+    CHECK_EQ(dflash_new(f.t, f.d, s2, &p, &fresh, &err), 0);
+    CHECK_EQ(dflash_prefill(fresh, second, n2, &err), 0);
+    CHECK_EQ(dflash_next(fresh, &one, &eos, &err), 0);
+    CHECK_EQ(one, want[0]);
+    float worst = 0.0f, scale = 0.0f;
+    CHECK_EQ(dflash_set_sampling(df, &sp, &err), 0);   /* the same first cycle again on df */
+    CHECK_EQ(glim_session_truncate(s, 22, &err), 0);
+    CHECK_EQ(dflash_prefill_from(df, second, n2, 22, &err), 0);
+    CHECK_EQ(dflash_next(df, &one, &eos, &err), 0);
+    for (int r = 1; r < 4; r++)
+        for (int v = 0; v < 256; v++) {
+            float a = dflash_draft_logits(df, r)[v], b = dflash_draft_logits(fresh, r)[v];
+            worst = fmaxf(worst, fabsf(a - b));
+            scale = fmaxf(scale, fabsf(b));
+        }
+    printf("  draft logits after resume vs fresh prefill: max |diff| %.3g (max |logit| %.3g)\n", worst, scale);
+    CHECK(scale > 0.0f && worst <= 1e-3f * scale);
+    dflash_free(fresh);
+    glim_session_free(s2);
+    int same = 0;
+    while (same < n && got[same] == want[same])
+        same++;
+    printf("  resumed at 22 of %d: %d/%d ids equal to plain greedy\n", n2, same, NG);
+    CHECK_EQ(same, NG);
+    CHECK_EQ(dflash_prefill_from(df, second, 22, 22, &err), GLIM_EINVAL);   /* nothing after the prefix */
+    dflash_free(df);
+    glim_session_free(s);
+    fixture_close(&f);
+}
+
 /* Scripted proposer: the true greedy continuation with a mistake at draft slot `wrong`. */
 struct script {
     const int32_t *truth;   /* greedy ids; truth[k] is the token at position n_prompt + k */
@@ -451,6 +541,7 @@ int main(void)
     RUN(test_stats_vector);
     RUN(test_draft_parity);
     RUN(test_lossless_greedy);
+    RUN(test_resume);
     RUN(test_accept_rollback);
     RUN(test_rejection_sampling_distribution);
     return DONE();

@@ -9,6 +9,11 @@
  * [pending, MASK...], verifies min(N+1, room) candidates with one target
  * forward, accepts a prefix, and rewinds the target to the committed length
  * (rejected rows sit in ring slots kept spare for exactly that).
+ *
+ * The draft KV's pos / pos_hi are kept like a session's (pos = target_pos
+ * after every commit; pos_hi also covers the transient draft block), so
+ * kv_cache_truncate can tell whether the context can rewind: that is what
+ * lets a later prompt resume from a kept prefix (dflash_prefill_from).
  */
 #include "dflash.h"
 
@@ -159,19 +164,45 @@ static int target_rows(struct dflash *d, const int32_t *tokens, int n, int n_log
                              d->draft->hp.target_layers, d->taps, err);
 }
 
+/* the draft KV has been written up to `end` (exclusive) */
+static void dkv_wrote(struct dflash *d, int64_t end)
+{
+    if (end > d->dkv->pos_hi)
+        d->dkv->pos_hi = end;
+}
+
 static int inject(struct dflash *d, int n, int64_t pos0, struct glim_err *err)
 {
-    return dflash_inject(d->draft, d->dkv, d->taps, n, (int32_t)pos0, d->dscratch, err);
+    int rc = dflash_inject(d->draft, d->dkv, d->taps, n, (int32_t)pos0, d->dscratch, err);
+    if (rc == GLIM_OK) {
+        d->dkv->pos = pos0 + n;
+        dkv_wrote(d, pos0 + n);
+    }
+    return rc;
 }
 
 int dflash_prefill(struct dflash *d, const int32_t *tokens, int n, struct glim_err *err)
 {
-    if (n <= 0)
-        return glim_fail(err, GLIM_EINVAL, "prefill: no tokens");
-    int rc = glim_session_truncate(d->ts, 0, err);
-    d->target_pos = 0, d->has_pending = false, d->n_ready = d->ready_at = 0;
-    for (int t0 = 0; rc == GLIM_OK && t0 < n; t0 += d->n_rows_max) {
-        int c = GLIM_MIN(d->n_rows_max, n - t0);
+    return dflash_prefill_from(d, tokens, n, 0, err);
+}
+
+int dflash_prefill_from(struct dflash *d, const int32_t *tokens, int n, int64_t keep, struct glim_err *err)
+{
+    if (keep < 0 || n <= keep)
+        return glim_fail(err, GLIM_EINVAL, "prefill: %d tokens after a kept prefix of %lld", n, (long long)keep);
+    int rc = GLIM_OK;
+    if (keep == 0)
+        rc = glim_session_truncate(d->ts, 0, err);
+    else if (glim_session_pos(d->ts) != keep)
+        return glim_fail(err, GLIM_EINVAL, "prefill: the target holds %lld tokens, not the kept %lld",
+                         (long long)glim_session_pos(d->ts), (long long)keep);
+    if (rc == GLIM_OK)   /* GLIM_ERANGE: the context's rings cannot rewind that far */
+        rc = kv_cache_truncate(d->dkv, keep, err);
+    if (rc != GLIM_OK)
+        return rc;
+    d->target_pos = keep, d->has_pending = false, d->n_ready = d->ready_at = 0;
+    for (int64_t t0 = keep; rc == GLIM_OK && t0 < n; t0 += d->n_rows_max) {
+        int c = (int)GLIM_MIN((int64_t)d->n_rows_max, n - t0);
         bool last = t0 + c == n;
         rc = target_rows(d, tokens + t0, c, last ? 1 : 0, err);
         if (rc == GLIM_OK)
@@ -208,6 +239,7 @@ static int propose(struct dflash *d, int32_t *cand, int n_ver, struct glim_err *
         block[i] = d->draft->hp.mask_token_id;
     double t0 = now_ms();
     int rc = dflash_draft(d->draft, d->dkv, block, d->L, (int32_t)d->target_pos, d->d_logits, d->dscratch, err);
+    dkv_wrote(d, d->target_pos + d->L);   /* the block's rows: transient, but they overwrote ring slots */
     double t1 = now_ms();
     d->st.draft_execute_ms += t1 - t0;
     if (rc != GLIM_OK)
@@ -362,11 +394,28 @@ int dflash_reset_to(struct dflash *d, int64_t pos, int32_t pending, uint64_t see
         return rc;
     d->target_pos = pos, d->pending = pending, d->has_pending = true;
     d->n_ready = d->ready_at = 0;
+    if (d->dkv->pos > pos)
+        d->dkv->pos = pos;
     sampler_rng_seed(&d->rng, seed);
     return GLIM_OK;
 }
 
+int dflash_set_sampling(struct dflash *d, const struct sampler_params *sp, struct glim_err *err)
+{
+    int rc = sampler_params_check(sp, err);
+    if (rc != GLIM_OK)
+        return rc;
+    d->p.sp = *sp;
+    d->greedy = sampler_params_is_greedy(sp);
+    sampler_rng_seed(&d->rng, sp->seed);
+    memset(&d->st, 0, sizeof d->st);
+    return GLIM_OK;
+}
+
+int64_t dflash_pos(const struct dflash *d) { return d->target_pos; }
+
 const float *dflash_verify_logits(const struct dflash *d, int i) { return d->t_logits + (size_t)i * d->V; }
+const float *dflash_draft_logits(const struct dflash *d, int i) { return d->d_logits + (size_t)i * d->V; }
 
 void dflash_stats_add(struct dflash_stats *acc, const struct dflash_stats *c)
 {

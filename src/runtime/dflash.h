@@ -56,6 +56,17 @@ void dflash_set_proposer(struct dflash *d, dflash_propose_fn fn, void *ud);
 
 /* Run the prompt through the target (and the draft's context), sample the first token. */
 int  dflash_prefill(struct dflash *d, const int32_t *tokens, int n, struct glim_err *err);
+/* The same when tokens[0..keep) are already in place: the target session holds exactly
+ * those keep tokens and the draft context rows below keep were computed for them (an
+ * earlier prefill/generation of this struct). Only tokens[keep..n) run (n > keep).
+ * GLIM_ERANGE: the draft context's sliding-window rings cannot rewind to keep (nothing
+ * changed: prefill from 0 instead). */
+int  dflash_prefill_from(struct dflash *d, const int32_t *tokens, int n, int64_t keep, struct glim_err *err);
+/* A new request on the same target session: its sampling parameters, the RNG seeded
+ * with sp->seed, statistics zeroed (block length and drafts stay). */
+int  dflash_set_sampling(struct dflash *d, const struct sampler_params *sp, struct glim_err *err);
+/* Tokens committed to the target (and the draft context): rows [0, pos) are valid. */
+int64_t dflash_pos(const struct dflash *d);
 /* Next generated token; *is_eos when it is an end token (generation is over). */
 int  dflash_next(struct dflash *d, int32_t *tok, bool *is_eos, struct glim_err *err);
 
@@ -64,6 +75,8 @@ int  dflash_next(struct dflash *d, int32_t *tok, bool *is_eos, struct glim_err *
 int  dflash_reset_to(struct dflash *d, int64_t pos, int32_t pending, uint64_t seed, struct glim_err *err);
 /* Tests: logits row i of the last target verify (i < rows verified) */
 const float *dflash_verify_logits(const struct dflash *d, int i);
+/* Tests: logits row i (< block length) of the last draft block */
+const float *dflash_draft_logits(const struct dflash *d, int i);
 
 const struct dflash_stats *dflash_get_stats(const struct dflash *d);
 /* the `DFlashDecodeTiming {json}` line of runtime.md §1.12 */

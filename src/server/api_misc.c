@@ -68,9 +68,9 @@ void api_metrics(struct srv *S, const struct http_req *r, struct http_reply *out
                   "# HELP glim_requests_rejected_total Requests answered 429: every session slot was busy.\n"
                   "# TYPE glim_requests_rejected_total counter\nglim_requests_rejected_total %lld\n",
                   (long long)st.n_rejected);
-    if (S->draft)   /* DFlash re-prefills the whole prompt (no warm resume yet): see glim_prefill_tokens_total */
+    if (S->draft)
         strbuf_printf(&sb,
-                      "# HELP glim_dflash_requests_total Requests decoded with DFlash (full prompt prefill each).\n"
+                      "# HELP glim_dflash_requests_total Requests decoded with DFlash.\n"
                       "# TYPE glim_dflash_requests_total counter\nglim_dflash_requests_total %lld\n"
                       "# TYPE glim_dflash_cycles_total counter\nglim_dflash_cycles_total %lld\n"
                       "# TYPE glim_dflash_speculative_cycles_total counter\n"

@@ -20,13 +20,15 @@
  *   when a sliding-window ring cannot rewind) and only the rest is prefilled.
  *
  *   DFlash (--draft): a job whose sampling DFlash reproduces exactly (no
- *   penalties) gets a struct dflash over its session. Its prefill is
- *   dflash_prefill, which rebuilds the whole prompt (the draft context has
- *   no warm resume yet: usage.cached_tokens is 0 and every prompt token
- *   counts in glim_prefill_tokens_total); each decode step takes one token
- *   from dflash_next (a cycle commits several; they leave one per round).
- *   The target KV may run ahead of what was emitted: job_finish truncates it
- *   back to `resident`, so resident == session position still holds.
+ *   penalties) runs on its session's struct dflash (made on first use, kept
+ *   with the session: its draft context rows cover resident[0, df_valid)).
+ *   Its prefill resumes too: the common prefix, capped at df_valid, stays and
+ *   dflash_prefill_from runs the rest; when the draft context's rings cannot
+ *   rewind that far the whole prompt is prefilled. Each decode step takes one
+ *   token from dflash_next (a cycle commits several; they leave one per
+ *   round). The target KV may run ahead of what was emitted: job_finish
+ *   truncates it back to `resident`, so resident == session position still
+ *   holds, and the draft context is valid for all of it (df_valid).
  *
  *   Test mode (--test-output FILE, or "glim_test_output" in a request while
  *   that flag is on): after the real prefill, the reply is a scripted text
@@ -68,7 +70,7 @@ struct sched {
 struct gen {                       /* a running job's state (scheduler thread) */
     struct srv_session *sess;
     struct sampler *smp;
-    struct dflash *df;             /* owned: DFlash decoding, or NULL */
+    struct dflash *df;             /* the session's (borrowed): DFlash decoding, or NULL */
     bool use_draft;                /* decode with S->draft (set at start) */
     float *logits;                 /* [n_vocab] */
     struct tok_stream ts;
@@ -181,7 +183,6 @@ static void gen_free(struct gen *g)
     if (!g)
         return;
     sampler_free(g->smp);
-    dflash_free(g->df);
     free(g->logits);
     strbuf_clear(&g->raw);
     free(g);
@@ -194,8 +195,8 @@ static bool draft_fits(const struct sampler_params *sp)
     return sp->repeat_penalty == 1.0f && sp->presence_penalty == 0.0f && sp->frequency_penalty == 0.0f;
 }
 
-/* A DFlash job ends: publish its cycle counts, drop the struct dflash, and
- * cut the target KV back to the emitted tokens (it may hold a few more). */
+/* A DFlash job ends: publish its cycle counts and cut the target KV back to the
+ * emitted tokens (it may hold a few more); the draft context covers them all. */
 static void draft_done(struct sched *q, struct gen *g)
 {
     const struct dflash_stats *st = dflash_get_stats(g->df);
@@ -207,11 +208,12 @@ static void draft_done(struct sched *q, struct gen *g)
     q->stats.n_dflash_spec_cycles += st->speculative_cycles;
     q->stats.n_dflash_accepted += accepted;
     pthread_mutex_unlock(&q->mu);
-    dflash_free(g->df);
-    g->df = NULL;
+    struct srv_session *e = g->sess;
     struct glim_err err;
-    if (g->sess && g->sess->s)
-        srv_session_rewind(q->sessions, g->sess, (int64_t)g->sess->resident.n, &err);
+    if (e && e->s && e->df == g->df && !srv_session_rewind(q->sessions, e, (int64_t)e->resident.n, &err) &&
+        e->df && dflash_pos(e->df) >= (int64_t)e->resident.n)
+        e->df_valid = (int64_t)e->resident.n;
+    g->df = NULL;
 }
 
 /* Finish: emit what is held back, publish the counts, free the slot. */
@@ -281,34 +283,54 @@ static bool vocab_eog(void *ud, int32_t id)
     return tok_is_eog(ud, id);
 }
 
-/* DFlash prefill: the whole prompt, from an empty session (a fresh one when
- * a sliding-window ring cannot rewind to 0). */
+/* DFlash prefill: from the kept prefix (see DESIGN), or the whole prompt from an
+ * empty session (a fresh one when a sliding-window ring cannot rewind to 0). */
 static int prefill_draft(struct sched *q, struct srv_job *j, struct glim_err *err)
 {
     struct srv *S = q->S;
     struct gen *g = j->priv;
     struct srv_session *e = g->sess;
-    int rc = srv_session_rewind(q->sessions, e, 0, err);
+    size_t keep = e->df ? common_prefix(&e->resident, j->prompt, (size_t)j->n_prompt) : 0;
+    if (keep >= (size_t)j->n_prompt)
+        keep = (size_t)j->n_prompt - 1;   /* the last prompt token gives the logits */
+    if (keep > (size_t)e->df_valid)
+        keep = (size_t)e->df_valid;
+    int rc = srv_session_rewind(q->sessions, e, (int64_t)keep, err);   /* may drop e->df */
     if (rc)
         return rc;
-    struct dflash_params dp;
-    dflash_params_init(&dp);
-    dp.block_length = S->cfg.block_length;
-    dp.n_draft = S->cfg.n_draft;
-    dp.sp = j->sp;
-    if ((rc = dflash_new(S->m, S->draft, e->s, &dp, &g->df, err)))
+    keep = e->df ? e->resident.n : 0;
+    if (!e->df) {
+        if ((rc = srv_session_rewind(q->sessions, e, 0, err)))
+            return rc;
+        struct dflash_params dp;
+        dflash_params_init(&dp);
+        dp.block_length = S->cfg.block_length;
+        dp.n_draft = S->cfg.n_draft;
+        dp.sp = j->sp;
+        if ((rc = dflash_new(S->m, S->draft, e->s, &dp, &e->df, err)))
+            return rc;
+    } else if ((rc = dflash_set_sampling(e->df, &j->sp, err))) {
         return rc;
+    }
+    g->df = e->df;
     dflash_set_eos(g->df, vocab_eog, (void *)S->v);
     if (S->cfg.test_propose)
         dflash_set_proposer(g->df, S->cfg.test_propose, S->cfg.test_propose_ud);
     double t0 = now_s();
-    if ((rc = dflash_prefill(g->df, j->prompt, j->n_prompt, err)))
+    rc = dflash_prefill_from(g->df, j->prompt, j->n_prompt, (int64_t)keep, err);
+    if (rc == GLIM_ERANGE && keep > 0) {   /* the draft context cannot rewind that far */
+        keep = 0;
+        if (!(rc = srv_session_rewind(q->sessions, e, 0, err)))
+            rc = e->df == g->df ? dflash_prefill(g->df, j->prompt, j->n_prompt, err)
+                                : glim_fail(err, GLIM_EBACKEND, "the session was rebuilt under DFlash");
+    }
+    if (rc)
         return rc;
     double dt = now_s() - t0;
-    for (int i = 0; i < j->n_prompt; i++)
+    for (int i = (int)keep; i < j->n_prompt; i++)
         if ((rc = tok_ids_push(&e->resident, j->prompt[i])))
             return glim_fail(err, rc, "out of memory");
-    prefill_done(q, j, j->n_prompt, 0, dt);
+    prefill_done(q, j, j->n_prompt - (int64_t)keep, (int64_t)keep, dt);
     pthread_mutex_lock(&q->mu);
     q->stats.n_dflash_requests++;
     pthread_mutex_unlock(&q->mu);

@@ -189,10 +189,13 @@ bool srv_job_take(struct srv_job *j, struct strbuf *out);
 
 /* ---- the session table (scheduler thread only) -------------------------- */
 
+struct dflash;
 struct srv_session {
     char    id[SRV_SESSION_ID_MAX + 1];    /* "" = anonymous (freed after use) */
     struct glim_session *s;                /* owned */
     struct tok_ids resident;               /* ids whose KV the session holds (== pos) */
+    struct dflash *df;                     /* owned: DFlash state over s (its draft context), or NULL */
+    int64_t df_valid;                      /* the draft context rows [0, df_valid) are resident's */
     bool    busy;
     uint64_t last_used;
 };
@@ -208,7 +211,8 @@ void srv_sessions_release(struct srv_sessions *t, struct srv_session *e);
 /* Drop id's state (close) or clear it (reset); no-op when unknown or busy → false. */
 bool srv_sessions_close(struct srv_sessions *t, const char *id, bool keep_slot);
 int  srv_sessions_count(const struct srv_sessions *t);
-/* Make e's KV hold exactly resident[0..keep): truncate or rebuild. */
+/* Make e's KV hold exactly resident[0..keep): truncate or rebuild (a rebuild also drops
+ * e->df); df_valid is cut to keep. */
 int  srv_session_rewind(struct srv_sessions *t, struct srv_session *e, int64_t keep,
                         struct glim_err *err);
 

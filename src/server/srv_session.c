@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "runtime/dflash.h"
 #include "srv.h"
 
 struct srv_sessions {
@@ -38,6 +39,9 @@ int srv_sessions_new(struct glim_model *m, int max, int64_t n_ctx, struct srv_se
 
 static void slot_drop(struct srv_session *e)
 {
+    dflash_free(e->df);   /* it borrows e->s */
+    e->df = NULL;
+    e->df_valid = 0;
     glim_session_free(e->s);
     e->s = NULL;
     e->id[0] = 0;
@@ -144,6 +148,8 @@ int srv_sessions_count(const struct srv_sessions *t)
 
 int srv_session_rewind(struct srv_sessions *t, struct srv_session *e, int64_t keep, struct glim_err *err)
 {
+    if (e->df_valid > keep)   /* rows past keep will hold other tokens */
+        e->df_valid = keep;
     if (keep >= glim_session_pos(e->s)) {
         e->resident.n = (size_t)glim_session_pos(e->s);
         return GLIM_OK;
@@ -156,6 +162,9 @@ int srv_session_rewind(struct srv_sessions *t, struct srv_session *e, int64_t ke
     /* a sliding-window ring cannot rewind that far: start over */
     char id[SRV_SESSION_ID_MAX + 1];
     memcpy(id, e->id, sizeof id);
+    dflash_free(e->df);   /* it borrows e->s */
+    e->df = NULL;
+    e->df_valid = 0;
     glim_session_free(e->s);
     e->s = NULL;
     rc = slot_open(t, e, id, err);
