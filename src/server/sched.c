@@ -298,10 +298,8 @@ static int prefill_draft(struct sched *q, struct srv_job *j, struct glim_err *er
     int rc = srv_session_rewind(q->sessions, e, (int64_t)keep, err);   /* may drop e->df */
     if (rc)
         return rc;
-    keep = e->df ? e->resident.n : 0;
+    keep = e->resident.n;   /* 0 when there was no struct dflash or the rewind rebuilt the session */
     if (!e->df) {
-        if ((rc = srv_session_rewind(q->sessions, e, 0, err)))
-            return rc;
         struct dflash_params dp;
         dflash_params_init(&dp);
         dp.block_length = S->cfg.block_length;
