@@ -550,6 +550,16 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
     return GLIM_OK;
 }
 
+/* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
+ * GLIM_EINVAL if not a CUDA backend or out of range. */
+extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
+{
+    if (!is_cuda(be) || ctas_per_sm < 0 || ctas_per_sm > 8)
+        return GLIM_EINVAL;
+    ctx_of(be)->gemv_persist = ctas_per_sm;
+    return GLIM_OK;
+}
+
 /* Tensor-core attention (attn_decode.cu v4) for prefill batches (n_tokens > 16) on or off.
  * Default: on, or off when GLIM_CUDA_ATTN_TC is "0" at creation (then v2 runs per query
  * token). GLIM_EINVAL if not a CUDA backend. */
@@ -625,6 +635,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '4' && !f_gemv[1] ? f_gemv[0] - '0' : 3;
     if (prop.major < 8)
         c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 uses cp.async (sm_80) */
+    const char *f_persist = getenv("GLIM_CUDA_GEMV_PERSIST");
+    c->gemv_persist = f_persist && f_persist[0] >= '1' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0' : 0;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */

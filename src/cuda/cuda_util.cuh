@@ -67,6 +67,8 @@ struct cuda_ctx {
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), or 2 (one launch
                                     * per weight); GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
+    int             gemv_persist;  /* > 0: persistent GEMV v3 with this many CTAs per SM for jobs of one
+                                    * weight kind (GLIM_CUDA_GEMV_PERSIST; not yet measured); 0 = off */
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
@@ -132,6 +134,7 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on);
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3 or 4 */
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
+extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

@@ -269,6 +269,57 @@ gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
         gemv3_task<NR, KS>(job, task, xq, xd, nr);
 }
 
+/* Persistent v3 (opt-in, GLIM_CUDA_GEMV_PERSIST=k: k CTAs per SM): a grid the GPU holds at
+ * once walks the tasks, so no partial last wave and no CTA turnover. One weight kind per
+ * kernel: with gemv3_task's kind switch inside a task loop ptxas spills at any register
+ * budget (docs/CUDA.md); this one uses 98-120 registers, no spills. Same rows, same bits. */
+template <class W, int RW>
+static __global__ void __launch_bounds__(Q8_WARPS * 32, 4)
+gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
+{
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31;
+    int64_t stride = (int64_t)gridDim.x * Q8_WARPS;
+#pragma unroll 1
+    for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride) {
+        wview8 v = job.p[0].v;
+        float *y = job.p[0].y;
+        int64_t task0 = 0;
+#pragma unroll
+        for (int i = 1; i < GEMV_MAX_PARTS; i++)
+            if (i < job.n_parts && task >= job.p[i].task0)
+                v = job.p[i].v, y = job.p[i].y, task0 = job.p[i].task0;
+        gemv3_rows<W, 1, RW, W::U / RW>(v, (task - task0) * RW, xq, xd, y, 1, lane);
+    }
+}
+
+/* the persistent kernel for a job whose parts share one kind and rows per warp; false = none */
+static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
+{
+    if (c->gemv_persist <= 0)
+        return false;
+    for (int i = 1; i < job.n_parts; i++)
+        if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
+            return false;
+    int64_t need = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS, most = (int64_t)c->gemv_persist * c->n_sm;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
+                                             &attr);
+    typedef slot_k45<false> k4;
+    switch (job.p[0].kind) {
+    case WK_Q4K:
+        if (job.p[0].rw == 2)
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 2>, job, xq, xd, c->pdl_all));
+        else
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all));
+        return true;
+    case WK_Q6K: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all)); return true;
+    case WK_Q80: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q8_0, 1>, job, xq, xd, c->pdl_all)); return true;
+    default: return false;
+    }
+}
+
 template <int KS>
 static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
@@ -475,6 +526,10 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     job.n_tasks = tasks;
     if (v4 && cuda_gemv4(c, job, xq, xd)) {
         CUDA_LAUNCHED(c, "matmul q8 v4");
+        return;
+    }
+    if (launch_v3p(c, job, xq, xd)) {
+        CUDA_LAUNCHED(c, "matmul q8 v3 persistent");
         return;
     }
     if (k4q6)
