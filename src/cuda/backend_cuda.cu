@@ -633,8 +633,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
     c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '4' && !f_gemv[1] ? f_gemv[0] - '0' : 3;
-    if (prop.major < 8)
-        c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 uses cp.async (sm_80) */
     const char *f_persist = getenv("GLIM_CUDA_GEMV_PERSIST");
     c->gemv_persist = f_persist && f_persist[0] >= '1' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0' : 0;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
