@@ -80,6 +80,40 @@ static __global__ void quantize_x_kernel(const float *__restrict__ x, const floa
 /* ---- GEMV ---------------------------------------------------------------------
  * y[r][row] = sum_k x[r][k] * W[row][k] for r < nr <= NR; RW weight rows per warp
  * share each activation load. */
+/* acc[i][r] += slot s of weight row i . activation row r (r < nr), in every version's order */
+template <class W, int NR, int RW>
+static __device__ __forceinline__ void slot_madd(float (&acc)[RW][NR], const W (&w)[RW], const int8_t *__restrict__ xq,
+                                                 const float2 *__restrict__ xd, int64_t k, int64_t s, int nr)
+{
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        if (r >= nr)
+            break;
+        struct xslot xs;
+        W::xload(xq + r * k, xd + r * (k >> 5), s, &xs);
+#pragma unroll
+        for (int i = 0; i < RW; i++)
+            acc[i][r] += w[i].dot(xs);
+    }
+}
+
+/* sum each accumulator over the warp; lane 0 writes y[r][row0 + i] for the rows that exist */
+template <int NR, int RW>
+static __device__ __forceinline__ void rows_store(const float (&acc)[RW][NR], float *__restrict__ y, int64_t n,
+                                                  int64_t row0, int nr, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float a = acc[i][r];
+            for (int o = 16; o > 0; o >>= 1)
+                a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0 && r < nr && row0 + i < n)
+                y[r * n + row0 + i] = a;
+        }
+}
+
 template <class W, int NR, int RW>
 static __global__ void __launch_bounds__(Q8_WARPS * 32)
 gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, float *__restrict__ y, int nr)
@@ -88,7 +122,7 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
     int64_t row0 = ((int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5)) * RW;
     if (row0 >= v.n)
         return;
-    int64_t n_slots = v.k / W::SLOT, kd = v.k >> 5;
+    int64_t n_slots = v.k / W::SLOT;
     int64_t rows[RW];
 #pragma unroll
     for (int i = 0; i < RW; i++)
@@ -105,27 +139,9 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
 #pragma unroll
         for (int i = 0; i < RW; i++)
             slot_load(w[i], v, rows[i], s);
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            if (r >= nr)
-                break;
-            struct xslot xs;
-            W::xload(xq + r * v.k, xd + r * kd, s, &xs);
-#pragma unroll
-            for (int i = 0; i < RW; i++)
-                acc[i][r] += w[i].dot(xs);
-        }
+        slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
     }
-#pragma unroll
-    for (int i = 0; i < RW; i++)
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            float s = acc[i][r];
-            for (int o = 16; o > 0; o >>= 1)
-                s += __shfl_xor_sync(0xffffffffu, s, o);
-            if (lane == 0 && r < nr && row0 + i < v.n)
-                y[r * v.n + row0 + i] = s;
-        }
+    rows_store<NR, RW>(acc, y, v.n, row0, nr, lane);
 }
 
 /* ---- GEMV v3: deep loads, several weights per launch ----------------------------
@@ -142,7 +158,7 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
                                                   const float2 *__restrict__ xd, float *__restrict__ y, int nr,
                                                   int lane, const PF &prefetch)
 {
-    int64_t n_slots = v.k / W::SLOT, kd = v.k >> 5;
+    int64_t n_slots = v.k / W::SLOT;
     int64_t rows[RW];
 #pragma unroll
     for (int i = 0; i < RW; i++)
@@ -175,29 +191,11 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
 #pragma unroll
                 for (int i = 0; i < RW; i++)
                     w[i].decode(raw[u][i], s);
-#pragma unroll
-                for (int r = 0; r < NR; r++) {
-                    if (r >= nr)
-                        break;
-                    struct xslot xs;
-                    W::xload(xq + r * v.k, xd + r * kd, s, &xs);
-#pragma unroll
-                    for (int i = 0; i < RW; i++)
-                        acc[i][r] += w[i].dot(xs);
-                }
+                slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
             }
         }
     }
-#pragma unroll
-    for (int i = 0; i < RW; i++)
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            float a = acc[i][r];
-            for (int o = 16; o > 0; o >>= 1)
-                a += __shfl_xor_sync(0xffffffffu, a, o);
-            if (lane == 0 && r < nr && row0 + i < v.n)
-                y[r * v.n + row0 + i] = a;
-        }
+    rows_store<NR, RW>(acc, y, v.n, row0, nr, lane);
 }
 
 /* Task `task` of a job: its part's weight, output, first row, kind and rows per warp. The part
