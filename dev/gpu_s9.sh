@@ -1,7 +1,7 @@
 #!/bin/bash
 # dev/gpu_s9.sh — one batched device call (V4CFG / V4E2E: GLIM_CUDA_V4 shapes to try) (repo root on the GPU machine):
 #   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [pf] [prof] [e2e] [e2e2] [depth] 2>&1 | tee $OUT/log
-# build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with GLIM_CUDA_PDL=2); kern: GEMV and
+# build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with the pre-2026-12-03 defaults: GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0); kern: GEMV and
 # benches; prof: ncu of GEMV v3 vs v4;
 # benches (old vs new kernels); attn: the attention bench; e2e: the 30B preset end to end (pp512, tg128
 # with/without graphs and each new path switched off); depth: tg at 4096/32768/131072
@@ -28,9 +28,9 @@ if want test; then
   grep -E "FAIL|checks|worst|^  " /tmp/ops.log | head -40; cp /tmp/ops.log $O/
   timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu rc=$?" | tee -a $SUM
   grep -E "FAIL|ok$|checks|maxabs|dflash" /tmp/gold.log | tail -25; cp /tmp/gold.log $O/
-  # programmatic dependent launch of every decode kernel (opt-in until this passes and pays)
-  GLIM_CUDA_PDL=2 timeout 300 ./build-gpu/tests/test_cuda_ops >/tmp/ops2.log 2>&1; echo "test_cuda_ops PDL=2 rc=$?" | tee -a $SUM
-  GLIM_CUDA_PDL=2 timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/gold2.log 2>&1; echo "test_golden_gpu PDL=2 rc=$?" | tee -a $SUM
+  # the previous defaults (PDL of the GEMVs only, plain v3) stay selectable: keep them tested
+  GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0 timeout 300 ./build-gpu/tests/test_cuda_ops >/tmp/ops2.log 2>&1; echo "test_cuda_ops PDL=1 PERSIST=0 rc=$?" | tee -a $SUM
+  GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0 timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/gold2.log 2>&1; echo "test_golden_gpu PDL=1 PERSIST=0 rc=$?" | tee -a $SUM
   grep -E "FAIL" /tmp/ops2.log /tmp/gold2.log | head; cp /tmp/ops2.log /tmp/gold2.log $O/
   el "tests done"
 fi
@@ -52,9 +52,9 @@ if want kern; then
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
      -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
   for v in 3 4; do echo "== GEMV v$v"; GLIM_CUDA_GEMV=$v timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 |copy" | head -30; done > /tmp/gemv.log
-  for cfg in ${V4CFG:-4,8,2 8,4,1 16,3,1 8,8,1}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
+  for cfg in ${V4CFG:-4,8,2 8,4,1 16,3,1 8,8,1}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
-  for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
+  for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
   for k in 2 4; do echo "== GEMV v3 persistent GLIM_CUDA_GEMV_PERSIST=$k"; GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_PERSIST=$k timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
   echo "== GEMV v4 PDL off"; GLIM_CUDA_PDL=0 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
@@ -85,16 +85,14 @@ tg() {  # tg <label> <env...> -- bench args
   local out; out=$(env "${envs[@]}" timeout 150 $B bench -m $M --device cuda "$@" 2>&1)
   echo "$out" | grep -E "^\| |GPU|t/s x" | grep -v -- "---" | sed "s/^/$label: /" | tee -a $SUM
 }
-if want e2e; then
+if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/SM) + PDL of every decode kernel
   tg default X=1 -- -p 512,4096 -n 128 -r 3
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
-  tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
+  tg no-persist GLIM_CUDA_GEMV_PERSIST=0 -- -p 0 -n 128 -r 2
+  tg pdl1 GLIM_CUDA_PDL=1 -- -p 0 -n 128 -r 2
   tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
-  tg pdl2 GLIM_CUDA_PDL=2 -- -p 0 -n 128 -r 2
-  tg persist4 GLIM_CUDA_GEMV_PERSIST=4 -- -p 0 -n 128 -r 2
-  tg persist4-pdl2 GLIM_CUDA_GEMV_PERSIST=4 GLIM_CUDA_PDL=2 -- -p 0 -n 128 -r 2
-  tg pdl2-no-graph GLIM_CUDA_PDL=2 -- -p 0 -n 128 -r 2 --no-graph
-  for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
+  tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
+  for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
 fi
 if want e2e2; then

@@ -47,6 +47,7 @@ int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (defau
 int backend_cuda_set_gemv(struct backend *be_, int version);              /* dp4a GEMV 2, 3 (default) or 4 */
 int backend_cuda_set_gemv_persist(struct backend *be_, int ctas_per_sm);   /* persistent v3, 0 = off */
 int backend_cuda_set_gemv_pf(struct backend *be_, int blocks_ahead);       /* v3 L2 look-ahead, 0 = off */
+int backend_cuda_get_gemv_persist(struct backend *be_);                    /* default 4 on sm_90 */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -344,6 +345,9 @@ static void check_vs_v2(int ver, uint32_t type, int64_t k, int64_t n, int n_rows
 static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take v2) */
 {
     static const uint32_t QT[] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_0, GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K, GLIM_TYPE_Q6_K};
+    int persist0 = backend_cuda_get_gemv_persist(be);   /* the default: restored at the end */
+    CHECK(persist0 >= 0);
+    CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);   /* first the plain v3 */
     for (int ver = 3; ver <= 4; ver++)
         for (int ti = 0; ti < 5; ti++) {
             for (int i = 0; i < 4; i++)
@@ -388,6 +392,7 @@ static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take
     }
     CHECK_EQ(backend_cuda_set_gemv_pf(be, 0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_gemv_pf(be, -1), GLIM_EINVAL);
+    CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
 }
 
 /* matmul_n: weights sharing x in one launch, each output equal to its own matmul */
@@ -447,10 +452,13 @@ static void test_matmul_n(void)
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
     const uint32_t gate_up[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K};   /* one kind: the persistent v3 */
     const int64_t n_gate_up[2] = {4224 + 7, 4224 + 7};
+    int persist0 = backend_cuda_get_gemv_persist(be);
+    CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);
+    check_matmul_n(2, gate_up, n_gate_up, 512, 1);   /* plain v3 */
     CHECK_EQ(backend_cuda_set_gemv_persist(be, 2), GLIM_OK);
     check_matmul_n(2, gate_up, n_gate_up, 512, 1);
     check_matmul_n(4, qkvg, n_qkvg, 6656, 1);   /* mixed kinds: the plain v3 */
-    CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_gemv_pf(be, 16), GLIM_OK);   /* look-ahead across the parts */
     check_matmul_n(4, qkvg, n_qkvg, 6656, 1);
     CHECK_EQ(backend_cuda_set_gemv_pf(be, 0), GLIM_OK);

@@ -560,6 +560,12 @@ extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm
     return GLIM_OK;
 }
 
+/* CTAs per SM of the persistent GEMV v3 (0 = off), or -1 if not a CUDA backend */
+extern "C" int backend_cuda_get_gemv_persist(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->gemv_persist : -1;
+}
+
 /* GEMV v3 L2 look-ahead of blocks_ahead blocks (0 = off, up to 4096). GLIM_EINVAL if not a
  * CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_pf(struct backend *be, int blocks_ahead)
@@ -643,8 +649,13 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
     c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '4' && !f_gemv[1] ? f_gemv[0] - '0' : 3;
+    /* persistent v3 with 4 CTAs per SM and every decode kernel as a programmatic dependent
+     * launch measured fastest on the H200 (tg128 149.0 t/s vs 142.4, 2026-12-03,
+     * docs/PERFORMANCE.md); not measured on sm_80, so there the plain v3 stays */
     const char *f_persist = getenv("GLIM_CUDA_GEMV_PERSIST");
-    c->gemv_persist = f_persist && f_persist[0] >= '1' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0' : 0;
+    c->gemv_persist = f_persist && f_persist[0] >= '0' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0'
+                      : prop.major >= 9                                                        ? 4
+                                                                                               : 0;
     const char *f_pf = getenv("GLIM_CUDA_PF");
     c->gemv_pf = f_pf ? atoi(f_pf) : 0;
     c->gemv_pf = c->gemv_pf < 0 ? 0 : c->gemv_pf > 4096 ? 4096 : c->gemv_pf;
@@ -659,7 +670,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     if (prop.major < 9)
         c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 streams with the sm_90 bulk copy */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);
-    c->pdl_all = c->pdl && f_pdl && strcmp(f_pdl, "2") == 0;
+    c->pdl_all = c->pdl && !(f_pdl && strcmp(f_pdl, "1") == 0);
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
     c->attn_tc = !(f_tc && strcmp(f_tc, "0") == 0);
     c->attn_dec_tc = !(f_dec_tc && strcmp(f_dec_tc, "0") == 0);

@@ -68,7 +68,7 @@ struct cuda_ctx {
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), or 2 (one launch
                                     * per weight); GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
     int             gemv_persist;  /* > 0: persistent GEMV v3 with this many CTAs per SM for jobs of one
-                                    * weight kind (GLIM_CUDA_GEMV_PERSIST; not yet measured); 0 = off */
+                                    * weight kind (default 4 on sm_90; GLIM_CUDA_GEMV_PERSIST=0..8); 0 = off */
     int             gemv_pf;       /* GEMV v3 L2 look-ahead: prefetch the weights of the task this many
                                     * blocks ahead (persistent: > 0 = the warp's next task); 0 = off
                                     * (GLIM_CUDA_PF, backend_cuda_set_gemv_pf) */
@@ -76,7 +76,7 @@ struct cuda_ctx {
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
-    bool            pdl_all;       /* ... and of the other decode kernels (GLIM_CUDA_PDL=2; not yet measured) */
+    bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
 };
 
@@ -139,6 +139,7 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_set_gemv_pf(struct backend *be, int blocks_ahead);      /* 0 = off */
+extern "C" int backend_cuda_get_gemv_persist(struct backend *be);                    /* -1: not CUDA */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
@@ -149,7 +150,7 @@ bool cuda_check_blas(struct cuda_ctx *c, cublasStatus_t s, const char *what, con
 #define CUBLAS_TRY(c, call) cuda_check_blas((c), (call), #call, __FILE__, __LINE__)
 
 /* Launch k on ctx's stream; as a programmatic dependent launch when ctx->pdl_all
- * (GLIM_CUDA_PDL=2), so k must begin with cuda_pdl_enter. Failures are recorded. */
+ * (sm_90 unless GLIM_CUDA_PDL=0 or 1), so k must begin with cuda_pdl_enter. Failures are recorded. */
 template <typename... KArgs, typename... Args>
 static inline void cuda_launch_dep(struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem, void (*k)(KArgs...),
                                    Args... args)

@@ -309,7 +309,7 @@ static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
 gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig,
              int64_t pf)
 {
-    if (trig)   /* (GLIM_CUDA_PDL=2) the next kernel waits for this grid; it may be scheduled in the last wave */
+    if (trig)   /* (pdl_all) the next kernel waits for this grid; it may be scheduled in the last wave */
         cuda_pdl_trigger();
     int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
     if (task < job.n_tasks)
