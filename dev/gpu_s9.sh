@@ -1,6 +1,6 @@
 #!/bin/bash
 # dev/gpu_s9.sh — one batched device call (V4CFG / V4E2E: GLIM_CUDA_V4 shapes to try) (repo root on the GPU machine):
-#   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [pf] [prof] [e2e] [e2e2] [depth] 2>&1 | tee $OUT/log
+#   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [prof] [e2e] [depth] 2>&1 | tee $OUT/log
 # build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with the pre-2026-12-03 defaults: GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0); kern: GEMV and
 # benches; prof: ncu of GEMV v3 vs v4;
 # benches (old vs new kernels); attn: the attention bench; e2e: the 30B preset end to end (pp512, tg128
@@ -19,7 +19,7 @@ if want build || [ ! -x $B ]; then
     || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; cp /tmp/build.log $O/; exit 1; }
   el "build ok"
 fi
-if [ ! -s $M ] && (want e2e || want e2e2 || want depth || want kern || want mk); then
+if [ ! -s $M ] && (want e2e || want depth || want kern || want mk); then
   ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
   MK=$!
 else MK=""; fi
@@ -34,19 +34,11 @@ if want test; then
   grep -E "FAIL" /tmp/ops2.log /tmp/gold2.log | head; cp /tmp/ops2.log /tmp/gold2.log $O/
   el "tests done"
 fi
-if want testq; then   # the GEMV tests only, and the goldens with the L2 look-ahead and the persistent v3
+if want testq; then   # the GEMV tests only, and the goldens
   for t in test_gemv_v3 test_matmul_n; do GLIM_TEST_ONLY=$t timeout 200 ./build-gpu/tests/test_cuda_ops 2>&1 | tail -3; done | tee /tmp/opsq.log
   grep -q "0 failed" /tmp/opsq.log && ! grep -q FAIL /tmp/opsq.log; echo "test_cuda_ops gemv rc=$?" | tee -a $SUM
-  GLIM_CUDA_PF=64 timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/goldq.log 2>&1; echo "test_golden_gpu PF=64 rc=$?" | tee -a $SUM
-  GLIM_CUDA_PF=1 GLIM_CUDA_GEMV_PERSIST=4 timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/goldq2.log 2>&1; echo "test_golden_gpu PF=1 PERSIST=4 rc=$?" | tee -a $SUM
-  cp /tmp/opsq.log /tmp/goldq.log /tmp/goldq2.log $O/; el "quick tests done"
-fi
-if want pf; then   # GEMV v3's L2 look-ahead: blocks ahead (plain grid) and next task (persistent)
-  cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
-     -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
-  for pf in ${PFS:-0 32 128 512}; do echo "== GEMV v3 GLIM_CUDA_PF=$pf"; GLIM_CUDA_PF=$pf timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done > /tmp/pf.log
-  for pf in 0 1; do echo "== GEMV v3 persistent 4, GLIM_CUDA_PF=$pf"; GLIM_CUDA_PF=$pf GLIM_CUDA_GEMV_PERSIST=4 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/pf.log
-  cat /tmp/pf.log; cp /tmp/pf.log $O/; el "pf bench done"
+  timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/goldq.log 2>&1; echo "test_golden_gpu rc=$?" | tee -a $SUM
+  cp /tmp/opsq.log /tmp/goldq.log $O/; el "quick tests done"
 fi
 if want kern; then
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
@@ -94,16 +86,6 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
-fi
-if want e2e2; then
-  tg default X=1 -- -p 512 -n 128 -r 3
-  for pf in ${PFE:-32 128 512}; do tg pf$pf GLIM_CUDA_PF=$pf -- -p 0 -n 128 -r 3; done
-  tg persist4 GLIM_CUDA_GEMV_PERSIST=4 -- -p 0 -n 128 -r 3
-  tg persist4-pf1 GLIM_CUDA_GEMV_PERSIST=4 GLIM_CUDA_PF=1 -- -p 0 -n 128 -r 3
-  tg persist4-pf128 GLIM_CUDA_GEMV_PERSIST=4 GLIM_CUDA_PF=128 -- -p 0 -n 128 -r 3
-  tg persist4-pf1-pdl2 GLIM_CUDA_GEMV_PERSIST=4 GLIM_CUDA_PF=1 GLIM_CUDA_PDL=2 -- -p 0 -n 128 -r 3
-  tg persist4-pf1-no-graph GLIM_CUDA_GEMV_PERSIST=4 GLIM_CUDA_PF=1 -- -p 0 -n 128 -r 2 --no-graph
-  el "e2e2 done"
 fi
 if want depth; then
   tg depth X=1 -- -p 0 -n 128 -d 4096,32768 -r 1

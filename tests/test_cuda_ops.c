@@ -46,7 +46,6 @@ int backend_cuda_set_exact(struct backend *be_, bool exact);
 int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (default) or v1 */
 int backend_cuda_set_gemv(struct backend *be_, int version);              /* dp4a GEMV 2, 3 (default) or 4 */
 int backend_cuda_set_gemv_persist(struct backend *be_, int ctas_per_sm);   /* persistent v3, 0 = off */
-int backend_cuda_set_gemv_pf(struct backend *be_, int blocks_ahead);       /* v3 L2 look-ahead, 0 = off */
 int backend_cuda_get_gemv_persist(struct backend *be_);                    /* default 4 on sm_90 */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
@@ -375,23 +374,6 @@ static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take
         check_vs_v2(3, GLIM_TYPE_Q8_0, 32 * rndi(1, 300), rndi(1, 3000), 1);
         check_vs_v2(3, GLIM_TYPE_Q5_K, 256 * rndi(1, 12), rndi(1, 300), 1);
     }
-    CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);
-    /* the L2 look-ahead is a hint: same bits, including look-ahead past the last task and
-     * into the next part of a job (plain v3: 1 and 64 blocks ahead; persistent: next task) */
-    for (int pf = 1; pf <= 64; pf += 63) {
-        CHECK_EQ(backend_cuda_set_gemv_pf(be, pf), GLIM_OK);
-        for (int ti = 0; ti < 5; ti++) {
-            check_vs_v2(3, QT[ti], 6656, 4224 + 5, 1);
-            check_vs_v2(3, QT[ti], rand_k(QT[ti]), rndi(1, 3000), 1);
-        }
-        CHECK_EQ(backend_cuda_set_gemv_persist(be, pf == 1 ? 4 : 1), GLIM_OK);
-        check_vs_v2(3, GLIM_TYPE_Q4_K, 6656, 4224 + 5, 1);
-        check_vs_v2(3, GLIM_TYPE_Q6_K, 256 * rndi(1, 40), rndi(1, 3000), 1);
-        check_vs_v2(3, GLIM_TYPE_Q8_0, 32 * rndi(1, 300), rndi(1, 3000), 1);
-        CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);
-    }
-    CHECK_EQ(backend_cuda_set_gemv_pf(be, 0), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_gemv_pf(be, -1), GLIM_EINVAL);
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
 }
 
@@ -459,9 +441,6 @@ static void test_matmul_n(void)
     check_matmul_n(2, gate_up, n_gate_up, 512, 1);
     check_matmul_n(4, qkvg, n_qkvg, 6656, 1);   /* mixed kinds: the plain v3 */
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_gemv_pf(be, 16), GLIM_OK);   /* look-ahead across the parts */
-    check_matmul_n(4, qkvg, n_qkvg, 6656, 1);
-    CHECK_EQ(backend_cuda_set_gemv_pf(be, 0), GLIM_OK);
     const uint32_t k5[3] = {GLIM_TYPE_Q5_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
     const int64_t n_k5[3] = {77, 130, 5};
     check_matmul_n(3, k5, n_k5, 512, 2);

@@ -566,16 +566,6 @@ extern "C" int backend_cuda_get_gemv_persist(struct backend *be)
     return is_cuda(be) ? ctx_of(be)->gemv_persist : -1;
 }
 
-/* GEMV v3 L2 look-ahead of blocks_ahead blocks (0 = off, up to 4096). GLIM_EINVAL if not a
- * CUDA backend or out of range. */
-extern "C" int backend_cuda_set_gemv_pf(struct backend *be, int blocks_ahead)
-{
-    if (!is_cuda(be) || blocks_ahead < 0 || blocks_ahead > 4096)
-        return GLIM_EINVAL;
-    ctx_of(be)->gemv_pf = blocks_ahead;
-    return GLIM_OK;
-}
-
 /* Tensor-core attention (attn_decode.cu v4) for prefill batches (n_tokens > 16) on or off.
  * Default: on, or off when GLIM_CUDA_ATTN_TC is "0" at creation (then v2 runs per query
  * token). GLIM_EINVAL if not a CUDA backend. */
@@ -656,9 +646,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->gemv_persist = f_persist && f_persist[0] >= '0' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0'
                       : prop.major >= 9                                                        ? 4
                                                                                                : 0;
-    const char *f_pf = getenv("GLIM_CUDA_PF");
-    c->gemv_pf = f_pf ? atoi(f_pf) : 0;
-    c->gemv_pf = c->gemv_pf < 0 ? 0 : c->gemv_pf > 4096 ? 4096 : c->gemv_pf;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */

@@ -69,9 +69,6 @@ struct cuda_ctx {
                                     * per weight); GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
     int             gemv_persist;  /* > 0: persistent GEMV v3 with this many CTAs per SM for jobs of one
                                     * weight kind (default 4 on sm_90; GLIM_CUDA_GEMV_PERSIST=0..8); 0 = off */
-    int             gemv_pf;       /* GEMV v3 L2 look-ahead: prefetch the weights of the task this many
-                                    * blocks ahead (persistent: > 0 = the warp's next task); 0 = off
-                                    * (GLIM_CUDA_PF, backend_cuda_set_gemv_pf) */
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
@@ -138,7 +135,6 @@ extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3 or 4 */
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
-extern "C" int backend_cuda_set_gemv_pf(struct backend *be, int blocks_ahead);      /* 0 = off */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be);                    /* -1: not CUDA */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */

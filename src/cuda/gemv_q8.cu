@@ -153,10 +153,10 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
  * GEMV_MAX_PARTS weights that multiply the same x (q/k/v/gate, FFN gate/up): one
  * quantize, one launch, one wave. Same per-slot arithmetic as v2, so the results are
  * bit-equal to v2's. */
-template <class W, int NR, int RW, int U, class PF>
+template <class W, int NR, int RW, int U>
 static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0, const int8_t *__restrict__ xq,
                                                   const float2 *__restrict__ xd, float *__restrict__ y, int nr,
-                                                  int lane, const PF &prefetch)
+                                                  int lane)
 {
     int64_t n_slots = v.k / W::SLOT;
     int64_t rows[RW];
@@ -179,10 +179,8 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
                     W::fetch(v, rows[i], s0 + lane, u, raw[u][i]);
             }
         }
-        if (s0 == 0) {
-            prefetch();        /* a later task's weights into L2, behind this task's loads */
+        if (s0 == 0)
             cuda_pdl_wait();   /* the first weights are on their way; x is the previous kernel's */
-        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t s = s0 + lane + 32 * u;
@@ -226,62 +224,31 @@ static __device__ __forceinline__ gemv_task job_task(const gemv_job &job, int64_
  * its branches, so the Q4_K/Q6_K mix of Q4_K_M files gets its own kernel. */
 enum { KS_K4Q6, KS_ALL };
 
-/* L2 look-ahead (GLIM_CUDA_PF): the weights of task `task` (if any) into L2, so the warp that
- * runs it later finds them there. More bytes in flight per SM without registers for them. */
-template <int KS>
-static __device__ __forceinline__ void prefetch_task(const gemv_job &job, int64_t task, int lane)
-{
-    if (task >= job.n_tasks)
-        return;
-    gemv_task t = job_task(job, task);
-    int rw = t.v.n - t.row0 < t.rw ? (int)(t.v.n - t.row0) : t.rw;
-    switch (t.kind) {
-    case WK_Q4K:
-    case WK_Q4K_AUX: slot_k45<false>::prefetch(t.v, t.row0, rw, lane); return;
-    case WK_Q6K: slot_q6_k::prefetch(t.v, t.row0, rw, lane); return;
-    default: break;
-    }
-    if (KS == KS_K4Q6)
-        return;
-    switch (t.kind) {
-    case WK_Q5K:
-    case WK_Q5K_AUX: slot_k45<true>::prefetch(t.v, t.row0, rw, lane); break;
-    case WK_Q80: slot_q8_0::prefetch(t.v, t.row0, rw, lane); break;
-    case WK_Q40: slot_q4_0::prefetch(t.v, t.row0, rw, lane); break;
-    default: break;
-    }
-}
-
-/* pf > 0: prefetch task + pf (a later block's, GLIM_CUDA_PF) */
 template <int NR, int KS>
 static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t task, const int8_t *__restrict__ xq,
-                                                  const float2 *__restrict__ xd, int nr, int64_t pf)
+                                                  const float2 *__restrict__ xd, int nr)
 {
     gemv_task t = job_task(job, task);
     const wview8 &v = t.v;
     float *y = t.y;
     int64_t row0 = t.row0;
     int lane = threadIdx.x & 31;
-    auto ahead = [&] {
-        if (pf > 0)
-            prefetch_task<KS>(job, task + pf, lane);
-    };
     typedef slot_k45<false> k4;
     typedef slot_k45<false, true> k4a;
     switch (t.kind) {
     case WK_Q4K:
         if (t.rw == 2)
-            gemv3_rows<k4, NR, 2, k4::U / 2>(v, row0, xq, xd, y, nr, lane, ahead);
+            gemv3_rows<k4, NR, 2, k4::U / 2>(v, row0, xq, xd, y, nr, lane);
         else
-            gemv3_rows<k4, NR, 1, k4::U>(v, row0, xq, xd, y, nr, lane, ahead);
+            gemv3_rows<k4, NR, 1, k4::U>(v, row0, xq, xd, y, nr, lane);
         return;
     case WK_Q4K_AUX:
         if (t.rw == 2)
-            gemv3_rows<k4a, NR, 2, k4a::U / 2>(v, row0, xq, xd, y, nr, lane, ahead);
+            gemv3_rows<k4a, NR, 2, k4a::U / 2>(v, row0, xq, xd, y, nr, lane);
         else
-            gemv3_rows<k4a, NR, 1, k4a::U>(v, row0, xq, xd, y, nr, lane, ahead);
+            gemv3_rows<k4a, NR, 1, k4a::U>(v, row0, xq, xd, y, nr, lane);
         return;
-    case WK_Q6K: gemv3_rows<slot_q6_k, NR, 1, slot_q6_k::U>(v, row0, xq, xd, y, nr, lane, ahead); return;
+    case WK_Q6K: gemv3_rows<slot_q6_k, NR, 1, slot_q6_k::U>(v, row0, xq, xd, y, nr, lane); return;
     default: break;
     }
     if (KS == KS_K4Q6)
@@ -289,14 +256,14 @@ static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t t
     typedef slot_k45<true> k5;
     typedef slot_k45<true, true> k5a;
     switch (t.kind) {
-    case WK_Q5K: gemv3_rows<k5, NR, 1, k5::U>(v, row0, xq, xd, y, nr, lane, ahead); break;
-    case WK_Q5K_AUX: gemv3_rows<k5a, NR, 1, k5a::U>(v, row0, xq, xd, y, nr, lane, ahead); break;
-    case WK_Q80: gemv3_rows<slot_q8_0, NR, 1, slot_q8_0::U>(v, row0, xq, xd, y, nr, lane, ahead); break;
+    case WK_Q5K: gemv3_rows<k5, NR, 1, k5::U>(v, row0, xq, xd, y, nr, lane); break;
+    case WK_Q5K_AUX: gemv3_rows<k5a, NR, 1, k5a::U>(v, row0, xq, xd, y, nr, lane); break;
+    case WK_Q80: gemv3_rows<slot_q8_0, NR, 1, slot_q8_0::U>(v, row0, xq, xd, y, nr, lane); break;
     case WK_Q40:
         if (t.rw == 2)
-            gemv3_rows<slot_q4_0, NR, 2, slot_q4_0::U / 2>(v, row0, xq, xd, y, nr, lane, ahead);
+            gemv3_rows<slot_q4_0, NR, 2, slot_q4_0::U / 2>(v, row0, xq, xd, y, nr, lane);
         else
-            gemv3_rows<slot_q4_0, NR, 1, slot_q4_0::U>(v, row0, xq, xd, y, nr, lane, ahead);
+            gemv3_rows<slot_q4_0, NR, 1, slot_q4_0::U>(v, row0, xq, xd, y, nr, lane);
         break;
     default: break;
     }
@@ -306,14 +273,13 @@ static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t t
  * thread at the 128-register cap and halved decode speed: measured 2026-12-02.) */
 template <int NR, int KS>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
-gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig,
-             int64_t pf)
+gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig)
 {
     if (trig)   /* (pdl_all) the next kernel waits for this grid; it may be scheduled in the last wave */
         cuda_pdl_trigger();
     int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
     if (task < job.n_tasks)
-        gemv3_task<NR, KS>(job, task, xq, xd, nr, pf);
+        gemv3_task<NR, KS>(job, task, xq, xd, nr);
 }
 
 /* Persistent v3 (opt-in, GLIM_CUDA_GEMV_PERSIST=k: k CTAs per SM): a grid the GPU holds at
@@ -322,7 +288,7 @@ gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
  * budget (docs/CUDA.md); this one uses 98-120 registers, no spills. Same rows, same bits. */
 template <class W, int RW>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, 4)
-gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig, bool pf)
+gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
     if (trig)
         cuda_pdl_trigger();
@@ -331,13 +297,7 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
 #pragma unroll 1
     for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride) {
         gemv_task t = job_task(job, task);
-        auto ahead = [&] {   /* this warp's next task */
-            if (pf && task + stride < job.n_tasks) {
-                gemv_task n = job_task(job, task + stride);
-                W::prefetch(n.v, n.row0, n.v.n - n.row0 < RW ? (int)(n.v.n - n.row0) : RW, lane);
-            }
-        };
-        gemv3_rows<W, 1, RW, W::U / RW>(t.v, t.row0, xq, xd, t.y, 1, lane, ahead);
+        gemv3_rows<W, 1, RW, W::U / RW>(t.v, t.row0, xq, xd, t.y, 1, lane);
     }
 }
 
@@ -357,12 +317,12 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
     switch (job.p[0].kind) {
     case WK_Q4K:
         if (job.p[0].rw == 2)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 2>, job, xq, xd, c->pdl_all, c->gemv_pf > 0));
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 2>, job, xq, xd, c->pdl_all));
         else
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all, c->gemv_pf > 0));
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all));
         return true;
-    case WK_Q6K: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all, c->gemv_pf > 0)); return true;
-    case WK_Q80: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q8_0, 1>, job, xq, xd, c->pdl_all, c->gemv_pf > 0)); return true;
+    case WK_Q6K: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all)); return true;
+    case WK_Q80: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q8_0, 1>, job, xq, xd, c->pdl_all)); return true;
     default: return false;
     }
 }
@@ -373,8 +333,7 @@ static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq,
     unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
     cudaLaunchAttribute attr;   /* PDL: the weight loads overlap the quantizer's tail */
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(Q8_WARPS * 32), 0, &attr);
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS>, job, xq, xd, 1, c->pdl_all,
-                                   (int64_t)c->gemv_pf * Q8_WARPS));
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS>, job, xq, xd, 1, c->pdl_all));
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */

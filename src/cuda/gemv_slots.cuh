@@ -46,15 +46,6 @@ static __device__ __forceinline__ uint4 ldw16(const void *p)
     return r;
 }
 
-/* L2 prefetch of the 128-byte lines of [p, p + bytes), spread over the warp's lanes. A hint:
- * no register holds the data and no result depends on it (GEMV v3's look-ahead, docs/CUDA.md). */
-static __device__ __forceinline__ void pf_l2(const uint8_t *p, int64_t bytes, int lane)
-{
-    uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + 128 * (uintptr_t)lane, end = (uintptr_t)p + (uintptr_t)bytes;
-    for (; a < end; a += 128 * 32)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-}
-
 /* int -> float for |v| < 2^22 with two full-rate ops (I2F runs at a quarter of the
  * ALU rate on sm_80/90 and was a large share of the K-quant slot's cost) */
 static __device__ __forceinline__ float i2f(int v)
@@ -112,11 +103,6 @@ struct slot_k45 {
 
     /* slot s = sl + 32u, sl = lane + a multiple of 32: block (sl >> 3) + 4u, lane t = sl & 7,
      * so the U fetches of a lane differ by constant offsets */
-    /* rows [row, row + rw) into L2 (blocks are row-major; the aux table is left to the loads) */
-    static __device__ __forceinline__ void prefetch(const wview8 &v, int64_t row, int rw, int lane)
-    {
-        pf_l2(v.p + row * (v.k >> 8) * BYTES, rw * (v.k >> 8) * BYTES, lane);
-    }
     static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
     {
         int t = (int)(sl & 7), c = t >> 1, h = t & 1;
@@ -199,14 +185,6 @@ struct slot_q6_k {
     uint32_t lo[4], hi[4];
     float    dl, dh;
 
-    static __device__ __forceinline__ void prefetch(const wview8 &v, int64_t row, int rw, int lane)
-    {
-        int64_t nb = (v.k >> 8) * v.n, b0 = row * (v.k >> 8), n = rw * (v.k >> 8);
-        pf_l2(v.p + b0 * 128, n * 128, lane);
-        pf_l2(v.p + nb * 128 + b0 * 64, n * 64, lane);
-        pf_l2(v.p + nb * 192 + b0 * 16, n * 16, lane);
-        pf_l2(v.p + nb * 208 + b0 * 2, n * 2, lane);
-    }
     static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
     {
         int64_t nb = (v.k >> 8) * v.n, ib = row * (v.k >> 8) + (sl >> 3) + 4 * u;
@@ -262,12 +240,6 @@ struct slot_q8_0 {
     uint32_t q[4];
     float    d;
 
-    static __device__ __forceinline__ void prefetch(const wview8 &v, int64_t row, int rw, int lane)
-    {
-        int64_t nb = (v.k >> 5) * v.n, b0 = row * (v.k >> 5), n = rw * (v.k >> 5);
-        pf_l2(v.p + b0 * 32, n * 32, lane);
-        pf_l2(v.p + nb * 32 + b0 * 2, n * 2, lane);
-    }
     static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
     {
         int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + (sl >> 1) + 16 * u;
@@ -301,12 +273,6 @@ struct slot_q4_0 {
     uint32_t lo[4], hi[4];
     float    d;
 
-    static __device__ __forceinline__ void prefetch(const wview8 &v, int64_t row, int rw, int lane)
-    {
-        int64_t nb = (v.k >> 5) * v.n, b0 = row * (v.k >> 5), n = rw * (v.k >> 5);
-        pf_l2(v.p + b0 * 16, n * 16, lane);
-        pf_l2(v.p + nb * 16 + b0 * 2, n * 2, lane);
-    }
     static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
     {
         int64_t nb = (v.k >> 5) * v.n, ib = row * (v.k >> 5) + sl + 32 * u;
