@@ -1,11 +1,13 @@
 #!/bin/bash
 # dev/gpu_s9.sh — one batched device call (V4CFG / V4E2E: GLIM_CUDA_V4 shapes to try) (repo root on the GPU machine):
-#   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [prof] [e2e] [depth] 2>&1 | tee $OUT/log
-# build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with the pre-2026-12-03 defaults: GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0); kern: GEMV and
-# benches; prof: ncu of GEMV v3 vs v4;
-# benches (old vs new kernels); attn: the attention bench; e2e: the 30B preset end to end (pp512, tg128
-# with/without graphs and each new path switched off); depth: tg at 4096/32768/131072
-# with GPU memory sampled. Steps are time-boxed; a summary is printed last.
+#   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [prof] [e2e] [brk] [depth] 2>&1 | tee $OUT/log
+# build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with the pre-2026-12-03
+# defaults GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0); testq: only the GEMV tests + goldens; kern: GEMV
+# benches (v3, v4 shapes, rows per warp, persistent, K4S); prof: ncu of GEMV v3 vs v4; attn: the
+# attention bench; e2e: the 30B preset end to end (pp512/pp4096, tg128 with/without graphs and each
+# path switched off/on); brk: ncu per-kernel time of a decode token (dev/cuda/kernel_breakdown.py;
+# BRK: extra env configs); depth: tg at 4096/32768/131072 with GPU memory sampled.
+# Steps are time-boxed; a summary is printed last.
 set -u
 ARGS=" $* "; want() { case "$ARGS" in *" $1 "*) return 0;; esac; return 1; }
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -19,7 +21,7 @@ if want build || [ ! -x $B ]; then
     || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; cp /tmp/build.log $O/; exit 1; }
   el "build ok"
 fi
-if [ ! -s $M ] && (want e2e || want depth || want kern || want mk); then
+if [ ! -s $M ] && (want e2e || want brk || want depth || want kern || want mk); then
   ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
   MK=$!
 else MK=""; fi
@@ -89,6 +91,15 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   tg k4s-no-graph GLIM_CUDA_K4S=1 -- -p 0 -n 128 -r 2 --no-graph
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
+fi
+if want brk; then   # per-kernel time of one decode token (ncu, kernels serialized: no PDL overlap)
+  for cfg in "X=1" ${BRK:-GLIM_CUDA_K4S=1}; do
+    env $cfg timeout 300 ncu --metrics gpu__time_duration.sum --csv --page raw $B bench -m $M --device cuda \
+      -p 0 -n 2 -r 1 --no-graph >/tmp/brk.csv 2>/tmp/brk.err; echo "ncu $cfg rc=$?"
+    echo "== breakdown $cfg (3 decode tokens: 1 warm-up + 2)"; python3 dev/cuda/kernel_breakdown.py /tmp/brk.csv 3 | head -40
+    cp /tmp/brk.csv $O/brk-${cfg%%=*}.csv
+  done 2>&1 | tee /tmp/brk.log; cp /tmp/brk.log $O/
+  el "breakdown done"
 fi
 if want depth; then
   tg depth X=1 -- -p 0 -n 128 -d 4096,32768 -r 1
