@@ -50,7 +50,7 @@ if want kern; then
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
   for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
   for k in 2 4; do echo "== GEMV v3 persistent GLIM_CUDA_GEMV_PERSIST=$k"; GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_PERSIST=$k timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
-  echo "== GEMV v3 persistent, Q4_K header over the lanes (GLIM_CUDA_K4S=1)"; GLIM_CUDA_K4S=1 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
+  echo "== GEMV v3 persistent, shared bytes over the lanes (GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1)"; GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " >> /tmp/gemv.log
   echo "== GEMV v4 PDL off"; GLIM_CUDA_PDL=0 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
   el "gemv bench done"
@@ -88,16 +88,18 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
   tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
   tg k4s GLIM_CUDA_K4S=1 -- -p 0 -n 128 -r 3
-  tg k4s-no-graph GLIM_CUDA_K4S=1 -- -p 0 -n 128 -r 2 --no-graph
+  tg q6s GLIM_CUDA_Q6S=1 -- -p 0 -n 128 -r 3
+  tg k4s-q6s GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1 -- -p 0 -n 128 -r 3
+  tg k4s-q6s-no-graph GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1 -- -p 0 -n 128 -r 2 --no-graph
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
 fi
 if want brk; then   # per-kernel time of one decode token (ncu, kernels serialized: no PDL overlap)
-  for cfg in "X=1" ${BRK:-GLIM_CUDA_K4S=1}; do
-    env $cfg timeout 300 ncu --metrics gpu__time_duration.sum --csv --page raw $B bench -m $M --device cuda \
+  for cfg in X=1 ${BRK:-GLIM_CUDA_K4S=1,GLIM_CUDA_Q6S=1}; do   # a config: comma-separated VAR=value
+    env ${cfg//,/ } timeout 300 ncu --metrics gpu__time_duration.sum --csv --page raw $B bench -m $M --device cuda \
       -p 0 -n 2 -r 1 --no-graph >/tmp/brk.csv 2>/tmp/brk.err; echo "ncu $cfg rc=$?"
     echo "== breakdown $cfg (3 decode tokens: 1 warm-up + 2)"; python3 dev/cuda/kernel_breakdown.py /tmp/brk.csv 3 | head -40
-    cp /tmp/brk.csv $O/brk-${cfg%%=*}.csv
+    cp /tmp/brk.csv "$O/brk-${cfg//[=,]/_}.csv"
   done 2>&1 | tee /tmp/brk.log; cp /tmp/brk.log $O/
   el "breakdown done"
 fi

@@ -334,7 +334,10 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
         else
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all));
         return true;
-    case WK_Q6K: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all)); return true;
+    case WK_Q6K:
+        CUDA_TRY(c, c->q6s ? cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6s, 1>, job, xq, xd, c->pdl_all)
+                           : cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all));
+        return true;
     case WK_Q80: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q8_0, 1>, job, xq, xd, c->pdl_all)); return true;
     default: return false;
     }
