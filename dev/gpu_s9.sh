@@ -95,8 +95,8 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   el "e2e done"
 fi
 if want brk; then   # per-kernel time of one decode token (ncu, kernels serialized: no PDL overlap)
-  for cfg in X=1 ${BRK:-GLIM_CUDA_K4S=1,GLIM_CUDA_Q6S=1}; do   # a config: comma-separated VAR=value
-    env ${cfg//,/ } timeout 300 ncu --metrics gpu__time_duration.sum --csv --page raw $B bench -m $M --device cuda \
+  for cfg in X=1 ${BRK:-}; do   # BRK: more configs, each comma-separated VAR=value
+    env ${cfg//,/ } timeout 240 ncu --metrics gpu__time_duration.sum --csv --page raw $B bench -m $M --device cuda \
       -p 0 -n 2 -r 1 --no-graph >/tmp/brk.csv 2>/tmp/brk.err; echo "ncu $cfg rc=$?"
     echo "== breakdown $cfg (3 decode tokens: 1 warm-up + 2)"; python3 dev/cuda/kernel_breakdown.py /tmp/brk.csv 3 | head -40
     cp /tmp/brk.csv "$O/brk-${cfg//[=,]/_}.csv"
