@@ -184,22 +184,15 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t s = s0 + lane + 32 * u;
-            if (slot_shfl<W>::value) {
-                if (s0 + 32 * u < n_slots) {   /* warp-uniform: the decode shuffles; a block's
-                                                * 8 lanes are all in range or all out */
-                    W w[RW];
-#pragma unroll
-                    for (int i = 0; i < RW; i++)
-                        w[i].decode(raw[u][i], s);
-                    if (s < n_slots)
-                        slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
-                }
-            } else if (s < n_slots) {
+            /* a decode that shuffles runs on the whole warp (a block's 8 lanes are all in
+             * range or all out), the others on the lanes in range */
+            if (slot_shfl<W>::value ? s0 + 32 * u < n_slots : s < n_slots) {
                 W w[RW];
 #pragma unroll
                 for (int i = 0; i < RW; i++)
                     w[i].decode(raw[u][i], s);
-                slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
+                if (s < n_slots)
+                    slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
             }
         }
     }
