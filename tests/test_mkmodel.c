@@ -162,14 +162,19 @@ static void test_roundtrip_every_type(void)
     roundtrip(SYNTH_ARCH_LLAMA, "F16");
 }
 
-static float *fill_f32(const struct synth_tensor *t, uint64_t seed, int n_threads)
+static float *fill_f32_u(const struct synth_tensor *t, uint64_t seed, int n_threads, int64_t unique_rows)
 {
     float *x = malloc(t->nbytes);
-    if (x && synth_tensor_fill(t, seed, n_threads, x, NULL)) {
+    if (x && synth_tensor_fill(t, seed, n_threads, unique_rows, x, NULL)) {
         free(x);
         return NULL;
     }
     return x;
+}
+
+static float *fill_f32(const struct synth_tensor *t, uint64_t seed, int n_threads)
+{
+    return fill_f32_u(t, seed, n_threads, 0);
 }
 
 static void moments(const float *x, int64_t n, double *mean, double *sd)
@@ -212,6 +217,30 @@ static void test_data_statistics_and_determinism(void)
         CHECK_NEAR(q[63], q[0], 0);
     }
     free(a), free(b), free(c), free(d), free(n), free(q);
+    synth_plan_clear(&p);
+}
+
+/* --unique-rows: the first rows are the full fill's, every later row repeats one of them */
+static void test_unique_rows(void)
+{
+    struct synth_hparams hp;
+    struct synth_plan p = {0};
+    tiny_hparams(&hp, SYNTH_ARCH_MUSE_GLIMMER);
+    CHECK_EQ(synth_plan_build(&hp, synth_ftype_find("F32"), &p, NULL), GLIM_OK);
+    const struct synth_tensor *ffn = plan_find(&p, "blk.0.ffn_up.weight");
+    int64_t rows = ffn->ne[1], u = 3;
+    size_t rb = (size_t)ffn->ne[0] * sizeof(float);
+    CHECK(rows > 2 * u + 1);
+    float *all = fill_f32(ffn, 7, 2), *rep = fill_f32_u(ffn, 7, 2, u);
+    CHECK(all && rep);
+    if (all && rep) {
+        CHECK(memcmp(all, rep, (size_t)u * rb) == 0);
+        for (int64_t r = u; r < rows; r++)
+            CHECK(memcmp((char *)rep + (size_t)r * rb, (char *)all + (size_t)(r % u) * rb, rb) == 0);
+        CHECK(memcmp((char *)all + (size_t)u * rb, (char *)all, rb) != 0);   /* the full fill does not repeat */
+    }
+    free(all);
+    free(rep);
     synth_plan_clear(&p);
 }
 
@@ -378,6 +407,7 @@ int main(void)
     RUN(test_preset_30b_plan);
     RUN(test_roundtrip_every_type);
     RUN(test_data_statistics_and_determinism);
+    RUN(test_unique_rows);
     RUN(test_bad_shapes);
     RUN(test_membw_small);
     RUN(test_dflash_preset_plan);

@@ -61,6 +61,8 @@ static void usage(FILE *out)
             "  --mask-token ID    tokenizer.ggml.mask_token_id (default: the target's, else its last id)\n"
             "\n"
             "  -t, --threads N    generator threads (default: online CPUs)\n"
+            "  --unique-rows N    generate N rows per matrix and repeat them (benchmark files: same\n"
+            "                     size and quant mix, written in seconds; default: every row its own)\n"
             "  -o, --output FILE  where to write (written atomically)\n"
             "  --dry-run          print the tensor table and total bytes; write nothing\n"
             "  -q, --quiet        no progress bar\n"
@@ -78,6 +80,7 @@ struct opts {
     const char *out;
     unsigned long long seed;
     int  n_threads;
+    int  unique_rows;       /* 0 = every row generated */
     int  like_embd;         /* the target's embedding_length (--like) */
     bool dry_run, quiet, head_dim_set;
     bool mask_auto;         /* dflash: mask id from the vocab (its mask token, else its last id) */
@@ -247,6 +250,7 @@ static bool parse_value(struct opts *o, const char *f, const char *v)
         return true;
     }
     if (!strcmp(f, "-t") || !strcmp(f, "--threads")) return int_flag(f, v, &o->n_threads);
+    if (!strcmp(f, "--unique-rows")) return int_flag(f, v, &o->unique_rows);
     if (!strcmp(f, "-o") || !strcmp(f, "--output")) return (o->out = v), true;
     if (!strcmp(f, "--preset") || !strcmp(f, "--arch") || !strcmp(f, "--like"))
         return true;   /* parse_base took them */
@@ -427,8 +431,8 @@ int cmd_mkmodel(int argc, char **argv)
         print_plan(&o, &plan);
     } else {
         struct progress pr = {.t0 = now_s(), .on = !o.quiet && isatty(2)};
-        struct synth_write_opts wo = {.seed = o.seed, .n_threads = o.n_threads, .vocab = vocab,
-                                      .progress = progress_cb, .progress_ud = &pr};
+        struct synth_write_opts wo = {.seed = o.seed, .n_threads = o.n_threads, .unique_rows = o.unique_rows,
+                                      .vocab = vocab, .progress = progress_cb, .progress_ud = &pr};
         if (synth_write(o.out, &o.hp, o.ft, &plan, &wo, &err)) {
             fprintf(stderr, "glim " CMD ": %s\n", err.msg);
             rc = 1;

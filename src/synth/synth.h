@@ -132,6 +132,7 @@ int synth_keys_add(struct gguf_writer *w, const struct synth_hparams *hp, const 
 struct synth_write_opts {
     uint64_t seed;
     int      n_threads;        /* generator threads; <= 0 = 1 */
+    int64_t  unique_rows;      /* > 0: generate only this many rows per tensor, repeat them */
     const struct gguf_file *vocab;   /* borrowed; NULL = no_vocab */
     void   (*progress)(void *ud, int64_t done, int64_t total);   /* may be NULL */
     void    *progress_ud;
@@ -142,8 +143,9 @@ int synth_write(const char *path, const struct synth_hparams *hp, const struct s
                 const struct synth_plan *plan, const struct synth_write_opts *o, struct glim_err *err);
 
 /* Generate tensor t's bytes into dst (t->nbytes) with n_threads threads.
- * Deterministic in (seed, t->name, row). */
-int synth_tensor_fill(const struct synth_tensor *t, uint64_t seed, int n_threads, void *dst,
-                      struct glim_err *err);
+ * Deterministic in (seed, t->name, row). unique_rows > 0: row r is a copy of row
+ * r % unique_rows (benchmark files: the same bytes to stream, written far faster). */
+int synth_tensor_fill(const struct synth_tensor *t, uint64_t seed, int n_threads, int64_t unique_rows,
+                      void *dst, struct glim_err *err);
 
 #endif

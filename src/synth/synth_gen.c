@@ -108,10 +108,22 @@ static void *fill_rows(void *arg)
 
 enum { MAX_THREADS = 256, MIN_ELEMS_PER_THREAD = 1 << 16 };
 
-int synth_tensor_fill(const struct synth_tensor *t, uint64_t seed, int n_threads, void *dst,
-                      struct glim_err *err)
+/* rows [u, n) of dst as copies of rows [0, u): doubling memcpy, so a few large copies */
+static void repeat_rows(uint8_t *dst, size_t row_bytes, int64_t u, int64_t n)
 {
-    int64_t n_rows = t->ne[1], n_elems = t->ne[0] * t->ne[1];
+    for (int64_t have = u; have < n;) {
+        int64_t k = GLIM_MIN(have, n - have);
+        memcpy(dst + (size_t)have * row_bytes, dst, (size_t)k * row_bytes);
+        have += k;
+    }
+}
+
+int synth_tensor_fill(const struct synth_tensor *t, uint64_t seed, int n_threads, int64_t unique_rows,
+                      void *dst, struct glim_err *err)
+{
+    int64_t all_rows = t->ne[1];
+    int64_t n_rows = unique_rows > 0 && unique_rows < all_rows ? unique_rows : all_rows;
+    int64_t n_elems = t->ne[0] * n_rows;
     int nth = n_threads < 1 ? 1 : GLIM_MIN(n_threads, MAX_THREADS);
     nth = (int)GLIM_MIN((int64_t)nth, GLIM_MAX(n_elems / MIN_ELEMS_PER_THREAD, 1));
     nth = (int)GLIM_MIN((int64_t)nth, n_rows);
@@ -137,6 +149,7 @@ int synth_tensor_fill(const struct synth_tensor *t, uint64_t seed, int n_threads
     }
     if (rc)
         return glim_fail(err, rc, "tensor '%s': out of memory generating rows", t->name);
+    repeat_rows(dst, quant_row_bytes(t->type, t->ne[0]), n_rows, all_rows);
     return GLIM_OK;
 }
 
@@ -144,6 +157,7 @@ struct gen_ud {
     const struct synth_tensor *t;
     uint64_t seed;
     int      n_threads;
+    int64_t  unique_rows;
 };
 
 static int gen_tensor(void *ud, void *dst, size_t nbytes, struct glim_err *err)
@@ -152,7 +166,7 @@ static int gen_tensor(void *ud, void *dst, size_t nbytes, struct glim_err *err)
     if (nbytes != g->t->nbytes)
         return glim_fail(err, GLIM_EINVAL, "tensor '%s': writer asked for %zu bytes, planned %zu",
                          g->t->name, nbytes, g->t->nbytes);
-    return synth_tensor_fill(g->t, g->seed, g->n_threads, dst, err);
+    return synth_tensor_fill(g->t, g->seed, g->n_threads, g->unique_rows, dst, err);
 }
 
 int synth_write(const char *path, const struct synth_hparams *hp, const struct synth_ftype *ft,
@@ -168,7 +182,8 @@ int synth_write(const char *path, const struct synth_hparams *hp, const struct s
     rc = synth_keys_add(w, hp, ft, o->vocab, err);
     for (int i = 0; !rc && i < plan->n; i++) {
         const struct synth_tensor *t = &plan->t[i];
-        ud[i] = (struct gen_ud){.t = t, .seed = o->seed, .n_threads = o->n_threads};
+        ud[i] = (struct gen_ud){
+            .t = t, .seed = o->seed, .n_threads = o->n_threads, .unique_rows = o->unique_rows};
         rc = gguf_writer_add_tensor_gen(w, t->name, t->type, t->n_dims, t->ne, gen_tensor, &ud[i]);
         if (rc)
             rc = glim_fail(err, rc, "tensor '%s': adding to the writer failed (%s)", t->name,
