@@ -566,14 +566,13 @@ extern "C" int backend_cuda_get_gemv_persist(struct backend *be)
     return is_cuda(be) ? ctx_of(be)->gemv_persist : -1;
 }
 
-/* The persistent v3's Q4_K / Q6_K slots with a block's shared bytes spread over its lanes
- * (slot_k4s / slot_q6s) on or off. GLIM_EINVAL if not a CUDA backend. */
-extern "C" int backend_cuda_set_shfl(struct backend *be, bool k4s, bool q6s)
+/* The persistent v3's Q4_K slots with the header spread over a block's lanes (slot_k4s) on
+ * or off. GLIM_EINVAL if not a CUDA backend. */
+extern "C" int backend_cuda_set_k4s(struct backend *be, bool on)
 {
     if (!is_cuda(be))
         return GLIM_EINVAL;
-    ctx_of(be)->k4s = k4s;
-    ctx_of(be)->q6s = q6s;
+    ctx_of(be)->k4s = on;
     return GLIM_OK;
 }
 
@@ -657,9 +656,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->gemv_persist = f_persist && f_persist[0] >= '0' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0'
                       : prop.major >= 9                                                        ? 4
                                                                                                : 0;
-    const char *f_k4s = getenv("GLIM_CUDA_K4S"), *f_q6s = getenv("GLIM_CUDA_Q6S");
+    const char *f_k4s = getenv("GLIM_CUDA_K4S");
     c->k4s = f_k4s && strcmp(f_k4s, "1") == 0;
-    c->q6s = f_q6s && strcmp(f_q6s, "1") == 0;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */

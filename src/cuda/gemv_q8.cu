@@ -184,15 +184,22 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t s = s0 + lane + 32 * u;
-            /* a decode that shuffles runs on the whole warp (a block's 8 lanes are all in
-             * range or all out), the others on the lanes in range */
-            if (slot_shfl<W>::value ? s0 + 32 * u < n_slots : s < n_slots) {
+            if (slot_shfl<W>::value) {
+                if (s0 + 32 * u < n_slots) {   /* warp-uniform: the decode shuffles; a block's
+                                                * 8 lanes are all in range or all out */
+                    W w[RW];
+#pragma unroll
+                    for (int i = 0; i < RW; i++)
+                        w[i].decode(raw[u][i], s);
+                    if (s < n_slots)
+                        slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
+                }
+            } else if (s < n_slots) {
                 W w[RW];
 #pragma unroll
                 for (int i = 0; i < RW; i++)
                     w[i].decode(raw[u][i], s);
-                if (s < n_slots)
-                    slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
+                slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
             }
         }
     }
@@ -327,10 +334,7 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
         else
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all));
         return true;
-    case WK_Q6K:
-        CUDA_TRY(c, c->q6s ? cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6s, 1>, job, xq, xd, c->pdl_all)
-                           : cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all));
-        return true;
+    case WK_Q6K: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all)); return true;
     case WK_Q80: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q8_0, 1>, job, xq, xd, c->pdl_all)); return true;
     default: return false;
     }

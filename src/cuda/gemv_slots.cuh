@@ -200,6 +200,15 @@ struct slot_k4s : slot_k45<false> {
     }
 };
 
+/* slot types whose decode() shuffles: every lane must run it */
+template <class W>
+struct slot_shfl {
+    static const bool value = false;
+};
+template <>
+struct slot_shfl<slot_k4s> {
+    static const bool value = true;
+};
 
 /* Q6_K, SoA (ql[nb][128], qh[nb][64], sc[nb][16], d[nb]). Slot s: block s/8, lane
  * t = s%8 = 4h + 2g + f (half h, group g in {0,1}, f = which 16 of 32): ql bytes
@@ -261,58 +270,6 @@ struct slot_q6_k {
     {
         return fmaf(dh * x.ds.z, i2f(dot16(hi, x.b)), dl * x.ds.x * i2f(dot16(lo, x.a)));
     }
-};
-
-/* Q6_K with the shared bytes spread over the lanes (opt-in, GLIM_CUDA_Q6S=1; the persistent
- * v3 only): lanes t and t ^ 2 need the same 16 bytes of qh, so each loads half; lane t loads
- * word t & 3 of the block's 16 scale bytes. decode() gathers them with shuffles: 8 registers per
- * slot in flight instead of 11, U = 7 (a K = 6656 row, the output head's, in one round trip
- * instead of two). slot_q6_k's arithmetic, so bit-equal; every lane must run decode(). */
-struct slot_q6s : slot_q6_k {
-    static const int U = 7;
-    struct raw {
-        uint4    ql;
-        uint2    qh;
-        uint32_t sc;
-        uint16_t d;
-    };
-    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
-    {
-        int64_t nb = (v.k >> 8) * v.n, ib = row * (v.k >> 8) + (sl >> 3) + 4 * u;
-        int t = (int)(sl & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
-        r.ql = ldw16(v.p + ib * 128 + 16 * t);
-        r.qh = __ldg((const uint2 *)(v.p + nb * 128 + ib * 64 + 32 * h + 16 * f + 8 * g));
-        r.sc = __ldg((const unsigned int *)(v.p + nb * 192 + ib * 16) + (t & 3));
-        r.d = __ldg((const unsigned short *)(v.p + nb * 208) + ib);
-    }
-    __device__ __forceinline__ void decode(const raw &r, int64_t s)
-    {
-        int lane = threadIdx.x & 31, t = (int)(s & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1;
-        int b0 = lane & ~7;   /* the block's first lane */
-        uint32_t o0 = __shfl_xor_sync(0xffffffffu, r.qh.x, 2), o1 = __shfl_xor_sync(0xffffffffu, r.qh.y, 2);
-        uint32_t wl = __shfl_sync(0xffffffffu, r.sc, b0 + 2 * h), wh = __shfl_sync(0xffffffffu, r.sc, b0 + 2 * h + 1);
-        slot_q6_k::raw full;
-        full.ql = r.ql;
-        full.qh = g ? make_uint4(o0, o1, r.qh.x, r.qh.y) : make_uint4(r.qh.x, r.qh.y, o0, o1);
-        full.sl = (int8_t)(wl >> (8 * (2 * g + f)));
-        full.sh = (int8_t)(wh >> (8 * (2 * g + f)));
-        full.d = r.d;
-        slot_q6_k::decode(full, s);
-    }
-};
-
-/* slot types whose decode() shuffles: every lane must run it */
-template <class W>
-struct slot_shfl {
-    static const bool value = false;
-};
-template <>
-struct slot_shfl<slot_k4s> {
-    static const bool value = true;
-};
-template <>
-struct slot_shfl<slot_q6s> {
-    static const bool value = true;
 };
 
 /* Q8_0, SoA (qs[nb][32], d[nb]). Slot s = 16 weights: block s/2, bytes 16(s%2)..+15. */
