@@ -47,7 +47,6 @@ int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (defau
 int backend_cuda_set_gemv(struct backend *be_, int version);              /* dp4a GEMV 2, 3 (default) or 4 */
 int backend_cuda_set_gemv_persist(struct backend *be_, int ctas_per_sm);   /* persistent v3, 0 = off */
 int backend_cuda_get_gemv_persist(struct backend *be_);                    /* default 4 on sm_90 */
-int backend_cuda_set_k4s(struct backend *be_, bool on);   /* persistent v3: Q4_K header over the lanes */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -375,19 +374,6 @@ static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take
         check_vs_v2(3, GLIM_TYPE_Q8_0, 32 * rndi(1, 300), rndi(1, 3000), 1);
         check_vs_v2(3, GLIM_TYPE_Q5_K, 256 * rndi(1, 12), rndi(1, 300), 1);
     }
-    /* the Q4_K slots with the header spread over a block's lanes (persistent v3 only): rows of
-     * 1..40 blocks (passes of 7 blocks per row with a partial last one), 1 and 2 rows per warp
-     * (N >= 4224 takes 2), more tasks than the grid's warps */
-    CHECK_EQ(backend_cuda_set_k4s(be, true), GLIM_OK);
-    for (int k = 1; k <= 4; k += 3) {
-        CHECK_EQ(backend_cuda_set_gemv_persist(be, k), GLIM_OK);
-        check_vs_v2(3, GLIM_TYPE_Q4_K, 6656, 4224 + 5, 1);
-        check_vs_v2(3, GLIM_TYPE_Q4_K, 19968, 4224 + 3, 1);
-        check_vs_v2(3, GLIM_TYPE_Q4_K, 4096, 6656, 1);
-        for (int i = 0; i < 4; i++)
-            check_vs_v2(3, GLIM_TYPE_Q4_K, 256 * rndi(1, 40), rndi(1, 5000), 1);
-    }
-    CHECK_EQ(backend_cuda_set_k4s(be, false), GLIM_OK);
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
 }
 
@@ -453,9 +439,6 @@ static void test_matmul_n(void)
     check_matmul_n(2, gate_up, n_gate_up, 512, 1);   /* plain v3 */
     CHECK_EQ(backend_cuda_set_gemv_persist(be, 2), GLIM_OK);
     check_matmul_n(2, gate_up, n_gate_up, 512, 1);
-    CHECK_EQ(backend_cuda_set_k4s(be, true), GLIM_OK);
-    check_matmul_n(2, gate_up, n_gate_up, 6656, 1);
-    CHECK_EQ(backend_cuda_set_k4s(be, false), GLIM_OK);
     check_matmul_n(4, qkvg, n_qkvg, 6656, 1);   /* mixed kinds: the plain v3 */
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
     const uint32_t k5[3] = {GLIM_TYPE_Q5_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};

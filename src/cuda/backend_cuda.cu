@@ -566,16 +566,6 @@ extern "C" int backend_cuda_get_gemv_persist(struct backend *be)
     return is_cuda(be) ? ctx_of(be)->gemv_persist : -1;
 }
 
-/* The persistent v3's Q4_K slots with the header spread over a block's lanes (slot_k4s) on
- * or off. GLIM_EINVAL if not a CUDA backend. */
-extern "C" int backend_cuda_set_k4s(struct backend *be, bool on)
-{
-    if (!is_cuda(be))
-        return GLIM_EINVAL;
-    ctx_of(be)->k4s = on;
-    return GLIM_OK;
-}
-
 /* Tensor-core attention (attn_decode.cu v4) for prefill batches (n_tokens > 16) on or off.
  * Default: on, or off when GLIM_CUDA_ATTN_TC is "0" at creation (then v2 runs per query
  * token). GLIM_EINVAL if not a CUDA backend. */
@@ -656,8 +646,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->gemv_persist = f_persist && f_persist[0] >= '0' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0'
                       : prop.major >= 9                                                        ? 4
                                                                                                : 0;
-    const char *f_k4s = getenv("GLIM_CUDA_K4S");
-    c->k4s = f_k4s && strcmp(f_k4s, "1") == 0;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */

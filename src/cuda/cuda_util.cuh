@@ -69,8 +69,6 @@ struct cuda_ctx {
                                     * per weight); GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
     int             gemv_persist;  /* > 0: persistent GEMV v3 with this many CTAs per SM for jobs of one
                                     * weight kind (default 4 on sm_90; GLIM_CUDA_GEMV_PERSIST=0..8); 0 = off */
-    bool            k4s;           /* persistent v3 on Q4_K: the header spread over a block's lanes
-                                    * (slot_k4s; GLIM_CUDA_K4S=1, backend_cuda_set_k4s; not yet measured) */
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
@@ -138,7 +136,6 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be);                    /* -1: not CUDA */
-extern "C" int backend_cuda_set_k4s(struct backend *be, bool on);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

@@ -184,17 +184,7 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t s = s0 + lane + 32 * u;
-            if (slot_shfl<W>::value) {
-                if (s0 + 32 * u < n_slots) {   /* warp-uniform: the decode shuffles; a block's
-                                                * 8 lanes are all in range or all out */
-                    W w[RW];
-#pragma unroll
-                    for (int i = 0; i < RW; i++)
-                        w[i].decode(raw[u][i], s);
-                    if (s < n_slots)
-                        slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
-                }
-            } else if (s < n_slots) {
+            if (s < n_slots) {
                 W w[RW];
 #pragma unroll
                 for (int i = 0; i < RW; i++)
@@ -326,10 +316,7 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
     typedef slot_k45<false> k4;
     switch (job.p[0].kind) {
     case WK_Q4K:
-        if (c->k4s)
-            CUDA_TRY(c, job.p[0].rw == 2 ? cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_k4s, 2>, job, xq, xd, c->pdl_all)
-                                         : cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_k4s, 1>, job, xq, xd, c->pdl_all));
-        else if (job.p[0].rw == 2)
+        if (job.p[0].rw == 2)
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 2>, job, xq, xd, c->pdl_all));
         else
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all));

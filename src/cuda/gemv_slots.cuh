@@ -168,48 +168,6 @@ struct slot_k45 {
     }
 };
 
-/* Q4_K with the block header spread over the block's 8 lanes (opt-in, GLIM_CUDA_K4S=1; the
- * persistent v3 only). Lane t of a block loads header word t & 3, and decode() gathers the four
- * words with shuffles, so a slot in flight costs 5 registers instead of 8 and a warp can have a
- * whole 2-row task of K = 6656 in flight at once (U = 14: 7 KB). The arithmetic is
- * slot_k45<false>'s, so the results are bit-equal. decode() must run on every lane of the
- * warp (gemv3_rows does that for slot types with slot_shfl). */
-struct slot_k4s : slot_k45<false> {
-    static const int U = 14;
-    struct raw {
-        uint4    q;
-        uint32_t h;
-    };
-    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
-    {
-        int t = (int)(sl & 7);
-        const uint8_t *blk = v.p + (row * (v.k >> 8) + (sl >> 3) + 4 * u) * BYTES;
-        r.h = __ldg((const unsigned int *)blk + (t & 3));
-        r.q = ldw16(blk + 16 + 16 * t);
-    }
-    __device__ __forceinline__ void decode(const raw &r, int64_t s)
-    {
-        int g = (threadIdx.x & 31) & ~7;   /* the block's first lane */
-        slot_k45<false>::raw full;
-        full.hdr.x = __shfl_sync(0xffffffffu, r.h, g);
-        full.hdr.y = __shfl_sync(0xffffffffu, r.h, g + 1);
-        full.hdr.z = __shfl_sync(0xffffffffu, r.h, g + 2);
-        full.hdr.w = __shfl_sync(0xffffffffu, r.h, g + 3);
-        full.q = r.q;
-        slot_k45<false>::decode(full, s);
-    }
-};
-
-/* slot types whose decode() shuffles: every lane must run it */
-template <class W>
-struct slot_shfl {
-    static const bool value = false;
-};
-template <>
-struct slot_shfl<slot_k4s> {
-    static const bool value = true;
-};
-
 /* Q6_K, SoA (ql[nb][128], qh[nb][64], sc[nb][16], d[nb]). Slot s: block s/8, lane
  * t = s%8 = 4h + 2g + f (half h, group g in {0,1}, f = which 16 of 32): ql bytes
  * 64h+16(2g+f) ..+15, qh bytes 32h+16f ..+15; low nibbles = group g (weights
