@@ -1,11 +1,12 @@
 #!/bin/bash
 # dev/gpu_s9.sh — one batched device call (V4CFG / V4E2E: GLIM_CUDA_V4 shapes to try) (repo root on the GPU machine):
-#   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [prof] [e2e] [brk] [depth] 2>&1 | tee $OUT/log
+#   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [prof] [e2e] [tl] [brk] [depth] 2>&1 | tee $OUT/log
 # build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with the pre-2026-12-03
 # defaults GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0); testq: only the GEMV tests + goldens; kern: GEMV
-# benches (v3, v4 shapes, rows per warp, persistent, K4S); prof: ncu of GEMV v3 vs v4; attn: the
+# benches (v3, v4 shapes, rows per warp, persistent); prof: ncu of GEMV v3 vs v4; attn: the
 # attention bench; e2e: the 30B preset end to end (pp512/pp4096, tg128 with/without graphs and each
-# path switched off/on); brk: ncu per-kernel time of a decode token (dev/cuda/kernel_breakdown.py;
+# path switched off/on); tl: nsys timeline of decode tokens, each kernel's exposed time and the idle
+# gaps (dev/cuda/timeline.py; TL: extra env configs); brk: ncu per-kernel time of a decode token (dev/cuda/kernel_breakdown.py;
 # BRK: extra env configs); depth: tg at 4096/32768/131072 with GPU memory sampled.
 # Steps are time-boxed; a summary is printed last.
 set -u
@@ -21,8 +22,9 @@ if want build || [ ! -x $B ]; then
     || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; cp /tmp/build.log $O/; exit 1; }
   el "build ok"
 fi
-if [ ! -s $M ] && (want e2e || want brk || want depth || want kern || want mk); then
-  ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+if [ ! -s $M ] && (want e2e || want tl || want brk || want depth || want kern || want mk); then
+  # 256 distinct rows per matrix, repeated: the same bytes per token, written in seconds
+  ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
   MK=$!
 else MK=""; fi
 if want test; then
@@ -50,7 +52,6 @@ if want kern; then
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
   for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
   for k in 2 4; do echo "== GEMV v3 persistent GLIM_CUDA_GEMV_PERSIST=$k"; GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_PERSIST=$k timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
-  echo "== GEMV v3 persistent, shared bytes over the lanes (GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1)"; GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " >> /tmp/gemv.log
   echo "== GEMV v4 PDL off"; GLIM_CUDA_PDL=0 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
   el "gemv bench done"
@@ -73,7 +74,7 @@ if want attn; then
   fi
   el "attention bench done"
 fi
-[ -n "$MK" ] && { wait $MK; tail -1 /tmp/mk.log; el "model written"; }
+[ -n "$MK" ] && { wait $MK; tail -2 /tmp/mk.log; el "model written"; }
 tg() {  # tg <label> <env...> -- bench args
   local label=$1; shift
   local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
@@ -87,16 +88,25 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   tg pdl1 GLIM_CUDA_PDL=1 -- -p 0 -n 128 -r 2
   tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
   tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
-  tg k4s GLIM_CUDA_K4S=1 -- -p 0 -n 128 -r 3
-  tg q6s GLIM_CUDA_Q6S=1 -- -p 0 -n 128 -r 3
-  tg k4s-q6s GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1 -- -p 0 -n 128 -r 3
-  tg k4s-q6s-no-graph GLIM_CUDA_K4S=1 GLIM_CUDA_Q6S=1 -- -p 0 -n 128 -r 2 --no-graph
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
 fi
+if want tl; then   # nsys: real overlap (graphs, PDL); TL: more configs, each comma-separated VAR=value
+  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -z "$NSYS" ]; then echo "tl: no nsys on this machine"; else
+    for cfg in X=1 ${TL:-}; do
+      env ${cfg//,/ } timeout 120 $NSYS profile -t cuda --cuda-graph-trace=node -o /tmp/tl -f true $B bench -m $M \
+        --device cuda -p 0 -n 48 -r 1 >/tmp/tl.out 2>&1; echo "nsys $cfg rc=$?"
+      timeout 120 $NSYS stats -r cuda_gpu_trace -f csv -o /tmp/tl /tmp/tl.nsys-rep >/dev/null 2>&1
+      echo "== timeline $cfg"; python3 dev/cuda/timeline.py /tmp/tl_cuda_gpu_trace.csv 2>&1 | head -30
+      cp /tmp/tl_cuda_gpu_trace.csv "$O/tl-${cfg//[=,]/_}.csv" 2>/dev/null
+    done 2>&1 | tee /tmp/tl.log; cp /tmp/tl.log $O/
+  fi
+  el "timeline done"
+fi
 if want brk; then   # per-kernel time of one decode token (ncu, kernels serialized: no PDL overlap)
   for cfg in X=1 ${BRK:-}; do   # BRK: more configs, each comma-separated VAR=value
-    env ${cfg//,/ } timeout 240 ncu --metrics gpu__time_duration.sum --csv --page raw $B bench -m $M --device cuda \
+    env ${cfg//,/ } timeout 240 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --page raw $B bench -m $M --device cuda \
       -p 0 -n 2 -r 1 --no-graph >/tmp/brk.csv 2>/tmp/brk.err; echo "ncu $cfg rc=$?"
     echo "== breakdown $cfg (3 decode tokens: 1 warm-up + 2)"; python3 dev/cuda/kernel_breakdown.py /tmp/brk.csv 3 | head -40
     cp /tmp/brk.csv "$O/brk-${cfg//[=,]/_}.csv"
