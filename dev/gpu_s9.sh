@@ -59,10 +59,12 @@ fi
 if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and throughputs of v4 vs v3
   [ -x /tmp/gemv_bench ] || cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
-  for v in 3 4; do
-    GLIM_CUDA_GEMV=$v timeout 120 ncu --clock-control none --kernel-name regex:gemv[34]_kernel --launch-skip 20 --launch-count 2 \
+  for v in 3 4; do   # v3 = the default persistent kernel (gemv3p) on sm_90
+    GLIM_CUDA_GEMV=$v timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4)_kernel' --launch-skip 20 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+      --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
       /tmp/gemv_bench quick >/tmp/ncu$v.log 2>&1; echo "ncu v$v rc=$?"; cp /tmp/ncu$v.log $O/
+    grep -E "gemv|Throughput|Issue|Eligible|Active Warps|Warp Cycles|Registers|Executed Ipc|Stall|Achieved" /tmp/ncu$v.log | head -40
   done
   el "profile done"
 fi
