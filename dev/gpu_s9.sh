@@ -63,8 +63,9 @@ if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and through
     GLIM_CUDA_GEMV=$v timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4)_kernel' --launch-skip 20 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
       --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
       /tmp/gemv_bench quick >/tmp/ncu$v.log 2>&1; echo "ncu v$v rc=$?"; cp /tmp/ncu$v.log $O/
-    grep -E "gemv|Throughput|Issue|Eligible|Active Warps|Warp Cycles|Registers|Executed Ipc|Stall|Achieved" /tmp/ncu$v.log | head -40
+    grep -E "gemv|Throughput|Issue|Eligible|Active Warps|Warp Cycles|Registers|Executed Ipc|Achieved|stalled" /tmp/ncu$v.log | awk '$NF != "0" && $NF != "0.00"' | head -60
   done
   el "profile done"
 fi
