@@ -61,6 +61,20 @@ static __device__ __forceinline__ int dot16(const uint32_t w[4], int4 x)
     return __dp4a((int)w[3], x.w, s);
 }
 
+/* high nibbles: w holds 16 * nibble per byte (the code byte & 0xf0, no shift), read as
+ * unsigned bytes; the sum is a multiple of 16, so >> 4 gives dot16 of the nibbles exactly
+ * (|sum| < 2^24). One AND per word instead of a shift and an AND. */
+static __device__ __forceinline__ int dot16_hi(const uint32_t w[4], int4 x)
+{
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int xi = i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w;
+        asm("dp4a.u32.s32 %0, %1, %2, %0;" : "+r"(s) : "r"(w[i]), "r"(xi));
+    }
+    return s >> 4;
+}
+
 /* x runs of slot s (32 weights) for the permuted layouts: super-block g = s/8, lane t = s%8 */
 /* activation loads: read-only cache from global memory (NC), or plain (shared memory: v4) */
 template <bool NC, class T>
@@ -129,10 +143,12 @@ struct slot_k45 {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             lo[i] = qa[i] & 0x0f0f0f0fu;
-            hi[i] = (qa[i] >> 4) & 0x0f0f0f0fu;
             if (Q5) {
+                hi[i] = (qa[i] >> 4) & 0x0f0f0f0fu;
                 lo[i] |= (qh[i] & 0x01010101u) << 4;
                 hi[i] |= ((qh[i] >> 1) & 0x01010101u) << 4;
+            } else {
+                hi[i] = qa[i] & 0xf0f0f0f0u;   /* 16 x nibble: dot16_hi */
             }
         }
         d = h2f8(r.hdr.x);
@@ -163,7 +179,7 @@ struct slot_k45 {
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
         float r = x.ds.x * i2f(scl * dot16(lo, x.a));
-        r = fmaf(x.ds.z, i2f(sch * dot16(hi, x.b)), r);
+        r = fmaf(x.ds.z, i2f(sch * (Q5 ? dot16(hi, x.b) : dot16_hi(hi, x.b))), r);
         return fmaf(d, r, -fmaf(ml, x.ds.y, mh * x.ds.w));
     }
 };
@@ -285,7 +301,7 @@ struct slot_q4_0 {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             lo[i] = a[i] & 0x0f0f0f0fu;
-            hi[i] = (a[i] >> 4) & 0x0f0f0f0fu;
+            hi[i] = a[i] & 0xf0f0f0f0u;   /* 16 x nibble: dot16_hi */
         }
         d = h2f8(r.d);
     }
@@ -298,7 +314,7 @@ struct slot_q4_0 {
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
-        int s = dot16(lo, x.a) + dot16(hi, x.b);
+        int s = dot16(lo, x.a) + dot16_hi(hi, x.b);
         return d * fmaf(x.ds.x, i2f(s), -8.0f * x.ds.y);
     }
 };
