@@ -85,6 +85,11 @@ tg() {  # tg <label> <env...> -- bench args
   echo "$out" | grep -E "^\| |GPU|t/s x" | grep -v -- "---" | sed "s/^/$label: /" | tee -a $SUM
 }
 if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/SM) + PDL of every decode kernel
+  # SM clock and power while decoding: is the issue-bound Q4_K decode running at full boost?
+  ( while sleep 0.2; do nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv,noheader,nounits; done ) >/tmp/clk.log &
+  CP=$!
+  tg default-tg X=1 -- -p 0 -n 256 -r 3
+  kill $CP; sort -t, -k1 -n /tmp/clk.log | awk -F, '$4 > 50 {n++; c+=$1; p+=$3; if ($1 > m) m = $1} END {if (n) printf "decode: SM clock mean %.0f MHz (max %d), power mean %.0f W over %d samples\n", c/n, m, p/n, n}' | tee -a $SUM
   tg default X=1 -- -p 512,4096 -n 128 -r 3
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
   tg no-persist GLIM_CUDA_GEMV_PERSIST=0 -- -p 0 -n 128 -r 2
