@@ -92,10 +92,8 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   kill $CP; sort -t, -k1 -n /tmp/clk.log | awk -F, '$4 > 50 {n++; c+=$1; p+=$3; if ($1 > m) m = $1} END {if (n) printf "decode: SM clock mean %.0f MHz (max %d), power mean %.0f W over %d samples\n", c/n, m, p/n, n}' | tee -a $SUM
   tg default X=1 -- -p 512,4096 -n 128 -r 3
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
-  tg no-persist GLIM_CUDA_GEMV_PERSIST=0 -- -p 0 -n 128 -r 2
-  tg pdl1 GLIM_CUDA_PDL=1 -- -p 0 -n 128 -r 2
   tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
-  tg gemv4 GLIM_CUDA_GEMV=4 -- -p 0 -n 128 -r 2
+  for cfg in ${E2E:-}; do tg "$cfg" ${cfg//,/ } -- -p 0 -n 128 -r 2; done   # E2E: more configs, VAR=value,...
   tg rw1 GLIM_CUDA_GEMV_RW=1 -- -p 0 -n 128 -r 2   # rows per warp forced for every Q4_K part
   tg rw2 GLIM_CUDA_GEMV_RW=2 -- -p 0 -n 128 -r 2
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
