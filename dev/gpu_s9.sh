@@ -3,7 +3,7 @@
 #   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [prof] [e2e] [tl] [brk] [depth] 2>&1 | tee $OUT/log
 # build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with the pre-2026-12-03
 # defaults GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0); testq: only the GEMV tests + goldens; kern: GEMV
-# benches (v3, v4 shapes, rows per warp, persistent); prof: ncu of GEMV v3 vs v4; attn: the
+# benches (default, plain v3 at 1/2 rows per warp, V4CFG: v4 shapes); prof: ncu of GEMV v3 vs v4; attn: the
 # attention bench; e2e: the 30B preset end to end (pp512/pp4096, tg128 with/without graphs and each
 # path switched off/on); tl: nsys timeline of decode tokens, each kernel's exposed time and the idle
 # gaps (dev/cuda/timeline.py; TL: extra env configs); brk: ncu per-kernel time of a decode token (dev/cuda/kernel_breakdown.py;
@@ -47,12 +47,11 @@ fi
 if want kern; then
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
      -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
-  for v in 3 4; do echo "== GEMV v$v"; GLIM_CUDA_GEMV=$v timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 |copy" | head -30; done > /tmp/gemv.log
-  for cfg in ${V4CFG:-4,8,2 8,4,1 16,3,1 8,8,1}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
+  echo "== GEMV default (persistent v3 on sm_90)" > /tmp/gemv.log
+  timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 |copy" | head -30 >> /tmp/gemv.log
+  for cfg in ${V4CFG:-}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
   for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
-  for k in 2 4; do echo "== GEMV v3 persistent GLIM_CUDA_GEMV_PERSIST=$k"; GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_PERSIST=$k timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
-  echo "== GEMV v4 PDL off"; GLIM_CUDA_PDL=0 timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
   el "gemv bench done"
 fi
