@@ -39,16 +39,19 @@ if want test; then
   el "tests done"
 fi
 if want testq; then   # the GEMV tests only, and the goldens
-  for t in test_gemv_v3 test_matmul_n; do GLIM_TEST_ONLY=$t timeout 200 ./build-gpu/tests/test_cuda_ops 2>&1 | tail -3; done | tee /tmp/opsq.log
+  for t in test_gemv_v3 test_matmul_n test_gemv_v5; do GLIM_TEST_ONLY=$t timeout 200 ./build-gpu/tests/test_cuda_ops 2>&1 | tail -3; done | tee /tmp/opsq.log
   grep -q "0 failed" /tmp/opsq.log && ! grep -q FAIL /tmp/opsq.log; echo "test_cuda_ops gemv rc=$?" | tee -a $SUM
   timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/goldq.log 2>&1; echo "test_golden_gpu rc=$?" | tee -a $SUM
-  cp /tmp/opsq.log /tmp/goldq.log $O/; el "quick tests done"
+  GLIM_CUDA_GEMV=5 timeout 200 ./build-gpu/tests/test_golden_gpu >/tmp/goldq5.log 2>&1; echo "test_golden_gpu GEMV=5 rc=$?" | tee -a $SUM
+  cp /tmp/opsq.log /tmp/goldq.log /tmp/goldq5.log $O/; el "quick tests done"
 fi
 if want kern; then
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
      -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
   echo "== GEMV default (persistent v3 on sm_90)" > /tmp/gemv.log
   timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 |copy" | head -30 >> /tmp/gemv.log
+  echo "== GEMV v5 (tensor cores, Q4_K)" >> /tmp/gemv.log
+  GLIM_CUDA_GEMV=5 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
   for cfg in ${V4CFG:-}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
   for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
@@ -58,8 +61,8 @@ fi
 if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and throughputs of v4 vs v3
   [ -x /tmp/gemv_bench ] || cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
-  for v in ${PROF:-3}; do   # 3 = the default persistent kernel (gemv3p) on sm_90; PROF="3 4" adds v4
-    GLIM_CUDA_GEMV=$v timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4)_kernel' --launch-skip 20 --launch-count 1 \
+  for v in ${PROF:-3}; do   # 3 = the default persistent kernel (gemv3p) on sm_90; PROF="3 5" adds v5
+    GLIM_CUDA_GEMV=$v timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4|5)_kernel' --launch-skip 20 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
       --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
       --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
@@ -93,6 +96,8 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   tg no-graph X=1 -- -p 0 -n 128 -r 2 --no-graph
   tg no-pdl GLIM_CUDA_PDL=0 -- -p 0 -n 128 -r 2
   for cfg in ${E2E:-}; do tg "$cfg" ${cfg//,/ } -- -p 0 -n 128 -r 2; done   # E2E: more configs, VAR=value,...
+  tg gemv5 GLIM_CUDA_GEMV=5 -- -p 0 -n 128 -r 3     # tensor-core GEMV for the Q4_K jobs
+  tg gemv5-no-graph GLIM_CUDA_GEMV=5 -- -p 0 -n 128 -r 2 --no-graph
   tg rw1 GLIM_CUDA_GEMV_RW=1 -- -p 0 -n 128 -r 2   # rows per warp forced for every Q4_K part
   tg rw2 GLIM_CUDA_GEMV_RW=2 -- -p 0 -n 128 -r 2
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done

@@ -377,6 +377,71 @@ static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
 }
 
+/* GEMV v5 (tensor cores, Q4_K; gemv_mma.cu): n weights of k sharing x in one matmul_n, each
+ * output close to v2's (another float order: 1e-5 relative) and to the CPU's, and a second run
+ * bit-equal to the first (the split-K sums are added in chunk order whatever the timing) */
+static void check_v5(int n, const int64_t *ns, int64_t k)
+{
+    struct glim_err err = {0};
+    struct be_weight hw[4], dw[4];
+    const struct be_weight *wp[4];
+    float *dy[4];
+    float *x = rand_vec(k, 1.0f);
+    float *dx = to_dev(x, (size_t)k * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        hw[i] = make_weight(GLIM_TYPE_Q4_K, k, ns[i]), dw[i] = hw[i];
+        CHECK_EQ(be->i->weight_init(be, &dw[i], &err), GLIM_OK);
+        wp[i] = &dw[i];
+        dy[i] = be->i->alloc(be, (size_t)ns[i] * sizeof(float));
+    }
+    CHECK_EQ(backend_cuda_set_gemv(be, 5), GLIM_OK);
+    be->i->matmul_n(be, n, dy, wp, dx, 1);
+    for (int i = 0; i < n; i++) {
+        size_t yb = (size_t)ns[i] * sizeof(float);
+        float *a = malloc(yb), *a2 = malloc(yb), *b = malloc(yb), *ref = malloc(yb);
+        from_dev(a, dy[i], yb);
+        be->i->matmul_n(be, n, dy, wp, dx, 1);   /* again: the same bits */
+        from_dev(a2, dy[i], yb);
+        CHECK(memcmp(a, a2, yb) == 0);
+        CHECK_EQ(backend_cuda_set_gemv(be, 2), GLIM_OK);
+        be->i->matmul(be, dy[i], &dw[i], dx, 1);
+        from_dev(b, dy[i], yb);
+        CHECK_EQ(backend_cuda_set_gemv(be, 5), GLIM_OK);
+        char what[128];
+        snprintf(what, sizeof what, "v5 ~ v2 part %d/%d Q4_K k=%lld n=%lld", i, n, (long long)k, (long long)ns[i]);
+        CHECK(close_enough(a, b, ns[i], 1e-5, what));
+        cpu_ref_matmul(ref, &hw[i], x, 1);
+        if (ns[i] >= 16)
+            CHECK(close_enough(a, ref, ns[i], 1e-2, what));
+        free(a), free(a2), free(b), free(ref);
+    }
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+    for (int i = 0; i < n; i++)
+        be->i->release(be, dy[i]), be->i->weight_clear(be, &dw[i]), free((void *)hw[i].host);
+    be->i->release(be, dx);
+    free(x);
+}
+
+static void test_gemv_v5(void)
+{
+    /* ragged tiles (n % 16), one and many chunks per row (k = 256: one super-block; k = 19968
+     * with few tiles: dozens of chunks), more tasks than the grid has warps, 1-4 parts */
+    for (int i = 0; i < 6; i++) {
+        int64_t n1[1] = {rndi(1, 300)};
+        check_v5(1, n1, 256 * rndi(1, 40));
+    }
+    int64_t a[1] = {17}, b[1] = {70000}, c[3] = {4096, 256, 4096}, d[2] = {19968, 19968}, e[1] = {6656 + 5};
+    check_v5(1, a, 19968);
+    check_v5(1, b, 256);
+    check_v5(1, b, 512);
+    check_v5(3, c, 6656);
+    check_v5(2, d, 6656);
+    check_v5(1, e, 19968);
+    /* other types under v5 take v3: bit-equal to v2 */
+    check_vs_v2(5, GLIM_TYPE_Q6_K, 6656, 300, 1);
+    check_vs_v2(5, GLIM_TYPE_Q8_0, 4096, 300, 1);
+}
+
 /* matmul_n: weights sharing x in one launch, each output equal to its own matmul */
 static void check_matmul_n(int n, const uint32_t *types, const int64_t *ns, int64_t k, int n_rows)
 {
@@ -1355,6 +1420,7 @@ int main(void)
     RUN(test_matmul_q8_old);
     RUN(test_gemv_v3);
     RUN(test_matmul_n);
+    RUN(test_gemv_v5);
     RUN(test_matmul_glu);
     RUN(test_k45_aux);
     RUN(test_matmul_exact);

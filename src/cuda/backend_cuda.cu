@@ -451,6 +451,8 @@ static void be_destroy(struct backend *be)
             cuda_buf_release(c, &c->xbf);
             cuda_buf_release(c, &c->attn_part);
             cuda_buf_release(c, &c->xq);
+            cuda_buf_release(c, &c->v5_part);
+            cuda_buf_release(c, &c->v5_cnt);
             cudaStreamSynchronize(c->stream);
         }
         if (c->cublas)
@@ -539,12 +541,12 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
 }
 
 /* dp4a GEMV version for one activation row: 3 (default), 4 (Q4_K/Q6_K weights streamed
- * through shared memory, other kinds take 3; sm_90), or 2 (one launch per weight);
- * GLIM_CUDA_GEMV=2|3|4.
+ * through shared memory, other kinds take 3; sm_90), 5 (Q4_K jobs on the tensor cores, others
+ * take 3), or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5.
  * GLIM_EINVAL if not a CUDA backend or another version. */
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 {
-    if (!is_cuda(be) || version < 2 || version > 4)
+    if (!is_cuda(be) || version < 2 || version > 5)
         return GLIM_EINVAL;
     ctx_of(be)->gemv_ver = version;
     return GLIM_OK;
@@ -638,7 +640,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
-    c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '4' && !f_gemv[1] ? f_gemv[0] - '0' : 3;
+    c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '5' && !f_gemv[1] ? f_gemv[0] - '0' : 3;
     /* persistent v3 with 4 CTAs per SM and every decode kernel as a programmatic dependent
      * launch measured fastest on the H200 (tg128 149.0 t/s vs 142.4, 2026-12-03,
      * docs/PERFORMANCE.md); not measured on sm_80, so there the plain v3 stays */
@@ -655,7 +657,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         c->v4_warps = w4, c->v4_depth = d4, c->v4_ctas = k4;
     const char *f_pdl = getenv("GLIM_CUDA_PDL");
     if (prop.major < 9)
-        c->gemv_ver = c->gemv_ver < 3 ? c->gemv_ver : 3;   /* v4 streams with the sm_90 bulk copy */
+        c->gemv_ver = c->gemv_ver == 4 ? 3 : c->gemv_ver;   /* v4 streams with the sm_90 bulk copy */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);
     c->pdl_all = c->pdl && !(f_pdl && strcmp(f_pdl, "1") == 0);
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");

@@ -53,6 +53,7 @@ struct cuda_ctx {
     struct cuda_buf xbf;           /* activations as bf16 for GEMM */
     struct cuda_buf attn_part;     /* split-K partial results */
     struct cuda_buf xq;            /* int8 activations + scales for the dp4a GEMV (gemv_q8.cu) */
+    struct cuda_buf v5_part, v5_cnt;   /* GEMV v5 split-K partial sums and per-tile counts (gemv_mma.cu) */
     const float    *xq_src;        /* x that xq holds (NULL = none): reused by the next matmul of it */
     int64_t         xq_k;
     int             xq_nr, xq_layout;
@@ -65,8 +66,9 @@ struct cuda_ctx {
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
-                                    * Q4_K/Q6_K jobs, others take v3; slower so far), or 2 (one launch
-                                    * per weight); GLIM_CUDA_GEMV=2|3|4, backend_cuda_set_gemv */
+                                    * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
+                                    * tensor cores, jobs of Q4_K only, others take v3; not yet measured),
+                                    * or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5, backend_cuda_set_gemv */
     int             gemv_persist;  /* > 0: persistent GEMV v3 with this many CTAs per SM for jobs of one
                                     * weight kind (default 4 on sm_90; GLIM_CUDA_GEMV_PERSIST=0..8); 0 = off */
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
@@ -132,7 +134,7 @@ extern "C" int backend_cuda_set_exact(struct backend *be, bool exact);
  * compare both; GLIM_CUDA_NEW=0 at creation turns them off */
 extern "C" int backend_cuda_set_new(struct backend *be, bool on);
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on);
-extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3 or 4 */
+extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3, 4 or 5 */
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be);                    /* -1: not CUDA */

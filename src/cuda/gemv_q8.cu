@@ -521,6 +521,10 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
         CUDA_LAUNCHED(c, "matmul q8 v2");
         return;
     }
+    if (cuda_gemv5(c, n, ys, ws, xq, xd)) {
+        CUDA_LAUNCHED(c, "matmul q8 v5");
+        return;
+    }
     int kinds[GEMV_MAX_PARTS];
     bool k4q6 = true;
     for (int i = 0; i < n; i++) {

@@ -264,7 +264,7 @@ static void launch4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, c
 
 bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
-    if (c->gemv_ver < 4)
+    if (c->gemv_ver != 4)
         return false;
     bool q6 = false;
     for (int i = 0; i < job.n_parts; i++) {
@@ -293,7 +293,7 @@ bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const
 /* true when v4 would take this job's kinds (the caller then builds it with rw = 1) */
 bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds)
 {
-    if (c->gemv_ver < 4)
+    if (c->gemv_ver != 4)
         return false;
     for (int i = 0; i < n; i++)
         if (kinds[i] != WK_Q4K && kinds[i] != WK_Q6K)

@@ -1,0 +1,260 @@
+/*
+ * gemv_mma.cu — GEMV v5 (opt-in, GLIM_CUDA_GEMV=5; sm_80+): one activation row times Q4_K
+ * weights on the tensor cores (mma.m16n8k32, u8 weights x s8 activations -> s32).
+ *
+ * WHY (docs/CUDA.md "Instructions per weight byte"): the dp4a GEMV spends ~6 instructions per
+ * weight byte on Q4_K and sits near 2/3 of copy bandwidth, issue- and latency-bound. One mma
+ * multiplies 16 rows x 32 weights. Per super-block (16 rows x 256 weights) a lane issues 8
+ * 8-byte code loads, 32 ANDs, 8 mma and 4 scale applications: ~1.7 instructions per byte.
+ *
+ * Fragments (PTX ISA, m16n8k32 with 8-bit A/B), lane = 4g + t:
+ *   A {row g, k 4t..4t+3} {row g+8, k 4t..} {row g, k 16+4t..} {row g+8, k 16+4t..}
+ *   B {k 4t..4t+3, col g} {k 16+4t.., col g}      C {g, 2t} {g, 2t+1} {g+8, 2t} {g+8, 2t+1}
+ * A dot product does not care in which order its k come, so lane t feeds k-slots 4t.. and
+ * 16+4t.. with weights 8t..8t+3 and 8t+4..8t+7 of a sub-block: the code bytes
+ * qs[32c + 8t, +8) of a row (one 8-byte load) hold those weights of sub-block 2c (low
+ * nibbles) and 2c+1 (high nibbles, left in place: 16 x nibble as u8, the sum shifted back),
+ * and their activations are the 8 bytes at 32c + 8t (low) / 128 + 32c + 8t (high) of the
+ * super-block in the K45 order the quantizer writes (gemv_q8.cu).
+ * Sub-block j's activations go only into B column n_j = 2(j & 3) + (j >> 2) (lanes of
+ * other columns give 0), so the 8 mma of a super-block accumulate into one C: lane t ends
+ * with the sums of sub-block t (c0, c2) and t + 4 (c1, c3) for rows g and g+8, and applies
+ * exactly those four scales. dev/cuda/mma_gemv_model.py checks this mapping on the CPU.
+ *
+ * Split-K: a task is (tile of 16 rows, chunk of kc super-blocks), a tile's chunks are
+ * consecutive tasks. With more than one chunk each task writes its partial sums and the last
+ * to finish (an atomic count per tile, reset by that task) adds them in chunk order, so the
+ * result does not depend on timing. Not bit-equal to v2/v3 (another float order): tests
+ * compare with a tolerance and require two runs to agree bit for bit.
+ */
+#include "gemv_slots.cuh"
+
+#include <stdlib.h>
+
+#define V5_WARPS 4   /* warps per block; 4 blocks per SM like the persistent v3 */
+#define V5_U 2       /* super-blocks whose codes are in flight per lane */
+
+struct v5_part {
+    const uint8_t *p;   /* Q4_K blocks, row-major */
+    float         *y;
+    int64_t        n, tile0;   /* rows; first tile of this part */
+};
+
+struct v5_job {
+    v5_part   p[GEMV_MAX_PARTS];
+    int       n_parts;
+    int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
+    int       kc, n_chunks;    /* super-blocks per chunk; chunks per row */
+    float    *part;            /* [n_tiles][n_chunks][16] partial sums (n_chunks > 1) */
+    unsigned *cnt;             /* [n_tiles] finished chunks; 0 between launches */
+};
+
+static __device__ __forceinline__ uint2 ldw8(const void *p)
+{
+    uint2 r;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+
+static __device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+/* one super-block's bytes of rows g and g+8 as loaded: 4 x 8 code bytes and the header */
+struct v5_raw {
+    uint2 q[2][4];
+    uint4 h[2];
+};
+
+static __device__ __forceinline__ void v5_fetch(const uint8_t *rg, const uint8_t *rg8, int64_t sb, int t, v5_raw &r)
+{
+    const uint8_t *b[2] = {rg + sb * 144, rg8 + sb * 144};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        r.h[i] = ldw16(b[i]);
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            r.q[i][c] = ldw8(b[i] + 16 + 32 * c + 8 * t);
+    }
+}
+
+/* row r's share (sub-blocks t and t+4) of one super-block: d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
+static __device__ __forceinline__ float v5_scale(uint4 h, int t, int dlo, int dhi, float2 xa, float2 xb)
+{
+    float d = h2f8(h.x), dmin = h2f8(h.x >> 16);
+    int sh = 8 * t;
+    uint32_t b0 = (h.y >> sh) & 0xffu, b4 = (h.z >> sh) & 0xffu, b8 = (h.w >> sh) & 0xffu;
+    int sc_lo = (int)(b0 & 63u), m_lo = (int)(b4 & 63u);                               /* sub-block t */
+    int sc_hi = (int)((b8 & 15u) | ((b0 >> 6) << 4)), m_hi = (int)((b8 >> 4) | ((b4 >> 6) << 4));   /* t + 4 */
+    float s = fmaf(xa.x, i2f(sc_lo * dlo), xb.x * i2f(sc_hi * dhi));
+    return fmaf(d, s, -dmin * fmaf(i2f(m_lo), xa.y, i2f(m_hi) * xb.y));
+}
+
+static __device__ __forceinline__ void v5_compute(const v5_raw &r, const int8_t *__restrict__ xq,
+                                                  const float2 *__restrict__ xd, int64_t sb, int g, int t,
+                                                  float &acc_g, float &acc_g8)
+{
+    const int8_t *xs = xq + sb * 256 + 8 * t;
+    int c4[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        uint2 xl = __ldg((const uint2 *)(xs + 32 * c)), xh = __ldg((const uint2 *)(xs + 128 + 32 * c));
+#pragma unroll
+        for (int hs = 0; hs < 2; hs++) {
+            int j = 2 * c + hs, nj = 2 * (j & 3) + (j >> 2);
+            uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;
+            uint2 xv = hs ? xh : xl;
+            bool on = g == nj;
+            mma_u8s8(c4, r.q[0][c].x & m, r.q[1][c].x & m, r.q[0][c].y & m, r.q[1][c].y & m, on ? xv.x : 0u,
+                     on ? xv.y : 0u);
+        }
+    }
+    int sh = 4 * (t & 1);   /* sub-blocks t and t+4 are high nibbles (16 x) when t is odd */
+    float2 xa = __ldg(xd + sb * 8 + t), xb = __ldg(xd + sb * 8 + t + 4);
+    acc_g += v5_scale(r.h[0], t, c4[0] >> sh, c4[1] >> sh, xa, xb);
+    acc_g8 += v5_scale(r.h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
+}
+
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
+{
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int64_t stride = (int64_t)gridDim.x * V5_WARPS, n_tasks = job.n_tiles * job.n_chunks;
+    bool waited = false;
+#pragma unroll 1
+    for (int64_t task = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5); task < n_tasks; task += stride) {
+        int64_t tile = task / job.n_chunks;
+        int chunk = (int)(task % job.n_chunks);
+        v5_part P = job.p[0];
+#pragma unroll
+        for (int i = 1; i < GEMV_MAX_PARTS; i++)
+            if (i < job.n_parts && tile >= job.p[i].tile0)
+                P = job.p[i];
+        int64_t r0 = (tile - P.tile0) * 16, rg = r0 + g, rg8 = r0 + g + 8;
+        size_t row_bytes = (size_t)job.n_sb * 144;
+        const uint8_t *wg = P.p + (size_t)(rg < P.n ? rg : P.n - 1) * row_bytes;
+        const uint8_t *wg8 = P.p + (size_t)(rg8 < P.n ? rg8 : P.n - 1) * row_bytes;
+        int64_t sb0 = (int64_t)chunk * job.kc, sb1 = sb0 + job.kc < job.n_sb ? sb0 + job.kc : job.n_sb;
+        float acc_g = 0.0f, acc_g8 = 0.0f;
+#pragma unroll 1
+        for (int64_t s = sb0; s < sb1; s += V5_U) {
+            v5_raw raw[V5_U];
+#pragma unroll
+            for (int u = 0; u < V5_U; u++)
+                if (s + u < sb1)
+                    v5_fetch(wg, wg8, s + u, t, raw[u]);
+            if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
+                cuda_pdl_wait();
+                waited = true;
+            }
+#pragma unroll
+            for (int u = 0; u < V5_U; u++)
+                if (s + u < sb1)
+                    v5_compute(raw[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+        }
+        /* the 4 lanes of group g hold parts of rows g and g+8 */
+        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
+        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
+        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
+        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
+        if (job.n_chunks == 1) {
+            if (t == 0 && rg < P.n)
+                P.y[rg] = acc_g;
+            if (t == 0 && rg8 < P.n)
+                P.y[rg8] = acc_g8;
+            continue;
+        }
+        float *pp = job.part + ((size_t)tile * job.n_chunks + chunk) * 16;
+        if (t == 0) {
+            pp[g] = acc_g;
+            pp[g + 8] = acc_g8;
+        }
+        __threadfence();   /* the partials are visible before the count says so */
+        __syncwarp();
+        unsigned done = 0;
+        if (lane == 0)
+            done = atomicAdd(&job.cnt[tile], 1u);
+        done = __shfl_sync(0xffffffffu, done, 0);
+        if (done != (unsigned)job.n_chunks - 1)
+            continue;
+        __threadfence();   /* the last chunk in: every partial of the tile is visible */
+        if (lane < 16 && r0 + lane < P.n) {
+            const float *tp = job.part + (size_t)tile * job.n_chunks * 16 + lane;
+            float y = 0.0f;
+            for (int ch = 0; ch < job.n_chunks; ch++)
+                y += __ldcg(tp + (size_t)ch * 16);
+            P.y[r0 + lane] = y;
+        }
+        if (lane == 0)
+            job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
+    }
+    if (!waited)
+        cuda_pdl_wait();   /* a warp without tasks still must not end before its predecessor's writes */
+}
+
+/* super-blocks per chunk: about 2 tasks per warp of the grid, at least 2 super-blocks per task
+ * (GLIM_CUDA_V5_KC=n: fixed, bench knob) */
+static int v5_kc(const struct cuda_ctx *c, int64_t n_tiles, int64_t n_sb)
+{
+    static int forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("GLIM_CUDA_V5_KC");
+        forced = e ? atoi(e) : 0;
+        forced = forced > 0 ? forced : 0;
+    }
+    int64_t kc = forced;
+    if (!kc) {
+        int64_t warps = (int64_t)4 * V5_WARPS * c->n_sm, chunks = (2 * warps + n_tiles - 1) / n_tiles;
+        chunks = chunks < 1 ? 1 : chunks > n_sb ? n_sb : chunks;
+        kc = (n_sb + chunks - 1) / chunks;
+        kc = kc < 2 ? 2 : kc;
+    }
+    return (int)(kc > n_sb ? n_sb : kc);
+}
+
+bool cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
+                const float2 *xd)
+{
+    if (c->gemv_ver != 5 || n < 1 || n > GEMV_MAX_PARTS)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (ws[i]->dev_type != GLIM_TYPE_Q4_K || ws[i]->k != ws[0]->k || ws[i]->k % 256)
+            return false;
+    v5_job job;
+    memset(&job, 0, sizeof job);
+    job.n_sb = ws[0]->k / 256;
+    int64_t tiles = 0;
+    for (int i = 0; i < n; i++) {
+        job.p[i] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles};
+        tiles += (ws[i]->n + 15) / 16;
+    }
+    job.n_parts = n;
+    job.n_tiles = tiles;
+    job.kc = v5_kc(c, tiles, job.n_sb);
+    job.n_chunks = (int)((job.n_sb + job.kc - 1) / job.kc);
+    if (job.n_chunks > 1) {
+        size_t part_bytes = (size_t)tiles * job.n_chunks * 16 * sizeof(float), cnt_bytes = (size_t)tiles * 4;
+        size_t had = c->v5_cnt.nbytes;
+        if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes))
+            return false;
+        if (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream)))
+            return false;   /* a new count buffer starts at 0; after that every launch leaves it so */
+        job.part = (float *)c->v5_part.p;
+        job.cnt = (unsigned *)c->v5_cnt.p;
+    }
+    int64_t tasks = tiles * job.n_chunks, need = (tasks + V5_WARPS - 1) / V5_WARPS, most = (int64_t)4 * c->n_sm;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg =
+        cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(V5_WARPS * 32), 0, &attr);
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel, job, xq, xd, c->pdl_all));
+    return true;
+}
