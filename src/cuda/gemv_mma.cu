@@ -32,7 +32,6 @@
 #include <stdlib.h>
 
 #define V5_WARPS 4   /* warps per block; 4 blocks per SM like the persistent v3 */
-#define V5_U 2       /* super-blocks whose codes are in flight per lane */
 
 struct v5_part {
     const uint8_t *p;   /* Q4_K blocks, row-major */
@@ -122,6 +121,9 @@ static __device__ __forceinline__ void v5_compute(const v5_raw &r, const int8_t 
     acc_g8 += v5_scale(r.h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
 }
 
+/* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: 94 / 120 / 128 registers
+ * for U = 1 / 2 / 3, no spills; U = 4 spills) */
+template <int U>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -146,10 +148,10 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         int64_t sb0 = (int64_t)chunk * job.kc, sb1 = sb0 + job.kc < job.n_sb ? sb0 + job.kc : job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
 #pragma unroll 1
-        for (int64_t s = sb0; s < sb1; s += V5_U) {
-            v5_raw raw[V5_U];
+        for (int64_t s = sb0; s < sb1; s += U) {
+            v5_raw raw[U];
 #pragma unroll
-            for (int u = 0; u < V5_U; u++)
+            for (int u = 0; u < U; u++)
                 if (s + u < sb1)
                     v5_fetch(wg, wg8, s + u, t, raw[u]);
             if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
@@ -157,7 +159,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
                 waited = true;
             }
 #pragma unroll
-            for (int u = 0; u < V5_U; u++)
+            for (int u = 0; u < U; u++)
                 if (s + u < sb1)
                     v5_compute(raw[u], xq, xd, s + u, g, t, acc_g, acc_g8);
         }
@@ -201,17 +203,23 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         cuda_pdl_wait();   /* a warp without tasks still must not end before its predecessor's writes */
 }
 
+/* a positive integer from the environment, or 0 (bench knobs, read once) */
+static int env_knob(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        int v = e ? atoi(e) : 0;
+        *cache = v > 0 ? v : 0;
+    }
+    return *cache;
+}
+
 /* super-blocks per chunk: about 2 tasks per warp of the grid, at least 2 super-blocks per task
- * (GLIM_CUDA_V5_KC=n: fixed, bench knob) */
+ * (GLIM_CUDA_V5_KC=n: fixed) */
 static int v5_kc(const struct cuda_ctx *c, int64_t n_tiles, int64_t n_sb)
 {
     static int forced = -1;
-    if (forced < 0) {
-        const char *e = getenv("GLIM_CUDA_V5_KC");
-        forced = e ? atoi(e) : 0;
-        forced = forced > 0 ? forced : 0;
-    }
-    int64_t kc = forced;
+    int64_t kc = env_knob("GLIM_CUDA_V5_KC", &forced);
     if (!kc) {
         int64_t warps = (int64_t)4 * V5_WARPS * c->n_sm, chunks = (2 * warps + n_tiles - 1) / n_tiles;
         chunks = chunks < 1 ? 1 : chunks > n_sb ? n_sb : chunks;
@@ -255,6 +263,11 @@ bool cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_wei
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(V5_WARPS * 32), 0, &attr);
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel, job, xq, xd, c->pdl_all));
+    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (default 3) */
+    switch (env_knob("GLIM_CUDA_V5_U", &u_forced)) {
+    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<1>, job, xq, xd, c->pdl_all)); break;
+    case 2: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<2>, job, xq, xd, c->pdl_all)); break;
+    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<3>, job, xq, xd, c->pdl_all)); break;
+    }
     return true;
 }
