@@ -12,20 +12,17 @@ runs past every earlier kernel's end) and the idle "gap" before it (nothing runn
 that overlaps its predecessor (PDL) is charged only for the part that sticks out.
 """
 import csv
+import os
 import sys
 from collections import defaultdict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_breakdown  # noqa: E402  (its short(): the name without the parameter list)
+
 
 def short(name):
-    """the kernel's name without parameter list or template arguments' noise"""
-    name = name.strip()
-    if name.endswith(")"):
-        depth = 0
-        for i in range(len(name) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(name[i], 0)
-            if depth == 0:
-                name = name[:i].strip()
-                break
+    """the kernel's name without parameter list and without a leading "void " """
+    name = kernel_breakdown.short(name)
     return name[5:] if name.startswith("void ") else name
 
 
