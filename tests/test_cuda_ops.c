@@ -377,10 +377,11 @@ static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
 }
 
-/* GEMV v5 (tensor cores, Q4_K; gemv_mma.cu): n weights of k sharing x in one matmul_n, each
- * output close to v2's (another float order: 1e-5 relative) and to the CPU's, and a second run
+/* GEMV v5 (tensor cores, Q4_K; gemv_mma.cu): n weights of k sharing x in one matmul_n (types:
+ * NULL = all Q4_K; other types go to v3 in the same call), each Q4_K output close to v2's (another
+ * float order: 1e-5 relative) and to the CPU's, the others bit-equal to v2's, and a second run
  * bit-equal to the first (the split-K sums are added in chunk order whatever the timing) */
-static void check_v5(int n, const int64_t *ns, int64_t k)
+static void check_v5(int n, const int64_t *ns, int64_t k, const uint32_t *types)
 {
     struct glim_err err = {0};
     struct be_weight hw[4], dw[4];
@@ -389,7 +390,7 @@ static void check_v5(int n, const int64_t *ns, int64_t k)
     float *x = rand_vec(k, 1.0f);
     float *dx = to_dev(x, (size_t)k * sizeof(float));
     for (int i = 0; i < n; i++) {
-        hw[i] = make_weight(GLIM_TYPE_Q4_K, k, ns[i]), dw[i] = hw[i];
+        hw[i] = make_weight(types ? types[i] : GLIM_TYPE_Q4_K, k, ns[i]), dw[i] = hw[i];
         CHECK_EQ(be->i->weight_init(be, &dw[i], &err), GLIM_OK);
         wp[i] = &dw[i];
         dy[i] = be->i->alloc(be, (size_t)ns[i] * sizeof(float));
@@ -408,8 +409,12 @@ static void check_v5(int n, const int64_t *ns, int64_t k)
         from_dev(b, dy[i], yb);
         CHECK_EQ(backend_cuda_set_gemv(be, 5), GLIM_OK);
         char what[128];
-        snprintf(what, sizeof what, "v5 ~ v2 part %d/%d Q4_K k=%lld n=%lld", i, n, (long long)k, (long long)ns[i]);
-        CHECK(close_enough(a, b, ns[i], 1e-5, what));
+        snprintf(what, sizeof what, "v5 ~ v2 part %d/%d %s k=%lld n=%lld", i, n, quant_type_name(hw[i].type),
+                 (long long)k, (long long)ns[i]);
+        if (hw[i].type == GLIM_TYPE_Q4_K)
+            CHECK(close_enough(a, b, ns[i], 1e-5, what));
+        else
+            CHECK(memcmp(a, b, yb) == 0);
         cpu_ref_matmul(ref, &hw[i], x, 1);
         if (ns[i] >= 16)
             CHECK(close_enough(a, ref, ns[i], 1e-2, what));
@@ -428,15 +433,19 @@ static void test_gemv_v5(void)
      * with few tiles: dozens of chunks), more tasks than the grid has warps, 1-4 parts */
     for (int i = 0; i < 6; i++) {
         int64_t n1[1] = {rndi(1, 300)};
-        check_v5(1, n1, 256 * rndi(1, 40));
+        check_v5(1, n1, 256 * rndi(1, 40), NULL);
     }
     int64_t a[1] = {17}, b[1] = {70000}, c[3] = {4096, 256, 4096}, d[2] = {19968, 19968}, e[1] = {6656 + 5};
-    check_v5(1, a, 19968);
-    check_v5(1, b, 256);
-    check_v5(1, b, 512);
-    check_v5(3, c, 6656);
-    check_v5(2, d, 6656);
-    check_v5(1, e, 19968);
+    check_v5(1, a, 19968, NULL);
+    check_v5(1, b, 256, NULL);
+    check_v5(1, b, 512, NULL);
+    check_v5(3, c, 6656, NULL);
+    check_v5(2, d, 6656, NULL);
+    check_v5(1, e, 19968, NULL);
+    /* a Q4_K_M layer's q/k/v/gate: v in Q6_K goes to v3 in the same call */
+    int64_t qkvg[4] = {4096, 256, 256, 4096};
+    static const uint32_t mix[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
+    check_v5(4, qkvg, 6656, mix);
     /* other types under v5 take v3: bit-equal to v2 */
     check_vs_v2(5, GLIM_TYPE_Q6_K, 6656, 300, 1);
     check_vs_v2(5, GLIM_TYPE_Q8_0, 4096, 300, 1);

@@ -229,33 +229,38 @@ static int v5_kc(const struct cuda_ctx *c, int64_t n_tiles, int64_t n_sb)
     return (int)(kc > n_sb ? n_sb : kc);
 }
 
-bool cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
-                const float2 *xd)
+int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
+               const float2 *xd, bool *taken)
 {
-    if (c->gemv_ver != 5 || n < 1 || n > GEMV_MAX_PARTS)
-        return false;
-    for (int i = 0; i < n; i++)
-        if (ws[i]->dev_type != GLIM_TYPE_Q4_K || ws[i]->k != ws[0]->k || ws[i]->k % 256)
-            return false;
+    if (c->gemv_ver != 5 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
+        return 0;
     v5_job job;
     memset(&job, 0, sizeof job);
     job.n_sb = ws[0]->k / 256;
     int64_t tiles = 0;
+    int m = 0;
     for (int i = 0; i < n; i++) {
-        job.p[i] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles};
+        taken[i] = ws[i]->dev_type == GLIM_TYPE_Q4_K && ws[i]->k == ws[0]->k;
+        if (!taken[i])
+            continue;
+        job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles};
         tiles += (ws[i]->n + 15) / 16;
     }
-    job.n_parts = n;
+    if (!m)
+        return 0;
+    job.n_parts = m;
     job.n_tiles = tiles;
     job.kc = v5_kc(c, tiles, job.n_sb);
     job.n_chunks = (int)((job.n_sb + job.kc - 1) / job.kc);
     if (job.n_chunks > 1) {
         size_t part_bytes = (size_t)tiles * job.n_chunks * 16 * sizeof(float), cnt_bytes = (size_t)tiles * 4;
         size_t had = c->v5_cnt.nbytes;
-        if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes))
-            return false;
-        if (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream)))
-            return false;   /* a new count buffer starts at 0; after that every launch leaves it so */
+        if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
+            (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream)))) {
+            for (int i = 0; i < n; i++)   /* recorded in the context; the caller's parts go to v3 */
+                taken[i] = false;
+            return 0;   /* a new count buffer starts at 0; after that every launch leaves it so */
+        }
         job.part = (float *)c->v5_part.p;
         job.cnt = (unsigned *)c->v5_cnt.p;
     }
@@ -269,5 +274,5 @@ bool cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_wei
     case 2: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<2>, job, xq, xd, c->pdl_all)); break;
     default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<3>, job, xq, xd, c->pdl_all)); break;
     }
-    return true;
+    return m;
 }

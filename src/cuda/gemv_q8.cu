@@ -521,9 +521,18 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
         CUDA_LAUNCHED(c, "matmul q8 v2");
         return;
     }
-    if (cuda_gemv5(c, n, ys, ws, xq, xd)) {
+    bool taken[GEMV_MAX_PARTS];
+    float *ys_rest[GEMV_MAX_PARTS];
+    const struct be_weight *ws_rest[GEMV_MAX_PARTS];
+    if (cuda_gemv5(c, n, ys, ws, xq, xd, taken)) {   /* v5 took the Q4_K parts; the rest take v3 */
         CUDA_LAUNCHED(c, "matmul q8 v5");
-        return;
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (!taken[i])
+                ys_rest[m] = ys[i], ws_rest[m] = ws[i], m++;
+        if (!m)
+            return;
+        n = m, ys = ys_rest, ws = ws_rest;
     }
     int kinds[GEMV_MAX_PARTS];
     bool k4q6 = true;
