@@ -50,10 +50,10 @@ if want kern; then
      -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench || echo "gemv_bench build failed"
   echo "== GEMV default (persistent v3 on sm_90)" > /tmp/gemv.log
   timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 |copy" | head -30 >> /tmp/gemv.log
-  echo "== GEMV v5 (tensor cores, Q4_K)" >> /tmp/gemv.log
-  GLIM_CUDA_GEMV=5 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8 >> /tmp/gemv.log
-  echo "== GEMV v5, 2 super-blocks in flight per lane" >> /tmp/gemv.log
-  GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_U=2 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -5 >> /tmp/gemv.log
+  echo "== GEMV v5 (tensor cores, Q4_K and Q6_K)" >> /tmp/gemv.log
+  GLIM_CUDA_GEMV=5 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " >> /tmp/gemv.log
+  echo "== GEMV v5, 3 super-blocks in flight per lane" >> /tmp/gemv.log
+  GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_U=3 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7 >> /tmp/gemv.log
   for cfg in ${V4CFG:-}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
   for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
@@ -100,7 +100,9 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   for cfg in ${E2E:-}; do tg "$cfg" ${cfg//,/ } -- -p 0 -n 128 -r 2; done   # E2E: more configs, VAR=value,...
   tg gemv5 GLIM_CUDA_GEMV=5 -- -p 0 -n 128 -r 3     # tensor-core GEMV for the Q4_K jobs
   tg gemv5-no-graph GLIM_CUDA_GEMV=5 -- -p 0 -n 128 -r 2 --no-graph
-  tg gemv5-u2 GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_U=2 -- -p 0 -n 128 -r 2
+  tg gemv5-u3 GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_U=3 -- -p 0 -n 128 -r 2
+  tg gemv5-q4k GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_KINDS=1 -- -p 0 -n 128 -r 2   # Q6_K stays on v3
+  tg gemv5-q6k GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_KINDS=2 -- -p 0 -n 128 -r 2   # Q4_K stays on v3
   tg rw1 GLIM_CUDA_GEMV_RW=1 -- -p 0 -n 128 -r 2   # rows per warp forced for every Q4_K part
   tg rw2 GLIM_CUDA_GEMV_RW=2 -- -p 0 -n 128 -r 2
   for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done

@@ -377,10 +377,10 @@ static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
 }
 
-/* GEMV v5 (tensor cores, Q4_K; gemv_mma.cu): n weights of k sharing x in one matmul_n (types:
- * NULL = all Q4_K; other types go to v3 in the same call), each Q4_K output close to v2's (another
- * float order: 1e-5 relative) and to the CPU's, the others bit-equal to v2's, and a second run
- * bit-equal to the first (the split-K sums are added in chunk order whatever the timing) */
+/* GEMV v5 (tensor cores, Q4_K and Q6_K; gemv_mma.cu): n weights of k sharing x in one matmul_n
+ * (types: NULL = all Q4_K; other types go to v3 in the same call), each Q4_K/Q6_K output close to
+ * v2's (another float order: 1e-5 relative) and to the CPU's, the others bit-equal to v2's, and a
+ * second run bit-equal to the first (the split-K sums are added in chunk order whatever the timing) */
 static void check_v5(int n, const int64_t *ns, int64_t k, const uint32_t *types)
 {
     struct glim_err err = {0};
@@ -411,7 +411,7 @@ static void check_v5(int n, const int64_t *ns, int64_t k, const uint32_t *types)
         char what[128];
         snprintf(what, sizeof what, "v5 ~ v2 part %d/%d %s k=%lld n=%lld", i, n, quant_type_name(hw[i].type),
                  (long long)k, (long long)ns[i]);
-        if (hw[i].type == GLIM_TYPE_Q4_K)
+        if (hw[i].type == GLIM_TYPE_Q4_K || hw[i].type == GLIM_TYPE_Q6_K)
             CHECK(close_enough(a, b, ns[i], 1e-5, what));
         else
             CHECK(memcmp(a, b, yb) == 0);
@@ -442,13 +442,24 @@ static void test_gemv_v5(void)
     check_v5(3, c, 6656, NULL);
     check_v5(2, d, 6656, NULL);
     check_v5(1, e, 19968, NULL);
-    /* a Q4_K_M layer's q/k/v/gate: v in Q6_K goes to v3 in the same call */
+    /* Q6_K: the same shapes; the output head's shape (cut: 20000 rows) */
+    static const uint32_t q6[1] = {GLIM_TYPE_Q6_K};
+    for (int i = 0; i < 4; i++) {
+        int64_t n1[1] = {rndi(1, 300)};
+        check_v5(1, n1, 256 * rndi(1, 40), q6);
+    }
+    int64_t f[1] = {20000};
+    check_v5(1, a, 19968, q6);
+    check_v5(1, e, 19968, q6);
+    check_v5(1, f, 6656, q6);
+    check_v5(1, b, 256, q6);
+    /* a Q4_K_M layer's q/k/v/gate: one launch per type; and a Q8_0 part, which takes v3 */
     int64_t qkvg[4] = {4096, 256, 256, 4096};
     static const uint32_t mix[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
     check_v5(4, qkvg, 6656, mix);
-    /* other types under v5 take v3: bit-equal to v2 */
-    check_vs_v2(5, GLIM_TYPE_Q6_K, 6656, 300, 1);
-    check_vs_v2(5, GLIM_TYPE_Q8_0, 4096, 300, 1);
+    int64_t q8n[2] = {300, 77};
+    static const uint32_t mix8[2] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_K};
+    check_v5(2, q8n, 4096, mix8);
 }
 
 /* matmul_n: weights sharing x in one launch, each output equal to its own matmul */

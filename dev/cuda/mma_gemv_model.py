@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """CPU model of GEMV v5 (src/cuda/gemv_mma.cu): does its lane-level fragment mapping compute
-the Q4_K dot products?
+the Q4_K and Q6_K dot products?
 
 Emulates one warp on one tile of 16 rows: every lane builds its A/B registers from the bytes the
 kernel loads (code bytes qs[32c + 8t, +8), activations in the K45 order at 32c + 8t and
@@ -43,15 +43,15 @@ def bytes_of(w, signed):
     return [v - 256 if signed and v > 127 else v for v in out]
 
 
-def mma(lanes_a, lanes_b, lanes_c):
-    """m16n8k32, A u8 row-major, B s8 col-major, C s32; fragments per the PTX ISA"""
+def mma(lanes_a, lanes_b, lanes_c, a_signed=False):
+    """m16n8k32, A u8 (or s8) row-major, B s8 col-major, C s32; fragments per the PTX ISA"""
     A = [[0] * 32 for _ in range(16)]
     B = [[0] * 8 for _ in range(32)]
     for lane in range(32):
         g, t = lane >> 2, lane & 3
         a = lanes_a[lane]
         for r, (row, k0) in enumerate([(g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t), (g + 8, 16 + 4 * t)]):
-            for i, v in enumerate(bytes_of(a[r], False)):
+            for i, v in enumerate(bytes_of(a[r], a_signed)):
                 A[row][k0 + i] = v
         b = lanes_b[lane]
         for r, k0 in enumerate([4 * t, 16 + 4 * t]):
@@ -137,12 +137,87 @@ def trial(rng, n_sb):
     return worst
 
 
+def trial_q6(rng, n_sb):
+    """Q6_K (gemv_mma.cu v5q6_*): lane t feeds weights 8t..8t+7 of a 32-weight unit (half h,
+    quarter q), which hold scale group t >> 1; unit q's groups go to B columns 2q + (t >> 1), the
+    4 units of a half share one C, so lane t ends with groups 2t, 2t+1 of unit q = t"""
+    blk = [[bytes(rng.getrandbits(8) for _ in range(208)) + struct.pack("<e", rng.uniform(1e-3, 2e-2))
+            for _ in range(n_sb)] for _ in range(16)]
+    x = [[rng.randint(-127, 127) for _ in range(256)] for _ in range(n_sb)]
+    dx = [[rng.uniform(1e-3, 1e-1) for _ in range(8)] for _ in range(n_sb)]
+    xq = [[0] * 256 for _ in range(n_sb)]
+    for sb in range(n_sb):
+        for n in range(256):
+            xq[sb][k45_pos(n)] = x[sb][n] & 0xFF
+
+    def sc8(b, i):
+        v = b[192 + i]
+        return v - 256 if v > 127 else v
+
+    ref = []
+    for r in range(16):
+        acc = 0.0
+        for sb in range(n_sb):
+            b = blk[r][sb]
+            ql, qh, d = b[0:128], b[128:192], f16(b[208] | b[209] << 8)
+            for w in range(256):
+                h, l = w // 128, w % 128
+                q, i = l // 32, l % 32
+                lo = ql[64 * h + 32 * (q & 1) + i]
+                q6 = ((lo >> 4) if q >= 2 else (lo & 15)) | (((qh[32 * h + i] >> (2 * q)) & 3) << 4)
+                acc += d * sc8(b, 8 * h + 2 * q + i // 16) * (q6 - 32) * dx[sb][w // 32] * x[sb][w]
+        ref.append(acc)
+
+    acc = [[0.0, 0.0] for _ in range(32)]
+    for sb in range(n_sb):
+        for h in range(2):
+            c4 = [[0, 0, 0, 0] for _ in range(32)]
+            for q in range(4):
+                la, lb = [], []
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    regs = []
+                    for row in (g, g + 8):
+                        b = blk[row][sb]
+                        lw = [word(b, 64 * h + 32 * (q & 1) + 8 * t + 4 * e) for e in range(2)]
+                        hw = [word(b, 128 + 32 * h + 8 * t + 4 * e) for e in range(2)]
+                        v = []
+                        for e in range(2):
+                            nib = (lw[e] >> (4 * (q >> 1))) & 0x0F0F0F0F
+                            q6 = nib | (((hw[e] >> (2 * q)) & 0x03030303) << 4)
+                            v.append((((q6 | 0x80808080) - 0x20202020) ^ 0x80808080) & 0xFFFFFFFF)
+                        regs.append(v)
+                    la.append([regs[0][0], regs[1][0], regs[0][1], regs[1][1]])
+                    xs = xq[sb][(128 if q & 1 else 0) + 64 * h + 32 * (q >> 1) + 8 * t:][:8]
+                    on = g == 2 * q + (t >> 1)
+                    lb.append([word(xs, 0), word(xs, 4)] if on else [0, 0])
+                c4 = mma(la, lb, c4, a_signed=True)
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for ri, row in enumerate((g, g + 8)):
+                    b = blk[row][sb]
+                    d = f16(b[208] | b[209] << 8)
+                    s0, s1 = sc8(b, 8 * h + 2 * t), sc8(b, 8 * h + 2 * t + 1)
+                    isum = s0 * c4[lane][2 * ri] + s1 * c4[lane][2 * ri + 1]
+                    assert -2**31 <= isum < 2**31
+                    acc[lane][ri] += d * dx[sb][4 * h + t] * float(isum)
+    worst = 0.0
+    scale = max(1e-9, sum(abs(v) for v in ref) / 16)
+    for g in range(8):
+        for ri, row in enumerate((g, g + 8)):
+            got = sum(acc[4 * g + t][ri] for t in range(4))
+            worst = max(worst, abs(got - ref[row]) / scale)
+    return worst
+
+
 def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     rng = random.Random(5)
     worst = max(trial(rng, rng.randint(1, 3)) for _ in range(trials))
-    print(f"{trials} tiles: worst |v5 - reference| / mean |reference| = {worst:.2e}")
-    sys.exit(0 if worst < 1e-9 else 1)
+    print(f"Q4_K: {trials} tiles: worst |v5 - reference| / mean |reference| = {worst:.2e}")
+    worst6 = max(trial_q6(rng, rng.randint(1, 2)) for _ in range(max(1, trials // 2)))
+    print(f"Q6_K: {max(1, trials // 2)} tiles: worst |v5 - reference| / mean |reference| = {worst6:.2e}")
+    sys.exit(0 if worst < 1e-9 and worst6 < 1e-9 else 1)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@
 #define V5_WARPS 4   /* warps per block; 4 blocks per SM like the persistent v3 */
 
 struct v5_part {
-    const uint8_t *p;   /* Q4_K blocks, row-major */
+    const uint8_t *p;          /* Q4_K blocks row-major, or Q6_K SoA (CUDA_DT_Q6_K_SOA) */
     float         *y;
     int64_t        n, tile0;   /* rows; first tile of this part */
 };
@@ -55,75 +55,148 @@ static __device__ __forceinline__ uint2 ldw8(const void *p)
     return r;
 }
 
-static __device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                uint32_t b0, uint32_t b1)
+/* c += A (16 x 32, u8 or s8) . B (32 x 8, s8) */
+template <bool A_SIGNED>
+static __device__ __forceinline__ void mma_k32(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                               uint32_t b0, uint32_t b1)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    if (A_SIGNED)
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};"
+            : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};"
+            : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #endif
 }
 
-/* one super-block's bytes of rows g and g+8 as loaded: 4 x 8 code bytes and the header */
-struct v5_raw {
-    uint2 q[2][4];
-    uint4 h[2];
-};
-
-static __device__ __forceinline__ void v5_fetch(const uint8_t *rg, const uint8_t *rg8, int64_t sb, int t, v5_raw &r)
-{
-    const uint8_t *b[2] = {rg + sb * 144, rg8 + sb * 144};
+/* ---- Q4_K: one super-block's bytes of rows g and g+8 as loaded (4 x 8 code bytes, header);
+ * fetch() only issues loads, compute() adds the rows' shares of the super-block */
+struct v5_q4k {
+    struct raw {
+        uint2 q[2][4];
+        uint4 h[2];
+    };
+    static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
+                                                 int t, raw &r)
+    {
+        const uint8_t *b[2] = {P.p + (rg * n_sb + sb) * 144, P.p + (rg8 * n_sb + sb) * 144};
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        r.h[i] = ldw16(b[i]);
+        for (int i = 0; i < 2; i++) {
+            r.h[i] = ldw16(b[i]);
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            r.q[i][c] = ldw8(b[i] + 16 + 32 * c + 8 * t);
-    }
-}
-
-/* row r's share (sub-blocks t and t+4) of one super-block: d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
-static __device__ __forceinline__ float v5_scale(uint4 h, int t, int dlo, int dhi, float2 xa, float2 xb)
-{
-    float d = h2f8(h.x), dmin = h2f8(h.x >> 16);
-    int sh = 8 * t;
-    uint32_t b0 = (h.y >> sh) & 0xffu, b4 = (h.z >> sh) & 0xffu, b8 = (h.w >> sh) & 0xffu;
-    int sc_lo = (int)(b0 & 63u), m_lo = (int)(b4 & 63u);                               /* sub-block t */
-    int sc_hi = (int)((b8 & 15u) | ((b0 >> 6) << 4)), m_hi = (int)((b8 >> 4) | ((b4 >> 6) << 4));   /* t + 4 */
-    float s = fmaf(xa.x, i2f(sc_lo * dlo), xb.x * i2f(sc_hi * dhi));
-    return fmaf(d, s, -dmin * fmaf(i2f(m_lo), xa.y, i2f(m_hi) * xb.y));
-}
-
-static __device__ __forceinline__ void v5_compute(const v5_raw &r, const int8_t *__restrict__ xq,
-                                                  const float2 *__restrict__ xd, int64_t sb, int g, int t,
-                                                  float &acc_g, float &acc_g8)
-{
-    const int8_t *xs = xq + sb * 256 + 8 * t;
-    int c4[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        uint2 xl = __ldg((const uint2 *)(xs + 32 * c)), xh = __ldg((const uint2 *)(xs + 128 + 32 * c));
-#pragma unroll
-        for (int hs = 0; hs < 2; hs++) {
-            int j = 2 * c + hs, nj = 2 * (j & 3) + (j >> 2);
-            uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;
-            uint2 xv = hs ? xh : xl;
-            bool on = g == nj;
-            mma_u8s8(c4, r.q[0][c].x & m, r.q[1][c].x & m, r.q[0][c].y & m, r.q[1][c].y & m, on ? xv.x : 0u,
-                     on ? xv.y : 0u);
+            for (int c = 0; c < 4; c++)
+                r.q[i][c] = ldw8(b[i] + 16 + 32 * c + 8 * t);
         }
     }
-    int sh = 4 * (t & 1);   /* sub-blocks t and t+4 are high nibbles (16 x) when t is odd */
-    float2 xa = __ldg(xd + sb * 8 + t), xb = __ldg(xd + sb * 8 + t + 4);
-    acc_g += v5_scale(r.h[0], t, c4[0] >> sh, c4[1] >> sh, xa, xb);
-    acc_g8 += v5_scale(r.h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
-}
+    /* row's share (sub-blocks t and t+4): d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
+    static __device__ __forceinline__ float scale(uint4 h, int t, int dlo, int dhi, float2 xa, float2 xb)
+    {
+        float d = h2f8(h.x), dmin = h2f8(h.x >> 16);
+        int sh = 8 * t;
+        uint32_t b0 = (h.y >> sh) & 0xffu, b4 = (h.z >> sh) & 0xffu, b8 = (h.w >> sh) & 0xffu;
+        int sc_lo = (int)(b0 & 63u), m_lo = (int)(b4 & 63u);                                   /* sub-block t */
+        int sc_hi = (int)((b8 & 15u) | ((b0 >> 6) << 4)), m_hi = (int)((b8 >> 4) | ((b4 >> 6) << 4));   /* t+4 */
+        float s = fmaf(xa.x, i2f(sc_lo * dlo), xb.x * i2f(sc_hi * dhi));
+        return fmaf(d, s, -dmin * fmaf(i2f(m_lo), xa.y, i2f(m_hi) * xb.y));
+    }
+    static __device__ __forceinline__ void compute(const raw &r, const int8_t *__restrict__ xq,
+                                                   const float2 *__restrict__ xd, int64_t sb, int g, int t,
+                                                   float &acc_g, float &acc_g8)
+    {
+        const int8_t *xs = xq + sb * 256 + 8 * t;
+        int c4[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            uint2 xl = __ldg((const uint2 *)(xs + 32 * c)), xh = __ldg((const uint2 *)(xs + 128 + 32 * c));
+#pragma unroll
+            for (int hs = 0; hs < 2; hs++) {
+                int j = 2 * c + hs, nj = 2 * (j & 3) + (j >> 2);
+                uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;
+                uint2 xv = hs ? xh : xl;
+                bool on = g == nj;
+                mma_k32<false>(c4, r.q[0][c].x & m, r.q[1][c].x & m, r.q[0][c].y & m, r.q[1][c].y & m,
+                               on ? xv.x : 0u, on ? xv.y : 0u);
+            }
+        }
+        int sh = 4 * (t & 1);   /* sub-blocks t and t+4 are high nibbles (16 x) when t is odd */
+        float2 xa = __ldg(xd + sb * 8 + t), xb = __ldg(xd + sb * 8 + t + 4);
+        acc_g += scale(r.h[0], t, c4[0] >> sh, c4[1] >> sh, xa, xb);
+        acc_g8 += scale(r.h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
+    }
+};
 
-/* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: 94 / 120 / 128 registers
- * for U = 1 / 2 / 3, no spills; U = 4 spills) */
-template <int U>
+/* ---- Q6_K (SoA: ql[nb][128], qh[nb][64], sc[nb][16] int8, d[nb] f16). Weight w of a block:
+ * half h = w / 128, unit q = (w % 128) / 32, i = w % 32: low (q < 2) or high nibble of
+ * ql[64h + 32(q & 1) + i], bits 2q of qh[32h + i], scale sc[8h + 2q + i / 16], value q6 - 32.
+ * Lane t feeds weights 8t..8t+7 of a unit: one 8-byte ql and qh load each, scale group t >> 1.
+ * Unit q's two groups go to B columns 2q and 2q + 1 (lanes t < 2 give the first), so the 4 mma
+ * of a half accumulate into one C and lane t ends with both groups of unit t. */
+struct v5_q6k {
+    struct raw {
+        uint2    ql[2][4];   /* [row][2h + (q & 1)] */
+        uint2    qh[2][2];   /* [row][h] */
+        uint32_t sc[2];      /* [row]: bytes 2t, 2t+1 of half 0 (low 16 bits), of half 1 (high) */
+        uint32_t d[2];
+    };
+    static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
+                                                 int t, raw &r)
+    {
+        int64_t nb = P.n * n_sb, ib[2] = {rg * n_sb + sb, rg8 * n_sb + sb};
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                r.ql[i][u] = ldw8(P.p + ib[i] * 128 + 32 * u + 8 * t);   /* 64h + 32(q & 1) = 32u */
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                r.qh[i][h] = ldw8(P.p + nb * 128 + ib[i] * 64 + 32 * h + 8 * t);
+            const unsigned short *sc = (const unsigned short *)(P.p + nb * 192 + ib[i] * 16) + t;
+            r.sc[i] = (uint32_t)__ldg(sc) | (uint32_t)__ldg(sc + 4) << 16;
+            r.d[i] = __ldg((const unsigned short *)(P.p + nb * 208) + ib[i]);
+        }
+    }
+    /* 4 signed 6-bit codes - 32 of one word: nibbles of ql (q < 2: low), bits 2q of qh */
+    static __device__ __forceinline__ uint32_t q6(uint32_t l, uint32_t hb, int q)
+    {
+        uint32_t v = ((l >> (4 * (q >> 1))) & 0x0f0f0f0fu) | (((hb >> (2 * q)) & 0x03030303u) << 4);
+        return ((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u;   /* per byte v - 32, no borrows */
+    }
+    static __device__ __forceinline__ void compute(const raw &r, const int8_t *__restrict__ xq,
+                                                   const float2 *__restrict__ xd, int64_t sb, int g, int t,
+                                                   float &acc_g, float &acc_g8)
+    {
+        const int8_t *xs = xq + sb * 256 + 8 * t;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int c4[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                /* weights 128h + 32q + 8t.. sit at 64h + 32(q >> 1) + 8t (+128 for odd q) in K45 */
+                uint2 xv = __ldg((const uint2 *)(xs + (q & 1) * 128 + 64 * h + 32 * (q >> 1)));
+                uint2 l0 = r.ql[0][2 * h + (q & 1)], l1 = r.ql[1][2 * h + (q & 1)];
+                bool on = g == 2 * q + (t >> 1);
+                mma_k32<true>(c4, q6(l0.x, r.qh[0][h].x, q), q6(l1.x, r.qh[1][h].x, q), q6(l0.y, r.qh[0][h].y, q),
+                              q6(l1.y, r.qh[1][h].y, q), on ? xv.x : 0u, on ? xv.y : 0u);
+            }
+            float dx = __ldg(xd + sb * 8 + 4 * h + t).x;
+            int sh = 16 * h;
+            /* |sc * dot| < 128 * 16 * 32 * 127: two of them fit an int, not the i2f trick */
+            int s0 = (int)(int8_t)(r.sc[0] >> sh), s1 = (int)(int8_t)(r.sc[0] >> (sh + 8));
+            acc_g += h2f8(r.d[0]) * dx * __int2float_rn(s0 * c4[0] + s1 * c4[1]);
+            s0 = (int)(int8_t)(r.sc[1] >> sh), s1 = (int)(int8_t)(r.sc[1] >> (sh + 8));
+            acc_g8 += h2f8(r.d[1]) * dx * __int2float_rn(s0 * c4[2] + s1 * c4[3]);
+        }
+    }
+};
+
+/* U: super-blocks whose codes are in flight per lane (ptxas, sm_90, Q4_K: 94 / 120 / 128
+ * registers for U = 1 / 2 / 3, no spills; U = 4 spills) */
+template <class K, int U>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -142,18 +215,16 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
             if (i < job.n_parts && tile >= job.p[i].tile0)
                 P = job.p[i];
         int64_t r0 = (tile - P.tile0) * 16, rg = r0 + g, rg8 = r0 + g + 8;
-        size_t row_bytes = (size_t)job.n_sb * 144;
-        const uint8_t *wg = P.p + (size_t)(rg < P.n ? rg : P.n - 1) * row_bytes;
-        const uint8_t *wg8 = P.p + (size_t)(rg8 < P.n ? rg8 : P.n - 1) * row_bytes;
+        int64_t lg = rg < P.n ? rg : P.n - 1, lg8 = rg8 < P.n ? rg8 : P.n - 1;   /* rows loaded */
         int64_t sb0 = (int64_t)chunk * job.kc, sb1 = sb0 + job.kc < job.n_sb ? sb0 + job.kc : job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
 #pragma unroll 1
         for (int64_t s = sb0; s < sb1; s += U) {
-            v5_raw raw[U];
+            typename K::raw raw[U];
 #pragma unroll
             for (int u = 0; u < U; u++)
                 if (s + u < sb1)
-                    v5_fetch(wg, wg8, s + u, t, raw[u]);
+                    K::fetch(P, lg, lg8, job.n_sb, s + u, t, raw[u]);
             if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
                 cuda_pdl_wait();
                 waited = true;
@@ -161,7 +232,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
 #pragma unroll
             for (int u = 0; u < U; u++)
                 if (s + u < sb1)
-                    v5_compute(raw[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+                    K::compute(raw[u], xq, xd, s + u, g, t, acc_g, acc_g8);
         }
         /* the 4 lanes of group g hold parts of rows g and g+8 */
         acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
@@ -229,19 +300,18 @@ static int v5_kc(const struct cuda_ctx *c, int64_t n_tiles, int64_t n_sb)
     return (int)(kc > n_sb ? n_sb : kc);
 }
 
-int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
-               const float2 *xd, bool *taken)
+/* Launch v5 of kind K (dev_type dt) for the parts of that type; returns how many it took */
+template <class K>
+static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, const struct be_weight *const *ws,
+                     const int8_t *xq, const float2 *xd, bool *taken)
 {
-    if (c->gemv_ver != 5 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
-        return 0;
     v5_job job;
     memset(&job, 0, sizeof job);
     job.n_sb = ws[0]->k / 256;
     int64_t tiles = 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
-        taken[i] = ws[i]->dev_type == GLIM_TYPE_Q4_K && ws[i]->k == ws[0]->k;
-        if (!taken[i])
+        if (ws[i]->dev_type != dt || ws[i]->k != ws[0]->k)
             continue;
         job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles};
         tiles += (ws[i]->n + 15) / 16;
@@ -255,12 +325,10 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     if (job.n_chunks > 1) {
         size_t part_bytes = (size_t)tiles * job.n_chunks * 16 * sizeof(float), cnt_bytes = (size_t)tiles * 4;
         size_t had = c->v5_cnt.nbytes;
+        /* a new count buffer starts at 0; after that every launch leaves it so */
         if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
-            (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream)))) {
-            for (int i = 0; i < n; i++)   /* recorded in the context; the caller's parts go to v3 */
-                taken[i] = false;
-            return 0;   /* a new count buffer starts at 0; after that every launch leaves it so */
-        }
+            (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream))))
+            return 0;   /* recorded in the context; these parts go to v3 */
         job.part = (float *)c->v5_part.p;
         job.cnt = (unsigned *)c->v5_cnt.p;
     }
@@ -268,11 +336,32 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(V5_WARPS * 32), 0, &attr);
-    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (default 3) */
+    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
     switch (env_knob("GLIM_CUDA_V5_U", &u_forced)) {
-    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<1>, job, xq, xd, c->pdl_all)); break;
-    case 2: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<2>, job, xq, xd, c->pdl_all)); break;
-    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<3>, job, xq, xd, c->pdl_all)); break;
+    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1>, job, xq, xd, c->pdl_all)); break;
+    case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3>, job, xq, xd, c->pdl_all)); break;
+    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2>, job, xq, xd, c->pdl_all)); break;
     }
+    for (int i = 0; i < n; i++)
+        taken[i] = taken[i] || (ws[i]->dev_type == dt && ws[i]->k == ws[0]->k);
+    return m;
+}
+
+/* GLIM_CUDA_V5_KINDS: 1 = Q4_K only, 2 = Q6_K only, 3 = both (default) */
+int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
+               const float2 *xd, bool *taken)
+{
+    if (c->gemv_ver != 5 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
+        return 0;
+    static int kinds = -1;
+    int which = env_knob("GLIM_CUDA_V5_KINDS", &kinds);
+    which = which ? which : 3;
+    for (int i = 0; i < n; i++)
+        taken[i] = false;
+    int m = 0;
+    if (which & 1)
+        m += launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken);
+    if (which & 2)
+        m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken);
     return m;
 }
