@@ -541,8 +541,8 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
 }
 
 /* dp4a GEMV version for one activation row: 3 (default), 4 (Q4_K/Q6_K weights streamed
- * through shared memory, other kinds take 3; sm_90), 5 (Q4_K jobs on the tensor cores, others
- * take 3), or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5.
+ * through shared memory, other kinds take 3; sm_90), 5 (Q4_K and Q6_K weights on the tensor
+ * cores, others take 3), or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5.
  * GLIM_EINVAL if not a CUDA backend or another version. */
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 {

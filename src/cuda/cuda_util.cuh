@@ -67,7 +67,7 @@ struct cuda_ctx {
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
-                                    * tensor cores, jobs of Q4_K only, others take v3; not yet measured),
+                                    * tensor cores for Q4_K/Q6_K, others take v3; not yet measured),
                                     * or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5, backend_cuda_set_gemv */
     int             gemv_persist;  /* > 0: persistent GEMV v3 with this many CTAs per SM for jobs of one
                                     * weight kind (default 4 on sm_90; GLIM_CUDA_GEMV_PERSIST=0..8); 0 = off */

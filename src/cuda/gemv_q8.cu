@@ -25,8 +25,8 @@
  * relative L2 error ~3e-3; tests/test_cuda_ops.c uses 1e-2, like llama.cpp).
  * The exact f32 path stays available: backend_cuda_set_exact / GLIM_CUDA_EXACT=1.
  *
- * Layout of the GEMV: one warp per RW weight rows (RW = 2 for Q4_K/Q4_0 when N
- * leaves >= 4 blocks per SM, else 1), lanes walk
+ * Layout of the GEMV: one warp per RW weight rows (RW = 2 for Q4_K/Q4_0: always in v3, in
+ * v2 when N leaves >= 4 blocks per SM, else 1), lanes walk
  * the row's slots (consecutive lanes read consecutive code bytes), up to
  * NR = 16 activation rows per pass, warp-shuffle reduction.
  */
@@ -524,7 +524,7 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     bool taken[GEMV_MAX_PARTS];
     float *ys_rest[GEMV_MAX_PARTS];
     const struct be_weight *ws_rest[GEMV_MAX_PARTS];
-    if (cuda_gemv5(c, n, ys, ws, xq, xd, taken)) {   /* v5 took the Q4_K parts; the rest take v3 */
+    if (cuda_gemv5(c, n, ys, ws, xq, xd, taken)) {   /* v5 took the Q4_K/Q6_K parts; the rest take v3 */
         CUDA_LAUNCHED(c, "matmul q8 v5");
         int m = 0;
         for (int i = 0; i < n; i++)

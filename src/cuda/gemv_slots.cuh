@@ -351,8 +351,8 @@ struct gemv_job {
 bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd);
 /* true when v4 takes a job of these kinds (the caller then builds it with rw = 1) */
 bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds);
-/* gemv_mma.cu: GEMV v5 (tensor cores) for one activation row: launches the Q4_K weights of
- * the n sharing x, marks them in taken[n] and returns how many (0: v5 off or none) */
+/* gemv_mma.cu: GEMV v5 (tensor cores) for one activation row: launches the Q4_K and Q6_K
+ * weights of the n sharing x, marks them in taken[n] and returns how many (0: v5 off or none) */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                const float2 *xd, bool *taken);
 
