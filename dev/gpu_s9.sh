@@ -54,6 +54,10 @@ if want kern; then
   GLIM_CUDA_GEMV=5 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " >> /tmp/gemv.log
   echo "== GEMV v5, 3 super-blocks in flight per lane" >> /tmp/gemv.log
   GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_U=3 timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7 >> /tmp/gemv.log
+  for kc in ${V5KC:-2 4 8 80}; do   # split-K chunk size (80: no split for K <= 20480)
+    echo "== GEMV v5 GLIM_CUDA_V5_KC=$kc" >> /tmp/gemv.log
+    GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_KC=$kc timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7 >> /tmp/gemv.log
+  done
   for cfg in ${V4CFG:-}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
   for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
