@@ -5,8 +5,9 @@
  * WHY (docs/CUDA.md "Instructions per weight byte"): the dp4a GEMV spends ~6 (Q4_K) to ~7 (Q6_K)
  * instructions per weight byte and sits at 2/3 to 3/4 of copy bandwidth, issue- and
  * latency-bound. One mma multiplies 16 rows x 32 weights. Per Q4_K super-block (16 rows x 256
- * weights) a lane issues 8 8-byte code loads, 32 ANDs, 8 mma and 4 scale applications: ~1.7
- * instructions per byte (Q6_K: ~2.9, see v5_q6k). Below, the Q4_K mapping:
+ * weights) a lane issues 10 loads of codes and header, 32 ANDs, 8 mma and 4 scale applications;
+ * with the activation loads and addressing ~3 PTX instructions per weight byte (v3: ~6; Q6_K:
+ * ~3.8 vs ~7, see v5_q6k). Below, the Q4_K mapping:
  *
  * Fragments (PTX ISA, m16n8k32 with 8-bit A/B), lane = 4g + t:
  *   A {row g, k 4t..4t+3} {row g+8, k 4t..} {row g, k 16+4t..} {row g+8, k 16+4t..}
