@@ -109,8 +109,10 @@ def trial(rng, n_sb):
                     q0 = rows[g][s][16 + 32 * c + 8 * t:16 + 32 * c + 8 * t + 8]
                     q1 = rows[g + 8][s][16 + 32 * c + 8 * t:16 + 32 * c + 8 * t + 8]
                     la.append([word(q0, 0) & m, word(q1, 0) & m, word(q0, 4) & m, word(q1, 4) & m])
-                    xs = xq[s][(128 if hs else 0) + 32 * c + 8 * t:][:8]
-                    lb.append([word(xs, 0), word(xs, 4)] if g == nj else [0, 0])
+                    js = (g >> 1) + 4 * (g & 1)   # the kernel: the one sub-block lane g gives x for
+                    assert (g == nj) == (js == j)
+                    xs = xq[s][128 * (js & 1) + 32 * (js >> 1) + 8 * t:][:8]
+                    lb.append([word(xs, 0), word(xs, 4)] if js == j else [0, 0])
                 c4 = mma(la, lb, c4)
         for lane in range(32):
             g, t = lane >> 2, lane & 3
@@ -188,9 +190,12 @@ def trial_q6(rng, n_sb):
                             v.append((((q6 | 0x80808080) - 0x20202020) ^ 0x80808080) & 0xFFFFFFFF)
                         regs.append(v)
                     la.append([regs[0][0], regs[1][0], regs[0][1], regs[1][1]])
-                    xs = xq[sb][(128 if q & 1 else 0) + 64 * h + 32 * (q >> 1) + 8 * t:][:8]
-                    on = g == 2 * q + (t >> 1)
-                    lb.append([word(xs, 0), word(xs, 4)] if on else [0, 0])
+                    gq = g - (t >> 1)   # the kernel: the one unit per half lane (g, t) gives x for
+                    qs = gq >> 1 if gq >= 0 and not gq & 1 else -1
+                    qa = max(qs, 0)
+                    assert (g == 2 * q + (t >> 1)) == (qs == q)
+                    xs = xq[sb][128 * (qa & 1) + 32 * (qa >> 1) + 8 * t + 64 * h:][:8]
+                    lb.append([word(xs, 0), word(xs, 4)] if qs == q else [0, 0])
                 c4 = mma(la, lb, c4, a_signed=True)
             for lane in range(32):
                 g, t = lane >> 2, lane & 3

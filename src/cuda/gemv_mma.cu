@@ -7,7 +7,7 @@
  * latency-bound. One mma multiplies 16 rows x 32 weights. Per Q4_K super-block (16 rows x 256
  * weights) a lane issues 10 loads of codes and header, 32 ANDs, 8 mma and 4 scale applications;
  * with the activation loads and addressing ~3 PTX instructions per weight byte (v3: ~6; Q6_K:
- * ~3.8 vs ~7, see v5_q6k). Below, the Q4_K mapping:
+ * ~3.7 vs ~7, see v5_q6k). Below, the Q4_K mapping:
  *
  * Fragments (PTX ISA, m16n8k32 with 8-bit A/B), lane = 4g + t:
  *   A {row g, k 4t..4t+3} {row g+8, k 4t..} {row g, k 16+4t..} {row g+8, k 16+4t..}
@@ -21,7 +21,8 @@
  * Sub-block j's activations go only into B column n_j = 2(j & 3) + (j >> 2) (lanes of
  * other columns give 0), so the 8 mma of a super-block accumulate into one C: lane t ends
  * with the sums of sub-block t (c0, c2) and t + 4 (c1, c3) for rows g and g+8, and applies
- * exactly those four scales. dev/cuda/mma_gemv_model.py checks this mapping on the CPU.
+ * exactly those four scales; lane g thus loads the activations of sub-block (g >> 1) + 4(g & 1)
+ * only. dev/cuda/mma_gemv_model.py checks this mapping on the CPU.
  *
  * Split-K: a task is (tile of 16 rows, chunk of kc super-blocks), a tile's chunks are
  * consecutive tasks. With more than one chunk each task writes its partial sums and the last
@@ -110,17 +111,17 @@ struct v5_q4k {
                                                    const float2 *__restrict__ xd, int64_t sb, int g, int t,
                                                    float &acc_g, float &acc_g8)
     {
-        const int8_t *xs = xq + sb * 256 + 8 * t;
+        /* lane g gives B column g: sub-block js = (g >> 1) + 4 (g & 1), whose column is g, and 0 in
+         * the other 7 mma, so it loads only js's 8 activation bytes */
+        int js = (g >> 1) + 4 * (g & 1);
+        uint2 xv = __ldg((const uint2 *)(xq + sb * 256 + 128 * (js & 1) + 32 * (js >> 1) + 8 * t));
         int c4[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-            uint2 xl = __ldg((const uint2 *)(xs + 32 * c)), xh = __ldg((const uint2 *)(xs + 128 + 32 * c));
 #pragma unroll
             for (int hs = 0; hs < 2; hs++) {
-                int j = 2 * c + hs, nj = 2 * (j & 3) + (j >> 2);
                 uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;
-                uint2 xv = hs ? xh : xl;
-                bool on = g == nj;
+                bool on = js == 2 * c + hs;
                 mma_k32<false>(c4, r.q[0][c].x & m, r.q[1][c].x & m, r.q[0][c].y & m, r.q[1][c].y & m,
                                on ? xv.x : 0u, on ? xv.y : 0u);
             }
@@ -172,16 +173,19 @@ struct v5_q6k {
                                                    const float2 *__restrict__ xd, int64_t sb, int g, int t,
                                                    float &acc_g, float &acc_g8)
     {
-        const int8_t *xs = xq + sb * 256 + 8 * t;
+        /* lane (g, t) gives B column g = 2q + (t >> 1): unit qs = (g - (t >> 1)) / 2 when that is
+         * whole and in 0..3 (else none), so it loads only that unit's 8 activation bytes per half */
+        int gq = g - (t >> 1), qs = gq >= 0 && !(gq & 1) ? gq >> 1 : -1, qa = qs < 0 ? 0 : qs;
+        /* weights 128h + 32q + 8t.. sit at 64h + 32(q >> 1) + 8t (+128 for odd q) in K45 */
+        const int8_t *xs = xq + sb * 256 + 128 * (qa & 1) + 32 * (qa >> 1) + 8 * t;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int c4[4] = {0, 0, 0, 0};
+            uint2 xv = __ldg((const uint2 *)(xs + 64 * h));
 #pragma unroll
             for (int q = 0; q < 4; q++) {
-                /* weights 128h + 32q + 8t.. sit at 64h + 32(q >> 1) + 8t (+128 for odd q) in K45 */
-                uint2 xv = __ldg((const uint2 *)(xs + (q & 1) * 128 + 64 * h + 32 * (q >> 1)));
                 uint2 l0 = r.ql[0][2 * h + (q & 1)], l1 = r.ql[1][2 * h + (q & 1)];
-                bool on = g == 2 * q + (t >> 1);
+                bool on = qs == q;
                 mma_k32<true>(c4, q6(l0.x, r.qh[0][h].x, q), q6(l1.x, r.qh[1][h].x, q), q6(l0.y, r.qh[0][h].y, q),
                               q6(l1.y, r.qh[1][h].y, q), on ? xv.x : 0u, on ? xv.y : 0u);
             }
@@ -196,8 +200,8 @@ struct v5_q6k {
     }
 };
 
-/* U: super-blocks whose codes are in flight per lane (ptxas, sm_90, Q4_K: 94 / 120 / 128
- * registers for U = 1 / 2 / 3, no spills; U = 4 spills) */
+/* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: Q4_K 78 / 117 / 128 and
+ * Q6_K 102 / 128 / 128 registers for U = 1 / 2 / 3, no spills) */
 template <class K, int U>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
