@@ -543,10 +543,10 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
 /* dp4a GEMV version for one activation row: 3 (default), 4 (Q4_K/Q6_K weights streamed
  * through shared memory, other kinds take 3; sm_90), 5 (Q4_K and Q6_K weights on the tensor
  * cores, others take 3), or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5.
- * GLIM_EINVAL if not a CUDA backend or another version. */
+ * GLIM_EINVAL if not a CUDA backend, another version, or 5 before sm_80. */
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 {
-    if (!is_cuda(be) || version < 2 || version > 5)
+    if (!is_cuda(be) || version < 2 || version > 5 || (version == 5 && ctx_of(be)->cc_major < 8))
         return GLIM_EINVAL;
     ctx_of(be)->gemv_ver = version;
     return GLIM_OK;
@@ -656,8 +656,11 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         (d4 == 3 || d4 == 4 || d4 == 6 || d4 == 8) && k4 >= 1 && k4 <= 4)
         c->v4_warps = w4, c->v4_depth = d4, c->v4_ctas = k4;
     const char *f_pdl = getenv("GLIM_CUDA_PDL");
+    c->cc_major = prop.major;
     if (prop.major < 9)
         c->gemv_ver = c->gemv_ver == 4 ? 3 : c->gemv_ver;   /* v4 streams with the sm_90 bulk copy */
+    if (prop.major < 8)
+        c->gemv_ver = c->gemv_ver == 5 ? 3 : c->gemv_ver;   /* v5's int8 mma needs sm_80 */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);
     c->pdl_all = c->pdl && !(f_pdl && strcmp(f_pdl, "1") == 0);
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");

@@ -47,6 +47,7 @@ struct cuda_ctx {
     cudaStream_t   stream;
     cublasHandle_t cublas;
     int            n_sm;
+    int            cc_major;       /* compute capability major (8: sm_80, 9: sm_90) */
     cudaError_t    first_err;      /* sticky: first failure of an op */
     char           first_msg[256];
     struct cuda_buf wtile;         /* dequantized weight tile (bf16) for GEMM */
