@@ -429,6 +429,11 @@ static void check_v5(int n, const int64_t *ns, int64_t k, const uint32_t *types)
 
 static void test_gemv_v5(void)
 {
+    if (backend_cuda_set_gemv(be, 5) != GLIM_OK) {   /* int8 mma: sm_80 and later */
+        fprintf(stderr, "  GEMV v5 needs sm_80: skipped\n");
+        return;
+    }
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
     /* ragged tiles (n % 16), one and many chunks per row (k = 256: one super-block; k = 19968
      * with few tiles: dozens of chunks), more tasks than the grid has warps, 1-4 parts */
     for (int i = 0; i < 6; i++) {
