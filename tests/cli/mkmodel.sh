@@ -1,9 +1,10 @@
 #!/bin/bash
 # glim mkmodel and glim bench through the CLI: the 30B dry run reports the
-# published file's size, small models of each type load in `glim info`, the
-# llama4 tokenizer is copied, bench/membw parse their options and print
-# llama-bench's table and JSON fields; a DFlash drafter made --like the tiny
-# target decodes exactly as the target alone. Env: GLIM_BIN, GLIM_TESTDATA.
+# published file's size, small models of each type load in `glim info`,
+# --unique-rows keeps the file's size, the llama4 tokenizer is copied,
+# bench/membw parse their options and print llama-bench's table and JSON
+# fields; a DFlash drafter made --like the tiny target decodes exactly as the
+# target alone. Env: GLIM_BIN, GLIM_TESTDATA.
 set -u
 fail=0
 check() {   # check "what" command...
@@ -44,6 +45,18 @@ cmp -s "$tmp/tiny-F32.gguf" <("$GLIM_BIN" mkmodel --arch muse-glimmer --dim 256 
     --head-dim 64 --ffn 512 --layers 4 --window 16 --vocab 256 --type F32 --seed 3 -t 1 -q -o "$tmp/again.gguf" \
     >/dev/null; cat "$tmp/again.gguf")
 check "same seed, other thread count: identical file" test $? -eq 0
+
+# --unique-rows: the same size and tensor table, a loadable file, and not the full fill's bytes
+"$GLIM_BIN" mkmodel --arch muse-glimmer --dim 256 --heads 4 --kv-heads 2 --head-dim 64 --ffn 512 \
+    --layers 4 --window 16 --vocab 256 --type Q4_K_M --seed 3 --unique-rows 8 -q -o "$tmp/u.gguf" >/dev/null
+check "--unique-rows writes" test -s "$tmp/u.gguf"
+check "--unique-rows: same size as the full file" test "$(stat -c %s "$tmp/u.gguf")" -eq "$(stat -c %s "$tmp/tiny-Q4_K_M.gguf")"
+check "--unique-rows: other bytes" bash -c "! cmp -s '$tmp/u.gguf' '$tmp/tiny-Q4_K_M.gguf'"
+info=$("$GLIM_BIN" info -m "$tmp/u.gguf" 2>&1)
+check "--unique-rows: glim info reads it" test $? -eq 0
+check "--unique-rows: output is Q6_K" grep -Eq "output.weight +Q6_K " <<<"$info"
+"$GLIM_BIN" mkmodel --arch llama --unique-rows 0 --dry-run 2>"$tmp/err"; rc=$?
+check "mkmodel --unique-rows 0 exits 2" test $rc -eq 2
 
 # 3. the llama4 tokenizer is copied (202048 tokens)
 "$GLIM_BIN" mkmodel --arch llama --dim 64 --heads 2 --kv-heads 1 --ffn 128 --layers 1 --vocab llama4 \
