@@ -22,7 +22,8 @@
  * other columns give 0), so the 8 mma of a super-block accumulate into one C: lane t ends
  * with the sums of sub-block t (c0, c2) and t + 4 (c1, c3) for rows g and g+8, and applies
  * exactly those four scales; lane g thus loads the activations of sub-block (g >> 1) + 4(g & 1)
- * only. dev/cuda/mma_gemv_model.py checks this mapping on the CPU.
+ * only. The lane code is gemv_mma_lane.h, which tests/test_gemv_mma_lane.c also runs on the
+ * CPU (a warp of 32 threads, the mma emulated from the PTX ISA fragment layout).
  *
  * Split-K: a task is (tile of 16 rows, chunk of kc super-blocks), a tile's chunks are
  * consecutive tasks. With more than one chunk each task writes its partial sums and the last
@@ -36,35 +37,58 @@
 
 #define V5_WARPS 4   /* warps per block; 4 blocks per SM like the persistent v3 */
 
-struct v5_part {
-    const uint8_t *p;          /* Q4_K blocks row-major, or Q6_K SoA (CUDA_DT_Q6_K_SOA) */
-    float         *y;
-    int64_t        n, tile0;   /* rows; first tile of this part */
-};
+/* the primitives gemv_mma_lane.h asks for */
+#define V5_FN static __device__ __forceinline__
+#define V5_UNROLL _Pragma("unroll")
 
-struct v5_job {
-    v5_part   p[GEMV_MAX_PARTS];
-    int       n_parts;
-    int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
-    int       kc, n_chunks;    /* super-blocks per chunk; chunks per row */
-    float    *part;            /* [n_tiles][n_chunks][16] partial sums (n_chunks > 1) */
-    unsigned *cnt;             /* [n_tiles] finished chunks; 0 between launches */
-};
+static __device__ __forceinline__ uint4 v5_ldw16(const void *p)
+{
+    return ldw16(p);
+}
 
-static __device__ __forceinline__ uint2 ldw8(const void *p)
+static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
 {
     uint2 r;
     asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
     return r;
 }
 
-/* c += A (16 x 32, u8 or s8) . B (32 x 8, s8) */
-template <bool A_SIGNED>
-static __device__ __forceinline__ void mma_k32(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                               uint32_t b0, uint32_t b1)
+static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p)
+{
+    return __ldg((const uint2 *)p);
+}
+
+static __device__ __forceinline__ float2 v5_ldxd(const float2 *p)
+{
+    return __ldg(p);
+}
+
+static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
+{
+    return __ldg((const unsigned short *)p);
+}
+
+static __device__ __forceinline__ float v5_h2f(uint32_t bits)
+{
+    return h2f8(bits);
+}
+
+static __device__ __forceinline__ float v5_i2f(int v)
+{
+    return i2f(v);
+}
+
+static __device__ __forceinline__ float v5_i2f_rn(int v)
+{
+    return __int2float_rn(v);
+}
+
+/* c += A (16 x 32, u8, or s8 when sgn) . B (32 x 8, s8); sgn is a constant at every call */
+static __device__ __forceinline__ void v5_mma(int *c, int sgn, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (A_SIGNED)
+    if (sgn)
         asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
             "{%0, %1, %2, %3};"
             : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
@@ -77,126 +101,43 @@ static __device__ __forceinline__ void mma_k32(int (&c)[4], uint32_t a0, uint32_
 #endif
 }
 
-/* ---- Q4_K: one super-block's bytes of rows g and g+8 as loaded (4 x 8 code bytes, header);
- * fetch() only issues loads, compute() adds the rows' shares of the super-block */
+#include "gemv_mma_lane.h"
+
+struct v5_job {
+    v5_part   p[GEMV_MAX_PARTS];
+    int       n_parts;
+    int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
+    int       kc, n_chunks;    /* super-blocks per chunk; chunks per row */
+    float    *part;            /* [n_tiles][n_chunks][16] partial sums (n_chunks > 1) */
+    unsigned *cnt;             /* [n_tiles] finished chunks; 0 between launches */
+};
+
+/* the kernel's view of a weight type: raw bytes in flight, fetch, compute */
 struct v5_q4k {
-    struct raw {
-        uint2 q[2][4];
-        uint4 h[2];
-    };
+    typedef v5_q4k_raw raw;
     static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
                                                  int t, raw &r)
     {
-        const uint8_t *b[2] = {P.p + (rg * n_sb + sb) * 144, P.p + (rg8 * n_sb + sb) * 144};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            r.h[i] = ldw16(b[i]);
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                r.q[i][c] = ldw8(b[i] + 16 + 32 * c + 8 * t);
-        }
+        v5_q4k_fetch(&P, rg, rg8, n_sb, sb, t, &r);
     }
-    /* row's share (sub-blocks t and t+4): d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
-    static __device__ __forceinline__ float scale(uint4 h, int t, int dlo, int dhi, float2 xa, float2 xb)
+    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
+                                                   int t, float &acc_g, float &acc_g8)
     {
-        float d = h2f8(h.x), dmin = h2f8(h.x >> 16);
-        int sh = 8 * t;
-        uint32_t b0 = (h.y >> sh) & 0xffu, b4 = (h.z >> sh) & 0xffu, b8 = (h.w >> sh) & 0xffu;
-        int sc_lo = (int)(b0 & 63u), m_lo = (int)(b4 & 63u);                                   /* sub-block t */
-        int sc_hi = (int)((b8 & 15u) | ((b0 >> 6) << 4)), m_hi = (int)((b8 >> 4) | ((b4 >> 6) << 4));   /* t+4 */
-        float s = fmaf(xa.x, i2f(sc_lo * dlo), xb.x * i2f(sc_hi * dhi));
-        return fmaf(d, s, -dmin * fmaf(i2f(m_lo), xa.y, i2f(m_hi) * xb.y));
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *__restrict__ xq,
-                                                   const float2 *__restrict__ xd, int64_t sb, int g, int t,
-                                                   float &acc_g, float &acc_g8)
-    {
-        /* lane g gives B column g: sub-block js = (g >> 1) + 4 (g & 1), whose column is g, and 0 in
-         * the other 7 mma, so it loads only js's 8 activation bytes */
-        int js = (g >> 1) + 4 * (g & 1);
-        uint2 xv = __ldg((const uint2 *)(xq + sb * 256 + 128 * (js & 1) + 32 * (js >> 1) + 8 * t));
-        int c4[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-#pragma unroll
-            for (int hs = 0; hs < 2; hs++) {
-                uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;
-                bool on = js == 2 * c + hs;
-                mma_k32<false>(c4, r.q[0][c].x & m, r.q[1][c].x & m, r.q[0][c].y & m, r.q[1][c].y & m,
-                               on ? xv.x : 0u, on ? xv.y : 0u);
-            }
-        }
-        int sh = 4 * (t & 1);   /* sub-blocks t and t+4 are high nibbles (16 x) when t is odd */
-        float2 xa = __ldg(xd + sb * 8 + t), xb = __ldg(xd + sb * 8 + t + 4);
-        acc_g += scale(r.h[0], t, c4[0] >> sh, c4[1] >> sh, xa, xb);
-        acc_g8 += scale(r.h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
+        v5_q4k_compute(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
     }
 };
 
-/* ---- Q6_K (SoA: ql[nb][128], qh[nb][64], sc[nb][16] int8, d[nb] f16). Weight w of a block:
- * half h = w / 128, unit q = (w % 128) / 32, i = w % 32: low (q < 2) or high nibble of
- * ql[64h + 32(q & 1) + i], bits 2q of qh[32h + i], scale sc[8h + 2q + i / 16], value q6 - 32.
- * Lane t feeds weights 8t..8t+7 of a unit: one 8-byte ql and qh load each, scale group t >> 1.
- * Unit q's two groups go to B columns 2q and 2q + 1 (lanes t < 2 give the first), so the 4 mma
- * of a half accumulate into one C and lane t ends with both groups of unit t. */
 struct v5_q6k {
-    struct raw {
-        uint2    ql[2][4];   /* [row][2h + (q & 1)] */
-        uint2    qh[2][2];   /* [row][h] */
-        uint32_t sc[2];      /* [row]: bytes 2t, 2t+1 of half 0 (low 16 bits), of half 1 (high) */
-        uint32_t d[2];
-    };
+    typedef v5_q6k_raw raw;
     static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
                                                  int t, raw &r)
     {
-        int64_t nb = P.n * n_sb, ib[2] = {rg * n_sb + sb, rg8 * n_sb + sb};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                r.ql[i][u] = ldw8(P.p + ib[i] * 128 + 32 * u + 8 * t);   /* 64h + 32(q & 1) = 32u */
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                r.qh[i][h] = ldw8(P.p + nb * 128 + ib[i] * 64 + 32 * h + 8 * t);
-            const unsigned short *sc = (const unsigned short *)(P.p + nb * 192 + ib[i] * 16) + t;
-            r.sc[i] = (uint32_t)__ldg(sc) | (uint32_t)__ldg(sc + 4) << 16;
-            r.d[i] = __ldg((const unsigned short *)(P.p + nb * 208) + ib[i]);
-        }
+        v5_q6k_fetch(&P, rg, rg8, n_sb, sb, t, &r);
     }
-    /* 4 signed 6-bit codes - 32 of one word: nibbles of ql (q < 2: low), bits 2q of qh */
-    static __device__ __forceinline__ uint32_t q6(uint32_t l, uint32_t hb, int q)
+    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
+                                                   int t, float &acc_g, float &acc_g8)
     {
-        uint32_t v = ((l >> (4 * (q >> 1))) & 0x0f0f0f0fu) | (((hb >> (2 * q)) & 0x03030303u) << 4);
-        return ((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u;   /* per byte v - 32, no borrows */
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *__restrict__ xq,
-                                                   const float2 *__restrict__ xd, int64_t sb, int g, int t,
-                                                   float &acc_g, float &acc_g8)
-    {
-        /* lane (g, t) gives B column g = 2q + (t >> 1): unit qs = (g - (t >> 1)) / 2 when that is
-         * whole and in 0..3 (else none), so it loads only that unit's 8 activation bytes per half */
-        int gq = g - (t >> 1), qs = gq >= 0 && !(gq & 1) ? gq >> 1 : -1, qa = qs < 0 ? 0 : qs;
-        /* weights 128h + 32q + 8t.. sit at 64h + 32(q >> 1) + 8t (+128 for odd q) in K45 */
-        const int8_t *xs = xq + sb * 256 + 128 * (qa & 1) + 32 * (qa >> 1) + 8 * t;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int c4[4] = {0, 0, 0, 0};
-            uint2 xv = __ldg((const uint2 *)(xs + 64 * h));
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                uint2 l0 = r.ql[0][2 * h + (q & 1)], l1 = r.ql[1][2 * h + (q & 1)];
-                bool on = qs == q;
-                mma_k32<true>(c4, q6(l0.x, r.qh[0][h].x, q), q6(l1.x, r.qh[1][h].x, q), q6(l0.y, r.qh[0][h].y, q),
-                              q6(l1.y, r.qh[1][h].y, q), on ? xv.x : 0u, on ? xv.y : 0u);
-            }
-            float dx = __ldg(xd + sb * 8 + 4 * h + t).x;
-            int sh = 16 * h;
-            /* |sc * dot| < 128 * 16 * 32 * 127: two of them fit an int, not the i2f trick */
-            int s0 = (int)(int8_t)(r.sc[0] >> sh), s1 = (int)(int8_t)(r.sc[0] >> (sh + 8));
-            acc_g += h2f8(r.d[0]) * dx * __int2float_rn(s0 * c4[0] + s1 * c4[1]);
-            s0 = (int)(int8_t)(r.sc[1] >> sh), s1 = (int)(int8_t)(r.sc[1] >> (sh + 8));
-            acc_g8 += h2f8(r.d[1]) * dx * __int2float_rn(s0 * c4[2] + s1 * c4[3]);
-        }
+        v5_q6k_compute(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
     }
 };
 

@@ -1,0 +1,156 @@
+/*
+ * gemv_mma_lane.h — private to src/cuda: one lane's share of GEMV v5 (gemv_mma.cu): what it
+ * loads of a super-block of rows g and g+8 (fetch) and what it adds to their sums (compute).
+ *
+ * Written in the C subset of CUDA so that tests/test_gemv_mma_lane.c can run this very code on
+ * the CPU, 32 threads for a warp, with the primitives below emulated (the mma by a barrier).
+ * The includer defines:
+ *   V5_FN                    function qualifiers (static __device__ __forceinline__ / static inline)
+ *   V5_UNROLL                _Pragma("unroll") or nothing
+ *   uint2, uint4, float2     CUDA's vector types
+ *   v5_ldw16(p), v5_ldw8(p)  streaming loads of 16 / 8 weight bytes (uint4 / uint2)
+ *   v5_ldx8(p)               8 activation bytes (uint2), v5_ldxd(p): a float2, v5_ldu16(p): a u16
+ *   v5_h2f(bits)             the f16 in the low 16 bits as float
+ *   v5_i2f(v)                int -> float for |v| < 2^22 (gemv_slots.cuh i2f), v5_i2f_rn(v): any int
+ *   v5_mma(c, sgn, a0, a1, a2, a3, b0, b1)
+ *                            c[4] += A . B, mma.m16n8k32 (A u8, or s8 when sgn; B s8; C s32)
+ * The fragment mapping is explained in gemv_mma.cu.
+ */
+#ifndef GLIM_GEMV_MMA_LANE_H
+#define GLIM_GEMV_MMA_LANE_H
+
+#include <stdint.h>
+
+struct v5_part {
+    const uint8_t *p;          /* Q4_K blocks row-major, or Q6_K SoA (CUDA_DT_Q6_K_SOA) */
+    float         *y;
+    int64_t        n, tile0;   /* rows; first tile of this part */
+};
+
+/* ---- Q4_K: one super-block's bytes of rows g and g+8 as loaded (4 x 8 code bytes, header) */
+struct v5_q4k_raw {
+    uint2 q[2][4];
+    uint4 h[2];
+};
+
+V5_FN void v5_q4k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
+                        struct v5_q4k_raw *r)
+{
+    const uint8_t *b[2];
+    b[0] = P->p + (rg * n_sb + sb) * 144;
+    b[1] = P->p + (rg8 * n_sb + sb) * 144;
+    V5_UNROLL
+    for (int i = 0; i < 2; i++) {
+        r->h[i] = v5_ldw16(b[i]);
+        V5_UNROLL
+        for (int c = 0; c < 4; c++)
+            r->q[i][c] = v5_ldw8(b[i] + 16 + 32 * c + 8 * t);
+    }
+}
+
+/* a row's share (sub-blocks t and t+4): d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
+V5_FN float v5_q4k_scale(uint4 h, int t, int dlo, int dhi, float2 xa, float2 xb)
+{
+    float d = v5_h2f(h.x), dmin = v5_h2f(h.x >> 16);
+    int sh = 8 * t;
+    uint32_t b0 = (h.y >> sh) & 0xffu, b4 = (h.z >> sh) & 0xffu, b8 = (h.w >> sh) & 0xffu;
+    int sc_lo = (int)(b0 & 63u), m_lo = (int)(b4 & 63u);                                       /* sub-block t */
+    int sc_hi = (int)((b8 & 15u) | ((b0 >> 6) << 4)), m_hi = (int)((b8 >> 4) | ((b4 >> 6) << 4));   /* t + 4 */
+    float s = fmaf(xa.x, v5_i2f(sc_lo * dlo), xb.x * v5_i2f(sc_hi * dhi));
+    return fmaf(d, s, -dmin * fmaf(v5_i2f(m_lo), xa.y, v5_i2f(m_hi) * xb.y));
+}
+
+V5_FN void v5_q4k_compute(const struct v5_q4k_raw *r, const int8_t *xq, const float2 *xd, int64_t sb, int g, int t,
+                          float *acc_g, float *acc_g8)
+{
+    /* lane g gives B column g: sub-block js = (g >> 1) + 4 (g & 1), whose column is g, and 0 in
+     * the other 7 mma, so it loads only js's 8 activation bytes */
+    int js = (g >> 1) + 4 * (g & 1);
+    uint2 xv = v5_ldx8(xq + sb * 256 + 128 * (js & 1) + 32 * (js >> 1) + 8 * t);
+    int c4[4] = {0, 0, 0, 0};
+    V5_UNROLL
+    for (int c = 0; c < 4; c++) {
+        V5_UNROLL
+        for (int hs = 0; hs < 2; hs++) {
+            uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;   /* high nibbles stay 16 x nibble (u8) */
+            int on = js == 2 * c + hs;
+            v5_mma(c4, 0, r->q[0][c].x & m, r->q[1][c].x & m, r->q[0][c].y & m, r->q[1][c].y & m, on ? xv.x : 0u,
+                   on ? xv.y : 0u);
+        }
+    }
+    int sh = 4 * (t & 1);   /* sub-blocks t and t+4 are high nibbles (16 x) when t is odd */
+    float2 xa = v5_ldxd(xd + sb * 8 + t), xb = v5_ldxd(xd + sb * 8 + t + 4);
+    *acc_g += v5_q4k_scale(r->h[0], t, c4[0] >> sh, c4[1] >> sh, xa, xb);
+    *acc_g8 += v5_q4k_scale(r->h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
+}
+
+/* ---- Q6_K (SoA: ql[nb][128], qh[nb][64], sc[nb][16] int8, d[nb] f16). Weight w of a block:
+ * half h = w / 128, unit q = (w % 128) / 32, i = w % 32: low (q < 2) or high nibble of
+ * ql[64h + 32(q & 1) + i], bits 2q of qh[32h + i], scale sc[8h + 2q + i / 16], value q6 - 32.
+ * Lane t feeds weights 8t..8t+7 of a unit: one 8-byte ql and qh load each, scale group t >> 1.
+ * Unit q's two groups go to B columns 2q and 2q + 1 (lanes t < 2 give the first), so the 4 mma
+ * of a half accumulate into one C and lane t ends with both groups of unit t. */
+struct v5_q6k_raw {
+    uint2    ql[2][4];   /* [row][2h + (q & 1)] */
+    uint2    qh[2][2];   /* [row][h] */
+    uint32_t sc[2];      /* [row]: bytes 2t, 2t+1 of half 0 (low 16 bits), of half 1 (high) */
+    uint32_t d[2];
+};
+
+V5_FN void v5_q6k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
+                        struct v5_q6k_raw *r)
+{
+    int64_t nb = P->n * n_sb, ib[2];
+    ib[0] = rg * n_sb + sb;
+    ib[1] = rg8 * n_sb + sb;
+    V5_UNROLL
+    for (int i = 0; i < 2; i++) {
+        V5_UNROLL
+        for (int u = 0; u < 4; u++)
+            r->ql[i][u] = v5_ldw8(P->p + ib[i] * 128 + 32 * u + 8 * t);   /* 64h + 32(q & 1) = 32u */
+        V5_UNROLL
+        for (int h = 0; h < 2; h++)
+            r->qh[i][h] = v5_ldw8(P->p + nb * 128 + ib[i] * 64 + 32 * h + 8 * t);
+        const uint8_t *sc = P->p + nb * 192 + ib[i] * 16 + 2 * t;
+        r->sc[i] = (uint32_t)v5_ldu16(sc) | (uint32_t)v5_ldu16(sc + 8) << 16;
+        r->d[i] = v5_ldu16(P->p + nb * 208 + ib[i] * 2);
+    }
+}
+
+/* 4 signed 6-bit codes - 32 of one word: nibbles of ql (q < 2: low), bits 2q of qh */
+V5_FN uint32_t v5_q6(uint32_t l, uint32_t hb, int q)
+{
+    uint32_t v = ((l >> (4 * (q >> 1))) & 0x0f0f0f0fu) | (((hb >> (2 * q)) & 0x03030303u) << 4);
+    return ((v | 0x80808080u) - 0x20202020u) ^ 0x80808080u;   /* per byte v - 32, no borrows */
+}
+
+V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const float2 *xd, int64_t sb, int g, int t,
+                          float *acc_g, float *acc_g8)
+{
+    /* lane (g, t) gives B column g = 2q + (t >> 1): unit qs = (g - (t >> 1)) / 2 when that is
+     * whole and in 0..3 (else none), so it loads only that unit's 8 activation bytes per half;
+     * weights 128h + 32q + 8t.. sit at 64h + 32(q >> 1) + 8t (+128 for odd q) in K45 */
+    int gq = g - (t >> 1), qs = gq >= 0 && !(gq & 1) ? gq >> 1 : -1, qa = qs < 0 ? 0 : qs;
+    const int8_t *xs = xq + sb * 256 + 128 * (qa & 1) + 32 * (qa >> 1) + 8 * t;
+    V5_UNROLL
+    for (int h = 0; h < 2; h++) {
+        int c4[4] = {0, 0, 0, 0};
+        uint2 xv = v5_ldx8(xs + 64 * h);
+        V5_UNROLL
+        for (int q = 0; q < 4; q++) {
+            uint2 l0 = r->ql[0][2 * h + (q & 1)], l1 = r->ql[1][2 * h + (q & 1)];
+            int on = qs == q;
+            v5_mma(c4, 1, v5_q6(l0.x, r->qh[0][h].x, q), v5_q6(l1.x, r->qh[1][h].x, q), v5_q6(l0.y, r->qh[0][h].y, q),
+                   v5_q6(l1.y, r->qh[1][h].y, q), on ? xv.x : 0u, on ? xv.y : 0u);
+        }
+        float dx = v5_ldxd(xd + sb * 8 + 4 * h + t).x;
+        int sh = 16 * h;
+        /* |sc * dot| < 128 * 16 * 32 * 127: two of them fit an int, not the i2f trick */
+        int s0 = (int)(int8_t)(r->sc[0] >> sh), s1 = (int)(int8_t)(r->sc[0] >> (sh + 8));
+        *acc_g += v5_h2f(r->d[0]) * dx * v5_i2f_rn(s0 * c4[0] + s1 * c4[1]);
+        s0 = (int)(int8_t)(r->sc[1] >> sh), s1 = (int)(int8_t)(r->sc[1] >> (sh + 8));
+        *acc_g8 += v5_h2f(r->d[1]) * dx * v5_i2f_rn(s0 * c4[2] + s1 * c4[3]);
+    }
+}
+
+#endif

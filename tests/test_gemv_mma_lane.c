@@ -1,0 +1,265 @@
+/* test_gemv_mma_lane.c — GEMV v5's lane code (src/cuda/gemv_mma_lane.h, the code the GPU kernel
+ * runs) on the CPU: 32 threads are the warp, the mma exchanges fragments between two barriers
+ * with the PTX ISA layout of m16n8k32, and the tile's row sums must match the CPU dequantizer's
+ * dot product with the same int8 activations. Runs without a GPU (CI). */
+#include "harness.h"
+
+#include <pthread.h>
+
+#include "quant/quant.h"
+
+typedef struct {
+    uint32_t x, y;
+} uint2;
+typedef struct {
+    uint32_t x, y, z, w;
+} uint4;
+typedef struct {
+    float x, y;
+} float2;
+
+#define V5_FN static inline
+#define V5_UNROLL
+
+static inline uint4 v5_ldw16(const void *p)
+{
+    uint4 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+}
+
+static inline uint2 v5_ldw8(const void *p)
+{
+    uint2 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+}
+
+static inline uint2 v5_ldx8(const int8_t *p)
+{
+    return v5_ldw8(p);
+}
+
+static inline float2 v5_ldxd(const float2 *p)
+{
+    return *p;
+}
+
+static inline uint32_t v5_ldu16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline float v5_h2f(uint32_t bits)
+{
+    return fp16_to_f32((uint16_t)(bits & 0xffffu));
+}
+
+static inline float v5_i2f(int v)   /* gemv_slots.cuh i2f: exact for |v| < 2^22 */
+{
+    uint32_t u = 0x4B400000u + (uint32_t)v;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f - 12582912.0f;
+}
+
+static inline float v5_i2f_rn(int v)
+{
+    return (float)v;
+}
+
+/* ---- the warp: lane i is thread i; an mma publishes each lane's fragments, waits for all 32,
+ * adds its own C entries, and waits again before the arrays are reused */
+static pthread_barrier_t warp_bar;
+static _Thread_local int emu_lane;
+static uint32_t frag_a[32][4], frag_b[32][2];
+static int mma_calls;   /* lane 0's count, for the test to see the mma ran */
+
+static int byte_of(uint32_t w, int e, int sgn)
+{
+    int v = (int)((w >> (8 * e)) & 0xffu);
+    return sgn && v > 127 ? v - 256 : v;
+}
+
+/* A[row][k]: lane 4 (row % 8) + (k % 16) / 4, register (row >= 8) + 2 (k >= 16), byte k % 4 */
+static int elem_a(int row, int k, int sgn)
+{
+    return byte_of(frag_a[4 * (row % 8) + (k % 16) / 4][(row >= 8) + 2 * (k >= 16)], k % 4, sgn);
+}
+
+/* B[k][col]: lane 4 col + (k % 16) / 4, register k >= 16, byte k % 4 */
+static int elem_b(int k, int col)
+{
+    return byte_of(frag_b[4 * col + (k % 16) / 4][k >= 16], k % 4, 1);
+}
+
+static void v5_mma(int *c, int sgn, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    int l = emu_lane, g = l >> 2, t = l & 3;
+    frag_a[l][0] = a0, frag_a[l][1] = a1, frag_a[l][2] = a2, frag_a[l][3] = a3;
+    frag_b[l][0] = b0, frag_b[l][1] = b1;
+    pthread_barrier_wait(&warp_bar);
+    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+    for (int i = 0; i < 4; i++) {
+        int s = 0;
+        for (int k = 0; k < 32; k++)
+            s += elem_a(rows[i], k, sgn) * elem_b(k, cols[i]);
+        c[i] += s;
+    }
+    if (l == 0)
+        mma_calls++;
+    pthread_barrier_wait(&warp_bar);
+}
+
+#include "cuda/gemv_mma_lane.h"
+
+/* ---- the fixture: a tile of 16 rows (rows r0.. of n), n_sb super-blocks, K45 int8 x */
+static int64_t k45_pos(int64_t n)   /* cuda_util.cuh cuda_xq_pos_k45 */
+{
+    int r = (int)((n >> 4) & 15), rr = r & 3;
+    int at = rr < 2 ? 2 * (r >> 2) + rr : 8 + 2 * (r >> 2) + rr - 2;
+    return (n & ~(int64_t)255) + 16 * at + (n & 15);
+}
+
+/* the GPU quantizer's rule: per 32 values d = amax / 127, q = rint(x / d), xd = {d, d * sum(q)} */
+static void quantize_x(const float *x, int64_t k, int8_t *xq, float2 *xd, int8_t *q_nat)
+{
+    for (int64_t b = 0; b < k / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        float d = amax / 127.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            int q = amax > 0 ? (int)lrintf(x[32 * b + i] / d) : 0;
+            q_nat[32 * b + i] = (int8_t)q;
+            xq[k45_pos(32 * b + i)] = (int8_t)q;
+            sum += q;
+        }
+        xd[b].x = d;
+        xd[b].y = d * (float)sum;
+    }
+}
+
+struct emu {
+    int                   q6;   /* 0: Q4_K rows, 1: Q6_K SoA */
+    const struct v5_part *P;
+    int64_t               r0, n_sb;
+    const int8_t         *xq;
+    const float2         *xd;
+    float                 acc[32][2];
+};
+
+static struct emu *emu_job;
+
+static void *lane_main(void *arg)
+{
+    int l = (int)(intptr_t)arg, g = l >> 2, t = l & 3;
+    const struct emu *e = emu_job;
+    emu_lane = l;
+    float ag = 0, ag8 = 0;
+    for (int64_t sb = 0; sb < e->n_sb; sb++) {
+        if (e->q6) {
+            struct v5_q6k_raw r;
+            v5_q6k_fetch(e->P, e->r0 + g, e->r0 + g + 8, e->n_sb, sb, t, &r);
+            v5_q6k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
+        } else {
+            struct v5_q4k_raw r;
+            v5_q4k_fetch(e->P, e->r0 + g, e->r0 + g + 8, e->n_sb, sb, t, &r);
+            v5_q4k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
+        }
+    }
+    emu_job->acc[l][0] = ag, emu_job->acc[l][1] = ag8;
+    return NULL;
+}
+
+static float *rand_floats(int64_t n, unsigned *seed)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)rand_r(seed) / RAND_MAX * 2.0f - 1.0f;
+    return x;
+}
+
+/* one tile: rows r0..r0+15 of an n-row matrix of type (Q4_K or Q6_K), k = 256 n_sb */
+static void check_tile(uint32_t type, int64_t n, int64_t r0, int64_t n_sb, unsigned seed)
+{
+    int64_t k = 256 * n_sb;
+    const struct quant_traits *qt = quant_traits(type);
+    size_t row_bytes = (size_t)quant_row_bytes(type, k);
+    float *w = rand_floats(n * k, &seed), *x = rand_floats(k, &seed);
+    uint8_t *blocks = malloc((size_t)n * row_bytes), *dev = malloc((size_t)n * row_bytes);
+    for (int64_t r = 0; r < n; r++)
+        qt->from_f32(w + r * k, blocks + r * row_bytes, k);
+    if (type == GLIM_TYPE_Q6_K) {   /* the CUDA backend's SoA repack (ql, qh, scales, d) */
+        int64_t nb = n * n_sb;
+        const struct block_q6_k *b = (const struct block_q6_k *)blocks;
+        for (int64_t i = 0; i < nb; i++) {
+            memcpy(dev + i * 128, b[i].ql, 128);
+            memcpy(dev + nb * 128 + i * 64, b[i].qh, 64);
+            memcpy(dev + nb * 192 + i * 16, b[i].scales, 16);
+            memcpy(dev + nb * 208 + i * 2, &b[i].d, 2);
+        }
+    } else {
+        memcpy(dev, blocks, (size_t)n * row_bytes);
+    }
+    int8_t *xq = malloc((size_t)k), *q_nat = malloc((size_t)k);
+    float2 *xd = malloc((size_t)(k / 32) * sizeof *xd);
+    quantize_x(x, k, xq, xd, q_nat);
+
+    struct v5_part P = {dev, NULL, n, 0};
+    struct emu e = {type == GLIM_TYPE_Q6_K, &P, r0, n_sb, xq, xd, {{0}}};
+    emu_job = &e;
+    mma_calls = 0;
+    pthread_t th[32];
+    pthread_barrier_init(&warp_bar, NULL, 32);
+    for (int l = 0; l < 32; l++)
+        pthread_create(&th[l], NULL, lane_main, (void *)(intptr_t)l);
+    for (int l = 0; l < 32; l++)
+        pthread_join(th[l], NULL);
+    pthread_barrier_destroy(&warp_bar);
+    CHECK_EQ(mma_calls, 8 * n_sb);
+
+    float *row = malloc((size_t)k * sizeof *row);
+    for (int i = 0; i < 16; i++) {
+        int g = i % 8, hi = i >= 8;
+        double ref = 0, mag = 0;
+        qt->to_f32(blocks + (r0 + i) * row_bytes, row, k);
+        for (int64_t j = 0; j < k; j++) {
+            double term = (double)row[j] * xd[j / 32].x * q_nat[j];
+            ref += term;
+            mag += fabs(term);
+        }
+        double got = 0;
+        for (int t = 0; t < 4; t++)
+            got += e.acc[4 * g + t][hi];
+        if (!(fabs(got - ref) <= 1e-5 * mag + 1e-12))
+            fprintf(stderr, "%s n=%lld r0=%lld n_sb=%lld row %d: v5 lane code %.9g, reference %.9g\n",
+                    quant_type_name(type), (long long)n, (long long)r0, (long long)n_sb, i, got, ref);
+        CHECK(fabs(got - ref) <= 1e-5 * mag + 1e-12);
+    }
+    free(w), free(x), free(blocks), free(dev), free(xq), free(q_nat), free(xd), free(row);
+}
+
+static void test_q4k_tiles(void)
+{
+    check_tile(GLIM_TYPE_Q4_K, 16, 0, 1, 1);
+    check_tile(GLIM_TYPE_Q4_K, 40, 16, 3, 2);   /* a tile past the first: row offsets */
+    check_tile(GLIM_TYPE_Q4_K, 33, 8, 2, 3);
+}
+
+static void test_q6k_tiles(void)
+{
+    check_tile(GLIM_TYPE_Q6_K, 16, 0, 1, 4);
+    check_tile(GLIM_TYPE_Q6_K, 40, 16, 3, 5);   /* SoA: nb = 120 blocks, the tile's start mid-array */
+    check_tile(GLIM_TYPE_Q6_K, 37, 20, 2, 6);
+}
+
+int main(void)
+{
+    RUN(test_q4k_tiles);
+    RUN(test_q6k_tiles);
+    return DONE();
+}
