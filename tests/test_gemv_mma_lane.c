@@ -193,18 +193,10 @@ static void check_tile(uint32_t type, int64_t n, int64_t r0, int64_t n_sb, unsig
     uint8_t *blocks = malloc((size_t)n * row_bytes), *dev = malloc((size_t)n * row_bytes);
     for (int64_t r = 0; r < n; r++)
         qt->from_f32(w + r * k, blocks + r * row_bytes, k);
-    if (type == GLIM_TYPE_Q6_K) {   /* the CUDA backend's SoA repack (ql, qh, scales, d) */
-        int64_t nb = n * n_sb;
-        const struct block_q6_k *b = (const struct block_q6_k *)blocks;
-        for (int64_t i = 0; i < nb; i++) {
-            memcpy(dev + i * 128, b[i].ql, 128);
-            memcpy(dev + nb * 128 + i * 64, b[i].qh, 64);
-            memcpy(dev + nb * 192 + i * 16, b[i].scales, 16);
-            memcpy(dev + nb * 208 + i * 2, &b[i].d, 2);
-        }
-    } else {
+    if (type == GLIM_TYPE_Q6_K)   /* the CUDA backend's device layout */
+        quant_soa_repack(type, blocks, dev, k, n);
+    else
         memcpy(dev, blocks, (size_t)n * row_bytes);
-    }
     int8_t *xq = malloc((size_t)k), *q_nat = malloc((size_t)k);
     float2 *xd = malloc((size_t)(k / 32) * sizeof *xd);
     quantize_x(x, k, xq, xd, q_nat);

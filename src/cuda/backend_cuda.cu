@@ -237,7 +237,7 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
             w->aux = NULL;
             return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': staging buffer", w->name);
         }
-        cuda_weight_repack(w->type, w->host, tmp, w->k, w->n);
+        quant_soa_repack(w->type, w->host, tmp, w->k, w->n);   /* the dev_type layout (host staging) */
         CUDA_TRY(c, cudaMemcpyAsync(d, tmp, dev_bytes, cudaMemcpyHostToDevice, c->stream));
         CUDA_TRY(c, cudaStreamSynchronize(c->stream));
         glim_free(tmp);

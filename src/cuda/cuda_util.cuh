@@ -174,8 +174,6 @@ static inline unsigned cuda_blocks(int64_t n, int threads)
 /* ---- gemv_kquant.cu ---- */
 /* bytes of the device copy for a weight of this (host) type, 0 = unsupported */
 size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, uint32_t *dev_type);
-/* host-side lossless repack of GGUF blocks into the dev_type layout (dst: host staging) */
-void cuda_weight_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n);
 bool cuda_type_supported(uint32_t type);
 void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
 /* ys[i] = x . ws[i]^T: one launch when the weights allow it (cuda_q8_batchable) */

@@ -112,34 +112,24 @@ struct v5_job {
     unsigned *cnt;             /* [n_tiles] finished chunks; 0 between launches */
 };
 
-/* the kernel's view of a weight type: raw bytes in flight, fetch, compute */
-struct v5_q4k {
-    typedef v5_q4k_raw raw;
+/* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
+template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *)>
+struct v5_unit {
+    typedef R raw;
     static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
                                                  int t, raw &r)
     {
-        v5_q4k_fetch(&P, rg, rg8, n_sb, sb, t, &r);
+        FETCH(&P, rg, rg8, n_sb, sb, t, &r);
     }
     static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
                                                    int t, float &acc_g, float &acc_g8)
     {
-        v5_q4k_compute(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
     }
 };
-
-struct v5_q6k {
-    typedef v5_q6k_raw raw;
-    static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
-                                                 int t, raw &r)
-    {
-        v5_q6k_fetch(&P, rg, rg8, n_sb, sb, t, &r);
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8)
-    {
-        v5_q6k_compute(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
-    }
-};
+typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
+typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
 
 /* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: Q4_K 78 / 117 / 128 and
  * Q6_K 102 / 128 / 128 registers for U = 1 / 2 / 3, no spills) */

@@ -94,6 +94,11 @@ bool  quant_type_computable(uint32_t type);              /* to_f32 != NULL */
 /* bytes of a row of n elements; 0 if n is not a multiple of the block size */
 size_t quant_row_bytes(uint32_t type, int64_t n);
 
+/* quant_soa.c: the structure-of-arrays copy of k x n weights of type Q8_0 / Q4_0 (qs[nb][32|16],
+ * then d[nb] fp16) or Q6_K (ql[nb][128], qh[nb][64], scales[nb][16], d[nb] fp16), nb = blocks;
+ * other types: nothing is written. dst holds quant_row_bytes(type, k) * n bytes. */
+void quant_soa_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n);
+
 /* fp16 / bf16 scalar conversions (round to nearest even) */
 float    fp16_to_f32(uint16_t h);
 uint16_t f32_to_fp16(float f);
