@@ -123,6 +123,18 @@ static __device__ __forceinline__ void cuda_pdl_enter(void)
     cuda_pdl_trigger();
 }
 
+/* A positive integer from the environment, or 0; read once into *cache (-1 = not yet): the
+ * GEMV bench knobs */
+static inline int cuda_env_knob(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        int v = e ? atoi(e) : 0;
+        *cache = v > 0 ? v : 0;
+    }
+    return *cache;
+}
+
 /* Any op that may write device memory makes the quantized copy of x stale. */
 static inline void cuda_xq_forget(struct cuda_ctx *c)
 {

@@ -211,23 +211,12 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         cuda_pdl_wait();   /* a warp without tasks still must not end before its predecessor's writes */
 }
 
-/* a positive integer from the environment, or 0 (bench knobs, read once) */
-static int env_knob(const char *name, int *cache)
-{
-    if (*cache < 0) {
-        const char *e = getenv(name);
-        int v = e ? atoi(e) : 0;
-        *cache = v > 0 ? v : 0;
-    }
-    return *cache;
-}
-
 /* super-blocks per chunk: about 2 tasks per warp of the grid, at least 2 super-blocks per task
  * (GLIM_CUDA_V5_KC=n: fixed) */
 static int v5_kc(const struct cuda_ctx *c, int64_t n_tiles, int64_t n_sb)
 {
     static int forced = -1;
-    int64_t kc = env_knob("GLIM_CUDA_V5_KC", &forced);
+    int64_t kc = cuda_env_knob("GLIM_CUDA_V5_KC", &forced);
     if (!kc) {
         int64_t warps = (int64_t)4 * V5_WARPS * c->n_sm, chunks = (2 * warps + n_tiles - 1) / n_tiles;
         chunks = chunks < 1 ? 1 : chunks > n_sb ? n_sb : chunks;
@@ -274,7 +263,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, c
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(V5_WARPS * 32), 0, &attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
-    switch (env_knob("GLIM_CUDA_V5_U", &u_forced)) {
+    switch (cuda_env_knob("GLIM_CUDA_V5_U", &u_forced)) {
     case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1>, job, xq, xd, c->pdl_all)); break;
     case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3>, job, xq, xd, c->pdl_all)); break;
     default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2>, job, xq, xd, c->pdl_all)); break;
@@ -291,7 +280,7 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     if (c->gemv_ver != 5 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
         return 0;
     static int kinds = -1;
-    int which = env_knob("GLIM_CUDA_V5_KINDS", &kinds);
+    int which = cuda_env_knob("GLIM_CUDA_V5_KINDS", &kinds);
     which = which ? which : 3;
     for (int i = 0; i < n; i++)
         taken[i] = false;

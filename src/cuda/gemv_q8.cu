@@ -400,12 +400,9 @@ void cuda_xq_filled(struct cuda_ctx *c, const float *x, int64_t k, int nr)
 
 static int rows_forced(void)
 {
-    static int forced = -1;   /* GLIM_CUDA_GEMV_RW=1|2: bench knob */
-    if (forced < 0) {
-        const char *e = getenv("GLIM_CUDA_GEMV_RW");
-        forced = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
-    }
-    return forced;
+    static int forced = -1;   /* GLIM_CUDA_GEMV_RW=1|2: bench knob (other values: by the rules below) */
+    int rw = cuda_env_knob("GLIM_CUDA_GEMV_RW", &forced);
+    return rw <= 2 ? rw : 0;
 }
 
 /* v2 (one weight per launch, 2..16 activation rows) */
