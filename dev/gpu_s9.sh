@@ -9,7 +9,7 @@
 # gaps (dev/cuda/timeline.py; TL: extra env configs); brk: ncu per-kernel time of a decode token (dev/cuda/kernel_breakdown.py;
 # BRK: extra env configs); depth: tg at 4096/32768/131072 with GPU memory sampled.
 # Steps are time-boxed; a summary is printed last.
-set -u
+set -u; PROFENV=${PROFENV:-X=1}
 ARGS=" $* "; want() { case "$ARGS" in *" $1 "*) return 0;; esac; return 1; }
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O
@@ -64,11 +64,26 @@ if want kern; then
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
   el "gemv bench done"
 fi
+if want kern5; then   # v5 variants: T16 = the 16-row tile layout's traffic (raw buffers read as tiled: wrong values), PIPE = 2 register sets
+  [ -x /tmp/gemv_bench ] || cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
+     /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
+  : >/tmp/gemv5.log
+  for cfg in X=1 GLIM_CUDA_GEMV=5 GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_PIPE=1 ${K5:-GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1 \
+      GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_PIPE=1 GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_U=3 \
+      GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_U=1 GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_KC=80 \
+      GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_PIPE=1,GLIM_CUDA_V5_KC=80 GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_PIPE=1,GLIM_CUDA_V5_KC=13 \
+      GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_KC=4 GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1,GLIM_CUDA_V5_PIPE=1,GLIM_CUDA_V5_KC=6}; do
+    echo "== $cfg" >> /tmp/gemv5.log
+    env ${cfg//,/ } timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7 >> /tmp/gemv5.log
+  done
+  cat /tmp/gemv5.log; cp /tmp/gemv5.log $O/
+  el "gemv v5 variants done"
+fi
 if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and throughputs of v4 vs v3
   [ -x /tmp/gemv_bench ] || cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
   for v in ${PROF:-3}; do   # 3 = the default persistent kernel (gemv3p) on sm_90; PROF="3 5" adds v5
-    GLIM_CUDA_GEMV=$v timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4|5)_kernel' --launch-skip 20 --launch-count 1 \
+    env GLIM_CUDA_GEMV=$v ${PROFENV//,/ } timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4|5)_kernel' --launch-skip 20 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
       --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
       --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \

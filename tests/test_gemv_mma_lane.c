@@ -52,6 +52,13 @@ static inline uint32_t v5_ldu16(const uint8_t *p)
     return v;
 }
 
+static inline uint32_t v5_ldu32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 static inline float v5_h2f(uint32_t bits)
 {
     return fp16_to_f32((uint16_t)(bits & 0xffffu));

@@ -68,6 +68,11 @@ static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
     return __ldg((const unsigned short *)p);
 }
 
+static __device__ __forceinline__ uint32_t v5_ldu32(const uint8_t *p)
+{
+    return __ldg((const unsigned int *)p);
+}
+
 static __device__ __forceinline__ float v5_h2f(uint32_t bits)
 {
     return h2f8(bits);
@@ -114,9 +119,11 @@ struct v5_job {
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *)>
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
+          bool T16 = false>
 struct v5_unit {
     typedef R raw;
+    static const bool TILED = T16;   /* rows padded to 16: the rows past n are there (zeros) */
     static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
                                                  int t, raw &r)
     {
@@ -130,10 +137,33 @@ struct v5_unit {
 };
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
 typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
+typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
+typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true> v5_q6k_t16;
 
 /* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: Q4_K 78 / 117 / 128 and
  * Q6_K 102 / 128 / 128 registers for U = 1 / 2 / 3, no spills) */
 template <class K, int U>
+static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
+                                                    int64_t sb1, int t, typename K::raw *r)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (s + u < sb1)
+            K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
+}
+
+template <class K, int U>
+static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
+                                                      int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (s + u < sb1)
+            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+}
+
+/* PIPE: software-pipelined (two register sets of U super-blocks) */
+template <class K, int U, bool PIPE>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -155,21 +185,39 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         int64_t lg = rg < P.n ? rg : P.n - 1, lg8 = rg8 < P.n ? rg8 : P.n - 1;   /* rows loaded */
         int64_t sb0 = (int64_t)chunk * job.kc, sb1 = sb0 + job.kc < job.n_sb ? sb0 + job.kc : job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
-#pragma unroll 1
-        for (int64_t s = sb0; s < sb1; s += U) {
-            typename K::raw raw[U];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (s + u < sb1)
-                    K::fetch(P, lg, lg8, job.n_sb, s + u, t, raw[u]);
-            if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
+        if (K::TILED)
+            lg = rg, lg8 = rg8;
+        if (PIPE) {
+            /* two sets of U super-blocks: the next set's loads are in flight while this one computes */
+            typename K::raw ra[U], rb[U];
+            int64_t s = sb0;
+            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, ra);
+            if (!waited) {
                 cuda_pdl_wait();
                 waited = true;
             }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (s + u < sb1)
-                    K::compute(raw[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+#pragma unroll 1
+            for (;;) {
+                v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s + U, sb1, t, rb);
+                v5_compute_set<K, U>(ra, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+                if ((s += U) >= sb1)
+                    break;
+                v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s + U, sb1, t, ra);
+                v5_compute_set<K, U>(rb, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+                if ((s += U) >= sb1)
+                    break;
+            }
+        } else {
+#pragma unroll 1
+            for (int64_t s = sb0; s < sb1; s += U) {
+                typename K::raw raw[U];
+                v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
+                if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
+                    cuda_pdl_wait();
+                    waited = true;
+                }
+                v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+            }
         }
         /* the 4 lanes of group g hold parts of rows g and g+8 */
         acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
@@ -262,11 +310,17 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, c
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(V5_WARPS * 32), 0, &attr);
-    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
-    switch (cuda_env_knob("GLIM_CUDA_V5_U", &u_forced)) {
-    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1>, job, xq, xd, c->pdl_all)); break;
-    case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3>, job, xq, xd, c->pdl_all)); break;
-    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2>, job, xq, xd, c->pdl_all)); break;
+    static int u_forced = -1, pipe_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
+    int u = (int)cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
+    if (cuda_env_knob("GLIM_CUDA_V5_PIPE", &pipe_forced))   /* 2 sets of U in flight */
+        u += 10;
+    switch (u) {
+    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1, false>, job, xq, xd, c->pdl_all)); break;
+    case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3, false>, job, xq, xd, c->pdl_all)); break;
+    case 10:
+    case 11: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1, true>, job, xq, xd, c->pdl_all)); break;
+    case 12: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2, true>, job, xq, xd, c->pdl_all)); break;
+    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2, false>, job, xq, xd, c->pdl_all)); break;
     }
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || (ws[i]->dev_type == dt && ws[i]->k == ws[0]->k);
@@ -285,9 +339,15 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0;
+    /* GLIM_CUDA_V5_T16=1 (bench only: wrong values): read the row-major buffers as if tiled, to
+     * time the tile layout's memory traffic before it exists (n % 16 == 0 shapes) */
+    static int t16 = -1;
+    bool as_t16 = cuda_env_knob("GLIM_CUDA_V5_T16", &t16) != 0;
     if (which & 1)
-        m += launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken);
+        m += as_t16 ? launch_v5<v5_q4k_t16>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken)
+                    : launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken);
     if (which & 2)
-        m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken);
+        m += as_t16 ? launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken)
+                    : launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken);
     return m;
 }

@@ -9,7 +9,8 @@
  *   V5_UNROLL                _Pragma("unroll") or nothing
  *   uint2, uint4, float2     CUDA's vector types
  *   v5_ldw16(p), v5_ldw8(p)  streaming loads of 16 / 8 weight bytes (uint4 / uint2)
- *   v5_ldx8(p)               8 activation bytes (uint2), v5_ldxd(p): a float2, v5_ldu16(p): a u16
+ *   v5_ldx8(p)               8 activation bytes (uint2), v5_ldxd(p): a float2, v5_ldu16(p) / v5_ldu32(p):
+ *                            a u16 / u32 of weight bytes
  *   v5_h2f(bits)             the f16 in the low 16 bits as float
  *   v5_i2f(v)                int -> float for |v| < 2^22 (gemv_slots.cuh i2f), v5_i2f_rn(v): any int
  *   v5_mma(c, sgn, a0, a1, a2, a3, b0, b1)
@@ -46,6 +47,25 @@ V5_FN void v5_q4k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_
         for (int c = 0; c < 4; c++)
             r->q[i][c] = v5_ldw8(b[i] + 16 + 32 * c + 8 * t);
     }
+}
+
+/* CUDA_DT_Q4_K_T16 (quant_t16_repack): tiles of 16 rows, per tile and super-block 2304 bytes:
+ * code run c (0..3) at 512c, lane 4g+t's 16 bytes = qs[32c + 8t, +8) of rows g and g + 8, then
+ * the 16 rows' 144-byte-block headers (16 bytes each) at 2048. A warp's code load is 512
+ * contiguous bytes (the row-major blocks touch 8 rows, half of them across two sectors). */
+V5_FN void v5_q4k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
+                            struct v5_q4k_raw *r)
+{
+    (void)rg8;
+    int g = (int)(rg & 15);
+    const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 2304;
+    V5_UNROLL
+    for (int c = 0; c < 4; c++) {
+        uint4 v = v5_ldw16(b + 512 * c + 64 * g + 16 * t);
+        r->q[0][c].x = v.x, r->q[0][c].y = v.y, r->q[1][c].x = v.z, r->q[1][c].y = v.w;
+    }
+    r->h[0] = v5_ldw16(b + 2048 + 16 * g);
+    r->h[1] = v5_ldw16(b + 2048 + 16 * (g + 8));
 }
 
 /* a row's share (sub-blocks t and t+4): d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
@@ -115,6 +135,31 @@ V5_FN void v5_q6k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_
         r->sc[i] = (uint32_t)v5_ldu16(sc) | (uint32_t)v5_ldu16(sc + 8) << 16;
         r->d[i] = v5_ldu16(P->p + nb * 208 + ib[i] * 2);
     }
+}
+
+/* CUDA_DT_Q6_K_T16: tiles of 16 rows, per tile and super-block 3360 bytes: ql run u (0..3) at
+ * 512u and qh half h at 2048 + 512h, lane 4g+t's 16 bytes = the 8 bytes at 32u + 8t (32h + 8t)
+ * of rows g and g + 8; at 3072 + 16r row r's scales as {2t, 2t+1, 8+2t, 9+2t} for t = 0..3 (one
+ * word per lane); at 3328 + 2r row r's d. */
+V5_FN void v5_q6k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
+                            struct v5_q6k_raw *r)
+{
+    (void)rg8;
+    int g = (int)(rg & 15);
+    const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 3360;
+    V5_UNROLL
+    for (int u = 0; u < 6; u++) {
+        uint4 v = v5_ldw16(b + 512 * u + 64 * g + 16 * t);
+        uint2 lo = {v.x, v.y}, hi = {v.z, v.w};
+        if (u < 4)
+            r->ql[0][u] = lo, r->ql[1][u] = hi;
+        else
+            r->qh[0][u - 4] = lo, r->qh[1][u - 4] = hi;
+    }
+    r->sc[0] = v5_ldu32(b + 3072 + 16 * g + 4 * t);
+    r->sc[1] = v5_ldu32(b + 3072 + 16 * (g + 8) + 4 * t);
+    r->d[0] = v5_ldu16(b + 3328 + 2 * g);
+    r->d[1] = v5_ldu16(b + 3328 + 2 * (g + 8));
 }
 
 /* 4 signed 6-bit codes - 32 of one word: nibbles of ql (q < 2: low), bits 2q of qh */
