@@ -1,7 +1,9 @@
 /* test_gemv_mma_lane.c — GEMV v5's lane code (src/cuda/gemv_mma_lane.h, the code the GPU kernel
  * runs) on the CPU: 32 threads are the warp, the mma exchanges fragments between two barriers
  * with the PTX ISA layout of m16n8k32, and the tile's row sums must match the CPU dequantizer's
- * dot product with the same int8 activations. Runs without a GPU (CI). */
+ * dot product with the same int8 activations. The 16-row tile layout (quant_t16_repack, read by
+ * the *_fetch_t16) must give every lane the bytes the row-major fetchers give it, so the same
+ * sums bit for bit. Runs without a GPU (CI). */
 #include "harness.h"
 
 #include <pthread.h>
@@ -151,7 +153,8 @@ static void quantize_x(const float *x, int64_t k, int8_t *xq, float2 *xd, int8_t
 }
 
 struct emu {
-    int                   q6;   /* 0: Q4_K rows, 1: Q6_K SoA */
+    int                   q6;    /* 0: Q4_K rows, 1: Q6_K SoA */
+    int                   t16;   /* the weights are quant_t16_repack's tiles (r0 % 16 == 0) */
     const struct v5_part *P;
     int64_t               r0, n_sb;
     const int8_t         *xq;
@@ -167,14 +170,23 @@ static void *lane_main(void *arg)
     const struct emu *e = emu_job;
     emu_lane = l;
     float ag = 0, ag8 = 0;
+    /* rows past n: the row-major kernel loads row n - 1 instead, the tiles have zero rows */
+    int64_t n = e->P->n, rg = e->r0 + g, rg8 = rg + 8;
+    int64_t lg = e->t16 || rg < n ? rg : n - 1, lg8 = e->t16 || rg8 < n ? rg8 : n - 1;
     for (int64_t sb = 0; sb < e->n_sb; sb++) {
         if (e->q6) {
             struct v5_q6k_raw r;
-            v5_q6k_fetch(e->P, e->r0 + g, e->r0 + g + 8, e->n_sb, sb, t, &r);
+            if (e->t16)
+                v5_q6k_fetch_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            else
+                v5_q6k_fetch(e->P, lg, lg8, e->n_sb, sb, t, &r);
             v5_q6k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
         } else {
             struct v5_q4k_raw r;
-            v5_q4k_fetch(e->P, e->r0 + g, e->r0 + g + 8, e->n_sb, sb, t, &r);
+            if (e->t16)
+                v5_q4k_fetch_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            else
+                v5_q4k_fetch(e->P, lg, lg8, e->n_sb, sb, t, &r);
             v5_q4k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
         }
     }
@@ -190,7 +202,23 @@ static float *rand_floats(int64_t n, unsigned *seed)
     return x;
 }
 
-/* one tile: rows r0..r0+15 of an n-row matrix of type (Q4_K or Q6_K), k = 256 n_sb */
+/* run the warp on the tile at r0 of P; acc[lane][row g, g + 8] */
+static void run_warp(struct emu *e)
+{
+    emu_job = e;
+    mma_calls = 0;
+    pthread_t th[32];
+    pthread_barrier_init(&warp_bar, NULL, 32);
+    for (int l = 0; l < 32; l++)
+        pthread_create(&th[l], NULL, lane_main, (void *)(intptr_t)l);
+    for (int l = 0; l < 32; l++)
+        pthread_join(th[l], NULL);
+    pthread_barrier_destroy(&warp_bar);
+}
+
+/* one tile: rows r0..r0+15 of an n-row matrix of type (Q4_K or Q6_K), k = 256 n_sb; rows past
+ * n are not checked against the reference. When r0 is a tile start, again on the T16 copy: the
+ * same sums bit for bit, and 0 for its padded rows. */
 static void check_tile(uint32_t type, int64_t n, int64_t r0, int64_t n_sb, unsigned seed)
 {
     int64_t k = 256 * n_sb;
@@ -209,20 +237,29 @@ static void check_tile(uint32_t type, int64_t n, int64_t r0, int64_t n_sb, unsig
     quantize_x(x, k, xq, xd, q_nat);
 
     struct v5_part P = {dev, NULL, n, 0};
-    struct emu e = {type == GLIM_TYPE_Q6_K, &P, r0, n_sb, xq, xd, {{0}}};
-    emu_job = &e;
-    mma_calls = 0;
-    pthread_t th[32];
-    pthread_barrier_init(&warp_bar, NULL, 32);
-    for (int l = 0; l < 32; l++)
-        pthread_create(&th[l], NULL, lane_main, (void *)(intptr_t)l);
-    for (int l = 0; l < 32; l++)
-        pthread_join(th[l], NULL);
-    pthread_barrier_destroy(&warp_bar);
+    struct emu e = {type == GLIM_TYPE_Q6_K, 0, &P, r0, n_sb, xq, xd, {{0}}};
+    run_warp(&e);
     CHECK_EQ(mma_calls, 8 * n_sb);
+    if (r0 % 16 == 0) {
+        uint8_t *tiles = malloc(quant_t16_bytes(type, k, n));
+        quant_t16_repack(type, blocks, tiles, k, n);
+        struct v5_part PT = {tiles, NULL, n, 0};
+        struct emu et = {e.q6, 1, &PT, r0, n_sb, xq, xd, {{0}}};
+        run_warp(&et);
+        for (int l = 0; l < 32; l++)
+            for (int hi = 0; hi < 2; hi++) {
+                bool real = r0 + (l >> 2) + 8 * hi < n;
+                if (real ? memcmp(&et.acc[l][hi], &e.acc[l][hi], sizeof(float)) != 0 : et.acc[l][hi] != 0.0f)
+                    fprintf(stderr, "%s n=%lld r0=%lld lane %d row %d: T16 %.9g, row-major %.9g\n",
+                            quant_type_name(type), (long long)n, (long long)r0, l, (l >> 2) + 8 * hi,
+                            et.acc[l][hi], e.acc[l][hi]);
+                CHECK(real ? memcmp(&et.acc[l][hi], &e.acc[l][hi], sizeof(float)) == 0 : et.acc[l][hi] == 0.0f);
+            }
+        free(tiles);
+    }
 
     float *row = malloc((size_t)k * sizeof *row);
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < 16 && r0 + i < n; i++) {
         int g = i % 8, hi = i >= 8;
         double ref = 0, mag = 0;
         qt->to_f32(blocks + (r0 + i) * row_bytes, row, k);
@@ -247,6 +284,7 @@ static void test_q4k_tiles(void)
     check_tile(GLIM_TYPE_Q4_K, 16, 0, 1, 1);
     check_tile(GLIM_TYPE_Q4_K, 40, 16, 3, 2);   /* a tile past the first: row offsets */
     check_tile(GLIM_TYPE_Q4_K, 33, 8, 2, 3);
+    check_tile(GLIM_TYPE_Q4_K, 37, 32, 2, 7);   /* the last tile, 5 real rows */
 }
 
 static void test_q6k_tiles(void)
@@ -254,11 +292,99 @@ static void test_q6k_tiles(void)
     check_tile(GLIM_TYPE_Q6_K, 16, 0, 1, 4);
     check_tile(GLIM_TYPE_Q6_K, 40, 16, 3, 5);   /* SoA: nb = 120 blocks, the tile's start mid-array */
     check_tile(GLIM_TYPE_Q6_K, 37, 20, 2, 6);
+    check_tile(GLIM_TYPE_Q6_K, 43, 32, 3, 8);   /* the last tile, 11 real rows */
+}
+
+/* ---- T16: every lane's fetched bytes, tile by tile, against the row-major fetchers */
+
+static bool raw_same(const void *a, const void *b, size_t n)
+{
+    return memcmp(a, b, n) == 0;
+}
+
+/* the bytes of rows g (i = 0) and g + 8 (i = 1) in a raw struct; a padded row's must be 0 */
+static bool q4k_row_ok(const struct v5_q4k_raw *t, const struct v5_q4k_raw *m, int i, bool real)
+{
+    struct v5_q4k_raw z;
+    memset(&z, 0, sizeof z);
+    const struct v5_q4k_raw *w = real ? m : &z;
+    return raw_same(t->q[i], w->q[i], sizeof t->q[i]) && raw_same(&t->h[i], &w->h[i], sizeof t->h[i]);
+}
+
+static bool q6k_row_ok(const struct v5_q6k_raw *t, const struct v5_q6k_raw *m, int i, bool real)
+{
+    struct v5_q6k_raw z;
+    memset(&z, 0, sizeof z);
+    const struct v5_q6k_raw *w = real ? m : &z;
+    return raw_same(t->ql[i], w->ql[i], sizeof t->ql[i]) && raw_same(t->qh[i], w->qh[i], sizeof t->qh[i]) &&
+           t->sc[i] == w->sc[i] && t->d[i] == w->d[i];
+}
+
+static void check_t16_fetch(uint32_t type, int64_t n, int64_t n_sb, unsigned seed)
+{
+    int64_t k = 256 * n_sb, n_tiles = (n + 15) / 16;
+    const struct quant_traits *qt = quant_traits(type);
+    size_t row_bytes = quant_row_bytes(type, k);
+    float *w = rand_floats(n * k, &seed);
+    uint8_t *blocks = malloc((size_t)n * row_bytes), *soa = malloc((size_t)n * row_bytes);
+    for (int64_t r = 0; r < n; r++)
+        qt->from_f32(w + r * k, blocks + r * row_bytes, k);
+    quant_soa_repack(type, blocks, soa, k, n);
+    size_t tb = quant_t16_bytes(type, k, n);
+    CHECK_EQ(tb, (size_t)n_tiles * 16 * row_bytes);
+    uint8_t *tiles = malloc(tb);
+    memset(tiles, 0xa5, tb);   /* the padding must be written */
+    quant_t16_repack(type, blocks, tiles, k, n);
+    bool q6 = type == GLIM_TYPE_Q6_K;
+    struct v5_part PM = {q6 ? soa : blocks, NULL, n, 0}, PT = {tiles, NULL, n, 0};
+    int bad = 0;
+    for (int64_t tile = 0; tile < n_tiles; tile++)
+        for (int64_t sb = 0; sb < n_sb; sb++)
+            for (int l = 0; l < 32; l++) {
+                int g = l >> 2, t = l & 3;
+                int64_t rg = 16 * tile + g, rg8 = rg + 8;
+                /* the row-major fetchers only see real rows (the kernel clamps); padded rows: 0 */
+                int64_t lg = rg < n ? rg : n - 1, lg8 = rg8 < n ? rg8 : n - 1;
+                bool ok;
+                if (q6) {
+                    struct v5_q6k_raw a, b;
+                    v5_q6k_fetch_t16(&PT, rg, rg8, n_sb, sb, t, &a);
+                    v5_q6k_fetch(&PM, lg, lg8, n_sb, sb, t, &b);
+                    ok = q6k_row_ok(&a, &b, 0, rg < n) && q6k_row_ok(&a, &b, 1, rg8 < n);
+                } else {
+                    struct v5_q4k_raw a, b;
+                    v5_q4k_fetch_t16(&PT, rg, rg8, n_sb, sb, t, &a);
+                    v5_q4k_fetch(&PM, lg, lg8, n_sb, sb, t, &b);
+                    ok = q4k_row_ok(&a, &b, 0, rg < n) && q4k_row_ok(&a, &b, 1, rg8 < n);
+                }
+                if (!ok && bad++ < 5)
+                    fprintf(stderr, "%s n=%lld n_sb=%lld tile %lld sb %lld lane %d: T16 fetch differs\n",
+                            quant_type_name(type), (long long)n, (long long)n_sb, (long long)tile, (long long)sb, l);
+            }
+    CHECK_EQ(bad, 0);
+    free(w), free(blocks), free(soa), free(tiles);
+}
+
+static void test_t16_fetch(void)
+{
+    static const uint32_t types[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
+    for (int i = 0; i < 2; i++) {
+        check_t16_fetch(types[i], 16, 1, 11);
+        check_t16_fetch(types[i], 48, 3, 12);   /* several tiles and super-blocks */
+        check_t16_fetch(types[i], 37, 2, 13);   /* n % 16 = 5: a padded last tile */
+        check_t16_fetch(types[i], 7, 4, 14);    /* one tile, 9 padded rows */
+        check_t16_fetch(types[i], 57, 5, 15);
+    }
+    CHECK_EQ(quant_t16_bytes(GLIM_TYPE_Q4_K, 512, 17), 2 * 2 * 2304);
+    CHECK_EQ(quant_t16_bytes(GLIM_TYPE_Q6_K, 256, 16), 3360);
+    CHECK_EQ(quant_t16_bytes(GLIM_TYPE_Q5_K, 256, 16), 0);   /* no T16 layout */
+    CHECK_EQ(quant_t16_bytes(GLIM_TYPE_Q4_K, 300, 16), 0);   /* k % 256 */
 }
 
 int main(void)
 {
     RUN(test_q4k_tiles);
     RUN(test_q6k_tiles);
+    RUN(test_t16_fetch);
     return DONE();
 }

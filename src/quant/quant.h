@@ -98,6 +98,14 @@ size_t quant_row_bytes(uint32_t type, int64_t n);
  * then d[nb] fp16) or Q6_K (ql[nb][128], qh[nb][64], scales[nb][16], d[nb] fp16), nb = blocks;
  * other types: nothing is written. dst holds quant_row_bytes(type, k) * n bytes. */
 void quant_soa_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n);
+/* quant_soa.c: the 16-row tile copy ("T16") of k x n Q4_K or Q6_K weights (k % 256 == 0), the
+ * CUDA backend's CUDA_DT_Q4_K_T16 / _Q6_K_T16. Why: the GPU's tensor-core GEMV gives a warp 16
+ * rows, and in the GGUF rows each of its loads touches 8 rows' blocks (16 partial sectors); here
+ * every warp-wide load is 512 contiguous bytes. Lossless; rows are padded to a multiple of 16
+ * with zero bytes. The layout: quant_soa.c and src/cuda/gemv_mma_lane.h (the *_fetch_t16).
+ * quant_t16_bytes: the size of dst (ceil(n / 16) * 16 rows), 0 for other types or k % 256. */
+size_t quant_t16_bytes(uint32_t type, int64_t k, int64_t n);
+void   quant_t16_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n);
 
 /* fp16 / bf16 scalar conversions (round to nearest even) */
 float    fp16_to_f32(uint16_t h);
