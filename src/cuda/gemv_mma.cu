@@ -106,7 +106,13 @@ static __device__ __forceinline__ void v5_mma(int *c, int sgn, uint32_t a0, uint
 #endif
 }
 
+/* the streaming kernel's stage reads (shared memory) */
+#define V5_LDS16(p) (*(const uint4 *)(p))
+#define V5_LDS32(p) (*(const uint32_t *)(p))
+#define V5_LDSU16(p) ((uint32_t) * (const uint16_t *)(p))
+
 #include "gemv_mma_lane.h"
+#include "tma.cuh"
 
 struct v5_job {
     v5_part   p[GEMV_MAX_PARTS];
@@ -142,6 +148,62 @@ typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true> v5_q6k_t16;
 
 /* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: Q4_K 78 / 117 / 128 and
  * Q6_K 102 / 128 / 128 registers for U = 1 / 2 / 3, no spills) */
+/* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
+ * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
+ * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
+ * depend on timing. */
+static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
+                                                int pieces, int stride, int64_t r0, int lane, float acc_g,
+                                                float acc_g8)
+{
+    int g = lane >> 2, t = lane & 3;
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
+    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
+    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
+    if (pieces == 1) {
+        if (t == 0 && r0 + g < P.n)
+            P.y[r0 + g] = acc_g;
+        if (t == 0 && r0 + g + 8 < P.n)
+            P.y[r0 + g + 8] = acc_g8;
+        return;
+    }
+    float *pp = job.part + ((size_t)tile * stride + piece) * 16;
+    if (t == 0) {
+        pp[g] = acc_g;
+        pp[g + 8] = acc_g8;
+    }
+    __threadfence();   /* the partials are visible before the count says so */
+    __syncwarp();
+    unsigned done = 0;
+    if (lane == 0)
+        done = atomicAdd(&job.cnt[tile], 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done != (unsigned)pieces - 1)
+        return;
+    __threadfence();   /* the last piece in: every partial of the tile is visible */
+    if (lane < 16 && r0 + lane < P.n) {
+        const float *tp = job.part + (size_t)tile * stride * 16 + lane;
+        float y = 0.0f;
+        for (int i = 0; i < pieces; i++)
+            y += __ldcg(tp + (size_t)i * 16);
+        P.y[r0 + lane] = y;
+    }
+    if (lane == 0)
+        job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
+}
+
+/* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
+static __device__ __forceinline__ v5_part v5_pick(const v5_job &job, int64_t tile)
+{
+    v5_part P = job.p[0];
+#pragma unroll
+    for (int i = 1; i < GEMV_MAX_PARTS; i++)
+        if (i < job.n_parts && tile >= job.p[i].tile0)
+            P = job.p[i];
+    return P;
+}
+
 template <class K, int U>
 static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
                                                     int64_t sb1, int t, typename K::raw *r)
@@ -176,11 +238,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     for (int64_t task = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5); task < n_tasks; task += stride) {
         int64_t tile = task / job.n_chunks;
         int chunk = (int)(task % job.n_chunks);
-        v5_part P = job.p[0];
-#pragma unroll
-        for (int i = 1; i < GEMV_MAX_PARTS; i++)
-            if (i < job.n_parts && tile >= job.p[i].tile0)
-                P = job.p[i];
+        v5_part P = v5_pick(job, tile);
         int64_t r0 = (tile - P.tile0) * 16, rg = r0 + g, rg8 = r0 + g + 8;
         int64_t lg = rg < P.n ? rg : P.n - 1, lg8 = rg8 < P.n ? rg8 : P.n - 1;   /* rows loaded */
         int64_t sb0 = (int64_t)chunk * job.kc, sb1 = sb0 + job.kc < job.n_sb ? sb0 + job.kc : job.n_sb;
@@ -219,44 +277,165 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
                 v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
             }
         }
-        /* the 4 lanes of group g hold parts of rows g and g+8 */
-        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
-        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
-        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
-        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
-        if (job.n_chunks == 1) {
-            if (t == 0 && rg < P.n)
-                P.y[rg] = acc_g;
-            if (t == 0 && rg8 < P.n)
-                P.y[rg8] = acc_g8;
-            continue;
-        }
-        float *pp = job.part + ((size_t)tile * job.n_chunks + chunk) * 16;
-        if (t == 0) {
-            pp[g] = acc_g;
-            pp[g + 8] = acc_g8;
-        }
-        __threadfence();   /* the partials are visible before the count says so */
-        __syncwarp();
-        unsigned done = 0;
-        if (lane == 0)
-            done = atomicAdd(&job.cnt[tile], 1u);
-        done = __shfl_sync(0xffffffffu, done, 0);
-        if (done != (unsigned)job.n_chunks - 1)
-            continue;
-        __threadfence();   /* the last chunk in: every partial of the tile is visible */
-        if (lane < 16 && r0 + lane < P.n) {
-            const float *tp = job.part + (size_t)tile * job.n_chunks * 16 + lane;
-            float y = 0.0f;
-            for (int ch = 0; ch < job.n_chunks; ch++)
-                y += __ldcg(tp + (size_t)ch * 16);
-            P.y[r0 + lane] = y;
-        }
-        if (lane == 0)
-            job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
+        v5_store(job, P, tile, chunk, job.n_chunks, job.n_chunks, r0, lane, acc_g, acc_g8);
     }
     if (!waited)
         cuda_pdl_wait();   /* a warp without tasks still must not end before its predecessor's writes */
+}
+
+/* ---- streaming v5 (GLIM_CUDA_V5S=depth, sm_90, T16 layouts) ------------------------------
+ * The plain kernel above keeps a lane's next super-blocks in registers: 3.5 warps per scheduler
+ * with ~6 KB each in flight, latency-bound at ~50% of DRAM (ncu, 2026-12-03). Here each warp
+ * streams its weights through its own ring of `depth` shared-memory stages, filled by one
+ * bulk copy (TMA) per stage: a T16 tile's consecutive super-blocks are contiguous, so a stage
+ * of up to c_sb super-blocks is one copy, and the bytes in flight cost no registers.
+ * Work: the (tile, super-block) units of all parts, flattened tile-major, are split evenly
+ * over the warps (warp w: [w U / W, (w + 1) U / W)), so every warp streams the same bytes +-1
+ * super-block; a tile cut between warps is merged by v5_store (piece = warp - first warp of
+ * the tile). */
+template <class R, int SBB, void (*AT)(const uint8_t *, int, int, int, R *),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *)>
+struct v5s_unit {
+    typedef R raw;
+    static const int SB = SBB;   /* bytes per (tile, super-block) */
+    static __device__ __forceinline__ void stage(const uint8_t *st, int g, int t, raw &r)
+    {
+        AT(st, g, t, 1, &r);
+    }
+    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
+                                                   int t, float &acc_g, float &acc_g8)
+    {
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
+    }
+};
+typedef v5s_unit<v5_q4k_raw, 2304, v5_q4k_t16_at, v5_q4k_compute> v5s_q4k;
+typedef v5s_unit<v5_q6k_raw, 3360, v5_q6k_t16_at, v5_q6k_compute> v5s_q6k;
+
+/* first warp whose range [w U / W, (w + 1) U / W) holds unit x */
+static __device__ __forceinline__ int64_t v5s_warp_of(int64_t x, int64_t units, int64_t W)
+{
+    return ((x + 1) * W + units - 1) / units - 1;
+}
+
+/* lane 0: start the copy of the stage at unit *pi (up to c_sb super-blocks of one tile, not past
+ * b) into st, completing on bar; advances *pi */
+template <class K>
+static __device__ __forceinline__ void v5s_issue(const v5_job &job, int64_t *pi, int64_t b, int c_sb, uint8_t *st,
+                                                 uint64_t *bar)
+{
+    int64_t x = *pi, tile = x / job.n_sb, e = x + c_sb;
+    e = e < (tile + 1) * job.n_sb ? e : (tile + 1) * job.n_sb;
+    e = e < b ? e : b;
+    v5_part P = v5_pick(job, tile);
+    unsigned bytes = (unsigned)(e - x) * K::SB;
+    bar_expect(bar, bytes);
+    bulk_copy(st, P.p + ((tile - P.tile0) * job.n_sb + (x - tile * job.n_sb)) * K::SB, bytes, bar);
+    *pi = e;
+}
+
+template <class K, int D>
+static __global__ void __launch_bounds__(V5_WARPS * 32)
+gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int c_sb, int stride,
+              bool trig)
+{
+    extern __shared__ __align__(128) uint8_t v5s_smem[];
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int64_t W = (int64_t)gridDim.x * V5_WARPS, w = (int64_t)blockIdx.x * V5_WARPS + warp;
+    int64_t units = job.n_tiles * job.n_sb, a = w * units / W, b = (w + 1) * units / W;
+    uint64_t *bars = (uint64_t *)v5s_smem + warp * D;
+    uint8_t *ring = v5s_smem + V5_WARPS * D * 8 + (size_t)warp * D * c_sb * K::SB;   /* 16-byte aligned */
+    int64_t pi = a;
+    if (lane == 0) {
+        for (int i = 0; i < D; i++)
+            bar_init(&bars[i], 1);
+        bar_init_fence();
+        for (int i = 0; i < D && pi < b; i++)
+            v5s_issue<K>(job, &pi, b, c_sb, ring + (size_t)i * c_sb * K::SB, &bars[i]);
+    }
+    __syncwarp();
+    cuda_pdl_wait();   /* the weights are on their way; x is the previous kernel's */
+    float acc_g = 0.0f, acc_g8 = 0.0f;
+    int it = 0;
+#pragma unroll 1
+    for (int64_t x = a; x < b; it++) {
+        int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = x + c_sb;
+        e = e < tend ? e : tend;
+        e = e < b ? e : b;
+        int slot = it % D;
+        const uint8_t *st = ring + (size_t)slot * c_sb * K::SB;
+        bar_wait(&bars[slot], (unsigned)(it / D) & 1);
+#pragma unroll 1
+        for (int64_t s = x; s < e; s++) {
+            typename K::raw r;
+            K::stage(st + (s - x) * K::SB, g, t, r);
+            K::compute(r, xq, xd, s - tile * job.n_sb, g, t, acc_g, acc_g8);
+        }
+        __syncwarp();   /* every lane is done with the slot before lane 0 refills it */
+        if (lane == 0 && pi < b)
+            v5s_issue<K>(job, &pi, b, c_sb, (uint8_t *)st, &bars[slot]);
+        x = e;
+        if (e == tend || e == b) {   /* this warp's piece of the tile is done */
+            v5_part P = v5_pick(job, tile);
+            int64_t w0 = v5s_warp_of(tile * job.n_sb, units, W), w1 = v5s_warp_of(tend - 1, units, W);
+            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), stride, (tile - P.tile0) * 16, lane, acc_g,
+                     acc_g8);
+            acc_g = 0.0f, acc_g8 = 0.0f;
+        }
+    }
+}
+
+/* GLIM_CUDA_V5S=depth (0: the plain kernel), GLIM_CUDA_V5S_C=super-blocks per stage */
+template <class K, int D>
+static bool launch_v5s_d(struct cuda_ctx *c, v5_job &job, const int8_t *xq, const float2 *xd, int c_sb)
+{
+    size_t smem = (size_t)V5_WARPS * D * (8 + (size_t)c_sb * K::SB);
+    static size_t smem_set;
+    static int per_sm;
+    if (smem > c->smem_optin)
+        return false;
+    if (smem != smem_set) {
+        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5s_kernel<K, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem)) ||
+            CUDA_TRY(c, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv5s_kernel<K, D>, V5_WARPS * 32,
+                                                                        smem)))
+            return false;
+        smem_set = smem;
+    }
+    /* every warp gets at least one unit (W <= units), so every piece of a tile arrives */
+    int64_t units = job.n_tiles * job.n_sb, grid = (int64_t)(per_sm < 1 ? 1 : per_sm) * c->n_sm;
+    grid = grid < units / V5_WARPS ? grid : units / V5_WARPS;
+    if (grid < 1)
+        return false;
+    int64_t W = grid * V5_WARPS, m = units / W;
+    int stride = (int)((job.n_sb + m - 1) / m) + 2;   /* pieces per tile, at most */
+    size_t part_bytes = (size_t)job.n_tiles * stride * 16 * sizeof(float), cnt_bytes = (size_t)job.n_tiles * 4;
+    size_t had = c->v5_cnt.nbytes;
+    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
+        (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream))))
+        return false;
+    job.part = (float *)c->v5_part.p;
+    job.cnt = (unsigned *)c->v5_cnt.p;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)grid), dim3(V5_WARPS * 32), smem, &attr);
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<K, D>, job, xq, xd, c_sb, stride, c->pdl_all));
+    return true;
+}
+
+template <class K>
+static bool launch_v5s(struct cuda_ctx *c, v5_job &job, const int8_t *xq, const float2 *xd, int depth)
+{
+    static int c_forced = -1;
+    int c_sb = (int)cuda_env_knob("GLIM_CUDA_V5S_C", &c_forced);
+    c_sb = c_sb < 1 ? 1 : c_sb > 8 ? 8 : c_sb;
+    switch (depth) {
+    case 2: return launch_v5s_d<K, 2>(c, job, xq, xd, c_sb);
+    case 3: return launch_v5s_d<K, 3>(c, job, xq, xd, c_sb);
+    case 6: return launch_v5s_d<K, 6>(c, job, xq, xd, c_sb);
+    case 8: return launch_v5s_d<K, 8>(c, job, xq, xd, c_sb);
+    default: return launch_v5s_d<K, 4>(c, job, xq, xd, c_sb);
+    }
 }
 
 /* super-blocks per chunk: about 2 tasks per warp of the grid, at least 2 super-blocks per task
@@ -274,8 +453,25 @@ static int v5_kc(const struct cuda_ctx *c, int64_t n_tiles, int64_t n_sb)
     return (int)(kc > n_sb ? n_sb : kc);
 }
 
+/* the streaming kernel when asked for, on sm_90, for a tiled kind (KS not void) */
+template <class KS>
+static bool v5s_take(const struct cuda_ctx *c, int depth)
+{
+    return depth > 0 && c->cc_major >= 9;
+}
+template <>
+bool v5s_take<void>(const struct cuda_ctx *, int)
+{
+    return false;
+}
+template <>
+bool launch_v5s<void>(struct cuda_ctx *, v5_job &, const int8_t *, const float2 *, int)
+{
+    return false;
+}
+
 /* Launch v5 of kind K (dev_type dt) for the parts of that type; returns how many it took */
-template <class K>
+template <class K, class KS = void>
 static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, const struct be_weight *const *ws,
                      const int8_t *xq, const float2 *xd, bool *taken)
 {
@@ -294,6 +490,13 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, c
         return 0;
     job.n_parts = m;
     job.n_tiles = tiles;
+    static int s_forced = -1;
+    int depth = (int)cuda_env_knob("GLIM_CUDA_V5S", &s_forced);
+    if (v5s_take<KS>(c, depth) && launch_v5s<KS>(c, job, xq, xd, depth)) {
+        for (int i = 0; i < n; i++)
+            taken[i] = taken[i] || (ws[i]->dev_type == dt && ws[i]->k == ws[0]->k);
+        return m;
+    }
     job.kc = v5_kc(c, tiles, job.n_sb);
     job.n_chunks = (int)((job.n_sb + job.kc - 1) / job.kc);
     if (job.n_chunks > 1) {
@@ -344,10 +547,10 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     static int t16 = -1;
     bool as_t16 = cuda_env_knob("GLIM_CUDA_V5_T16", &t16) != 0;
     if (which & 1)
-        m += as_t16 ? launch_v5<v5_q4k_t16>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken)
+        m += as_t16 ? launch_v5<v5_q4k_t16, v5s_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken)
                     : launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken);
     if (which & 2)
-        m += as_t16 ? launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken)
+        m += as_t16 ? launch_v5<v5_q6k_t16, v5s_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken)
                     : launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken);
     return m;
 }

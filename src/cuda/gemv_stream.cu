@@ -21,66 +21,17 @@
  * and only then waits for x (griddepcontrol.wait).
  */
 #include "gemv_slots.cuh"
+#include "tma.cuh"
 
 #define V4_C 16                                          /* super-blocks per chunk */
 #define V4_Q4_STAGE (V4_C * 144)                         /* Q4_K: the GGUF blocks */
 #define V4_Q6_STAGE (V4_C * 208 + 48)                   /* Q6_K SoA: ql, qh, sc, d units */
 #define V4_MAX_WARPS 8   /* 256 threads: up to 255 registers */
 
-/* sm_90 bulk copies (the TMA engine) completing on a per-stage mbarrier. Measured
- * 2026-12-02: the same ring filled with per-lane 16-byte cp.async ran at 25-38% of copy
- * bandwidth at every depth tried (the LSU's outstanding-request limit, not the depth,
- * bounded it); one bulk copy per chunk leaves the in-flight bytes to the copy engine. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-static __device__ __forceinline__ unsigned smem_u32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-#endif
-
-static __device__ __forceinline__ void bar_init(uint64_t *bar, unsigned count)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-#endif
-}
-
-static __device__ __forceinline__ void bar_init_fence(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-
-static __device__ __forceinline__ void bar_expect(uint64_t *bar, unsigned bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-                 : "memory");
-#endif
-}
-
-static __device__ __forceinline__ void bulk_copy(uint8_t *dst, const void *src, unsigned bytes, uint64_t *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-#endif
-}
-
-static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(smem_u32(bar)), "r"(parity)
-                     : "memory");
-#endif
-}
+/* Bulk copies into the ring (tma.cuh). Measured 2026-12-02: the same ring filled with per-lane
+ * 16-byte cp.async ran at 25-38% of copy bandwidth at every depth tried (the LSU's
+ * outstanding-request limit, not the depth, bounded it); one bulk copy per chunk leaves the
+ * in-flight bytes to the copy engine. */
 
 /* the part of the job that task t (= a row: v4 runs rw = 1) falls in, unrolled so the
  * job stays in the parameter bank */
