@@ -65,7 +65,7 @@ if want kern; then
   el "gemv bench done"
 fi
 if want kern5; then   # v5 variants: T16 = the 16-row tile layout's traffic (raw buffers read as tiled: wrong values), PIPE = 2 register sets
-  [ -x /tmp/gemv_bench ] || cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
+  cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
   : >/tmp/gemv5.log
   for cfg in X=1 GLIM_CUDA_GEMV=5 GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_PIPE=1 ${K5:-GLIM_CUDA_GEMV=5,GLIM_CUDA_V5_T16=1 \
@@ -80,7 +80,7 @@ if want kern5; then   # v5 variants: T16 = the 16-row tile layout's traffic (raw
   el "gemv v5 variants done"
 fi
 if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and throughputs of v4 vs v3
-  [ -x /tmp/gemv_bench ] || cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
+  cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
   for v in ${PROF:-3}; do   # 3 = the default persistent kernel (gemv3p) on sm_90; PROF="3 5" adds v5
     env GLIM_CUDA_GEMV=$v ${PROFENV//,/ } timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4|5)_kernel' --launch-skip 20 --launch-count 1 \
