@@ -118,10 +118,26 @@ struct v5_job {
     v5_part   p[GEMV_MAX_PARTS];
     int       n_parts;
     int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
-    int       kc, n_chunks;    /* super-blocks per chunk; chunks per row */
-    float    *part;            /* [n_tiles][n_chunks][16] partial sums (n_chunks > 1) */
-    unsigned *cnt;             /* [n_tiles] finished chunks; 0 between launches */
+    int64_t   n_warps;         /* warps that take work (<= units: each gets at least one) */
+    int       stride;          /* most pieces a tile is cut into */
+    float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
+    unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
 };
+
+/* The (tile, super-block) units of all parts, tile-major, are split evenly over the warps:
+ * warp w takes [w U / W, (w + 1) U / W), so every warp streams the same bytes +-1 super-block
+ * and no warp idles on a wave tail; a tile cut between warps is merged by v5_store (piece =
+ * warp - first warp of the tile). */
+static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
+{
+    return job.n_tiles * job.n_sb;
+}
+
+/* first warp whose range holds unit x */
+static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t x)
+{
+    return ((x + 1) * job.n_warps + v5_units(job) - 1) / v5_units(job) - 1;
+}
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
@@ -224,63 +240,71 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
             K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
-/* PIPE: software-pipelined (two register sets of U super-blocks) */
-template <class K, int U, bool PIPE>
+/* U: super-blocks in flight per lane */
+template <class K, int U>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t stride = (int64_t)gridDim.x * V5_WARPS, n_tasks = job.n_tiles * job.n_chunks;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
+    int64_t a = w < job.n_warps ? w * units / job.n_warps : 0, b = w < job.n_warps ? (w + 1) * units / job.n_warps : 0;
     bool waited = false;
 #pragma unroll 1
-    for (int64_t task = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5); task < n_tasks; task += stride) {
-        int64_t tile = task / job.n_chunks;
-        int chunk = (int)(task % job.n_chunks);
+    for (int64_t x = a; x < b;) {
+        int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
         v5_part P = v5_pick(job, tile);
         int64_t r0 = (tile - P.tile0) * 16, rg = r0 + g, rg8 = r0 + g + 8;
         int64_t lg = rg < P.n ? rg : P.n - 1, lg8 = rg8 < P.n ? rg8 : P.n - 1;   /* rows loaded */
-        int64_t sb0 = (int64_t)chunk * job.kc, sb1 = sb0 + job.kc < job.n_sb ? sb0 + job.kc : job.n_sb;
-        float acc_g = 0.0f, acc_g8 = 0.0f;
-        if (K::TILED)
+        if (K::TILED)   /* padded to 16 rows */
             lg = rg, lg8 = rg8;
-        if (PIPE) {
-            /* two sets of U super-blocks: the next set's loads are in flight while this one computes */
-            typename K::raw ra[U], rb[U];
-            int64_t s = sb0;
-            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, ra);
-            if (!waited) {
+        int64_t sb1 = e - tile * job.n_sb;
+        float acc_g = 0.0f, acc_g8 = 0.0f;
+#pragma unroll 1
+        for (int64_t s = x - tile * job.n_sb; s < sb1; s += U) {
+            typename K::raw raw[U];
+            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
+            if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
                 cuda_pdl_wait();
                 waited = true;
             }
-#pragma unroll 1
-            for (;;) {
-                v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s + U, sb1, t, rb);
-                v5_compute_set<K, U>(ra, xq, xd, s, sb1, g, t, acc_g, acc_g8);
-                if ((s += U) >= sb1)
-                    break;
-                v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s + U, sb1, t, ra);
-                v5_compute_set<K, U>(rb, xq, xd, s, sb1, g, t, acc_g, acc_g8);
-                if ((s += U) >= sb1)
-                    break;
-            }
-        } else {
-#pragma unroll 1
-            for (int64_t s = sb0; s < sb1; s += U) {
-                typename K::raw raw[U];
-                v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
-                if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
-                    cuda_pdl_wait();
-                    waited = true;
-                }
-                v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
-            }
+            v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
         }
-        v5_store(job, P, tile, chunk, job.n_chunks, job.n_chunks, r0, lane, acc_g, acc_g8);
+        int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        x = e;
     }
     if (!waited)
-        cuda_pdl_wait();   /* a warp without tasks still must not end before its predecessor's writes */
+        cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
+}
+
+/* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
+ * tiles; false (error recorded in the context) when the scratch cannot be had */
+static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps)
+{
+    int64_t units = job.n_tiles * job.n_sb;
+    job.n_warps = warps < units ? warps : units;
+    int64_t m = units / job.n_warps;                    /* units per warp, at least */
+    job.stride = (int)((job.n_sb + m - 1) / m) + 2;     /* pieces per tile, at most */
+    size_t part_bytes = (size_t)job.n_tiles * job.stride * 16 * sizeof(float), cnt_bytes = (size_t)job.n_tiles * 4;
+    size_t had = c->v5_cnt.nbytes;
+    /* a new count buffer starts at 0; after that every launch leaves it so */
+    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
+        (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream))))
+        return false;
+    job.part = (float *)c->v5_part.p;
+    job.cnt = (unsigned *)c->v5_cnt.p;
+    return true;
+}
+
+/* warps per SM of the plain kernel (GLIM_CUDA_V5_W: fewer, for longer runs per warp) */
+static int64_t v5_warps(const struct cuda_ctx *c, int most_per_sm)
+{
+    static int forced = -1;
+    int64_t per_sm = cuda_env_knob("GLIM_CUDA_V5_W", &forced);
+    per_sm = per_sm < 1 || per_sm > most_per_sm ? most_per_sm : per_sm;
+    return per_sm * c->n_sm;
 }
 
 /* ---- streaming v5 (GLIM_CUDA_V5S=depth, sm_90, T16 layouts) ------------------------------
@@ -311,12 +335,6 @@ struct v5s_unit {
 typedef v5s_unit<v5_q4k_raw, 2304, v5_q4k_t16_at, v5_q4k_compute> v5s_q4k;
 typedef v5s_unit<v5_q6k_raw, 3360, v5_q6k_t16_at, v5_q6k_compute> v5s_q6k;
 
-/* first warp whose range [w U / W, (w + 1) U / W) holds unit x */
-static __device__ __forceinline__ int64_t v5s_warp_of(int64_t x, int64_t units, int64_t W)
-{
-    return ((x + 1) * W + units - 1) / units - 1;
-}
-
 /* lane 0: start the copy of the stage at unit *pi (up to c_sb super-blocks of one tile, not past
  * b) into st, completing on bar; advances *pi */
 template <class K>
@@ -335,15 +353,14 @@ static __device__ __forceinline__ void v5s_issue(const v5_job &job, int64_t *pi,
 
 template <class K, int D>
 static __global__ void __launch_bounds__(V5_WARPS * 32)
-gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int c_sb, int stride,
-              bool trig)
+gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int c_sb, bool trig)
 {
     extern __shared__ __align__(128) uint8_t v5s_smem[];
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    int64_t W = (int64_t)gridDim.x * V5_WARPS, w = (int64_t)blockIdx.x * V5_WARPS + warp;
-    int64_t units = job.n_tiles * job.n_sb, a = w * units / W, b = (w + 1) * units / W;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + warp, units = v5_units(job);
+    int64_t a = w < job.n_warps ? w * units / job.n_warps : 0, b = w < job.n_warps ? (w + 1) * units / job.n_warps : 0;
     uint64_t *bars = (uint64_t *)v5s_smem + warp * D;
     uint8_t *ring = v5s_smem + V5_WARPS * D * 8 + (size_t)warp * D * c_sb * K::SB;   /* 16-byte aligned */
     int64_t pi = a;
@@ -378,8 +395,8 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         x = e;
         if (e == tend || e == b) {   /* this warp's piece of the tile is done */
             v5_part P = v5_pick(job, tile);
-            int64_t w0 = v5s_warp_of(tile * job.n_sb, units, W), w1 = v5s_warp_of(tend - 1, units, W);
-            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), stride, (tile - P.tile0) * 16, lane, acc_g,
+            int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
+            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16, lane, acc_g,
                      acc_g8);
             acc_g = 0.0f, acc_g8 = 0.0f;
         }
@@ -403,23 +420,12 @@ static bool launch_v5s_d(struct cuda_ctx *c, v5_job &job, const int8_t *xq, cons
             return false;
         smem_set = smem;
     }
-    /* every warp gets at least one unit (W <= units), so every piece of a tile arrives */
-    int64_t units = job.n_tiles * job.n_sb, grid = (int64_t)(per_sm < 1 ? 1 : per_sm) * c->n_sm;
-    grid = grid < units / V5_WARPS ? grid : units / V5_WARPS;
-    if (grid < 1)
+    if (!v5_plan(c, job, (int64_t)(per_sm < 1 ? 1 : per_sm) * c->n_sm * V5_WARPS))
         return false;
-    int64_t W = grid * V5_WARPS, m = units / W;
-    int stride = (int)((job.n_sb + m - 1) / m) + 2;   /* pieces per tile, at most */
-    size_t part_bytes = (size_t)job.n_tiles * stride * 16 * sizeof(float), cnt_bytes = (size_t)job.n_tiles * 4;
-    size_t had = c->v5_cnt.nbytes;
-    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
-        (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream))))
-        return false;
-    job.part = (float *)c->v5_part.p;
-    job.cnt = (unsigned *)c->v5_cnt.p;
+    int64_t grid = (job.n_warps + V5_WARPS - 1) / V5_WARPS;
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)grid), dim3(V5_WARPS * 32), smem, &attr);
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<K, D>, job, xq, xd, c_sb, stride, c->pdl_all));
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<K, D>, job, xq, xd, c_sb, c->pdl_all));
     return true;
 }
 
@@ -436,21 +442,6 @@ static bool launch_v5s(struct cuda_ctx *c, v5_job &job, const int8_t *xq, const 
     case 8: return launch_v5s_d<K, 8>(c, job, xq, xd, c_sb);
     default: return launch_v5s_d<K, 4>(c, job, xq, xd, c_sb);
     }
-}
-
-/* super-blocks per chunk: about 2 tasks per warp of the grid, at least 2 super-blocks per task
- * (GLIM_CUDA_V5_KC=n: fixed) */
-static int v5_kc(const struct cuda_ctx *c, int64_t n_tiles, int64_t n_sb)
-{
-    static int forced = -1;
-    int64_t kc = cuda_env_knob("GLIM_CUDA_V5_KC", &forced);
-    if (!kc) {
-        int64_t warps = (int64_t)4 * V5_WARPS * c->n_sm, chunks = (2 * warps + n_tiles - 1) / n_tiles;
-        chunks = chunks < 1 ? 1 : chunks > n_sb ? n_sb : chunks;
-        kc = (n_sb + chunks - 1) / chunks;
-        kc = kc < 2 ? 2 : kc;
-    }
-    return (int)(kc > n_sb ? n_sb : kc);
 }
 
 /* the streaming kernel when asked for, on sm_90, for a tiled kind (KS not void) */
@@ -497,33 +488,16 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, c
             taken[i] = taken[i] || (ws[i]->dev_type == dt && ws[i]->k == ws[0]->k);
         return m;
     }
-    job.kc = v5_kc(c, tiles, job.n_sb);
-    job.n_chunks = (int)((job.n_sb + job.kc - 1) / job.kc);
-    if (job.n_chunks > 1) {
-        size_t part_bytes = (size_t)tiles * job.n_chunks * 16 * sizeof(float), cnt_bytes = (size_t)tiles * 4;
-        size_t had = c->v5_cnt.nbytes;
-        /* a new count buffer starts at 0; after that every launch leaves it so */
-        if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
-            (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream))))
-            return 0;   /* recorded in the context; these parts go to v3 */
-        job.part = (float *)c->v5_part.p;
-        job.cnt = (unsigned *)c->v5_cnt.p;
-    }
-    int64_t tasks = tiles * job.n_chunks, need = (tasks + V5_WARPS - 1) / V5_WARPS, most = (int64_t)4 * c->n_sm;
+    if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
+        return 0;                           /* recorded in the context; these parts go to v3 */
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
-        cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(V5_WARPS * 32), 0, &attr);
-    static int u_forced = -1, pipe_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
-    int u = (int)cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (cuda_env_knob("GLIM_CUDA_V5_PIPE", &pipe_forced))   /* 2 sets of U in flight */
-        u += 10;
-    switch (u) {
-    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1, false>, job, xq, xd, c->pdl_all)); break;
-    case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3, false>, job, xq, xd, c->pdl_all)); break;
-    case 10:
-    case 11: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1, true>, job, xq, xd, c->pdl_all)); break;
-    case 12: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2, true>, job, xq, xd, c->pdl_all)); break;
-    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2, false>, job, xq, xd, c->pdl_all)); break;
+        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
+    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
+    switch (cuda_env_knob("GLIM_CUDA_V5_U", &u_forced)) {
+    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1>, job, xq, xd, c->pdl_all)); break;
+    case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3>, job, xq, xd, c->pdl_all)); break;
+    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2>, job, xq, xd, c->pdl_all)); break;
     }
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || (ws[i]->dev_type == dt && ws[i]->k == ws[0]->k);
