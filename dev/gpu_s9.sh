@@ -83,7 +83,7 @@ if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and through
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
   for v in ${PROF:-3}; do   # 3 = the default persistent kernel (gemv3p) on sm_90; PROF="3 5" adds v5
-    env GLIM_CUDA_GEMV=$v ${PROFENV//,/ } timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4|5)_kernel' --launch-skip 20 --launch-count 1 \
+    env GLIM_CUDA_GEMV=$v ${PROFENV//,/ } timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4|5|5s)_kernel' --launch-skip 20 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
       --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
       --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
