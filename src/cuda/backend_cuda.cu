@@ -11,7 +11,8 @@
  * Weights are uploaded once in weight_init; GGUF block types whose block
  * size is not a multiple of 16 bytes (Q8_0, Q4_0, Q6_K) are repacked
  * losslessly into structure-of-arrays layouts (cuda_util.cuh) so the GEMV can
- * use aligned 16-byte loads. Kernels: gemv_kquant.cu (matmul, get_rows),
+ * use aligned 16-byte loads; with ctx->t16 (opt-in) Q4_K/Q6_K go into 16-row
+ * tiles instead (quant_t16_repack). Kernels: gemv_kquant.cu (matmul, get_rows),
  * attn_decode.cu (attention, kv_store), ops.cu (the rest), gemv_q8.cu (the
  * int8-activation GEMV that quantized matmuls of <= 16 rows use unless exact),
  * fused.cu (add_rmsnorm, attn_prep; off with GLIM_CUDA_FUSE=0).
@@ -208,7 +209,7 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
     if ((w->type == GLIM_TYPE_F16 || w->type == GLIM_TYPE_BF16) && (w->n == 1 || w->k == 1))
         return weight_upload_vector_f32(c, w, err);
     uint32_t dev_type = w->type;
-    size_t dev_bytes = cuda_weight_dev_bytes(w->type, w->k, w->n, &dev_type);
+    size_t dev_bytes = cuda_weight_dev_bytes(w->type, w->k, w->n, c->t16, &dev_type);
     if (dev_bytes == 0 || dev_bytes < w->nbytes)
         return glim_fail(err, GLIM_EINVAL, "cuda: weight '%s': %lld x %lld %s does not fit %zu bytes",
                          w->name ? w->name : "?", (long long)w->k, (long long)w->n,
@@ -237,7 +238,10 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
             w->aux = NULL;
             return glim_fail(err, GLIM_ENOMEM, "cuda: weight '%s': staging buffer", w->name);
         }
-        quant_soa_repack(w->type, w->host, tmp, w->k, w->n);   /* the dev_type layout (host staging) */
+        if (dev_type == CUDA_DT_Q4_K_T16 || dev_type == CUDA_DT_Q6_K_T16)   /* the dev_type layout (host staging) */
+            quant_t16_repack(w->type, w->host, tmp, w->k, w->n);
+        else
+            quant_soa_repack(w->type, w->host, tmp, w->k, w->n);
         CUDA_TRY(c, cudaMemcpyAsync(d, tmp, dev_bytes, cudaMemcpyHostToDevice, c->stream));
         CUDA_TRY(c, cudaStreamSynchronize(c->stream));
         glim_free(tmp);
@@ -552,6 +556,18 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
     return GLIM_OK;
 }
 
+/* Q4_K and Q6_K weights initialised from now on are uploaded in 16-row tiles (CUDA_DT_Q4_K_T16,
+ * CUDA_DT_Q6_K_T16: quant_t16_repack), or row-major (off, the default). Every kernel reads both;
+ * GEMV v4 leaves the tiles to v3. Default: off, or on when GLIM_CUDA_T16 is "1" at creation.
+ * GLIM_EINVAL if not a CUDA backend. */
+extern "C" int backend_cuda_set_t16(struct backend *be, bool on)
+{
+    if (!is_cuda(be))
+        return GLIM_EINVAL;
+    ctx_of(be)->t16 = on;
+    return GLIM_OK;
+}
+
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
  * GLIM_EINVAL if not a CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
@@ -638,6 +654,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* the decoded-scale table costs 11% more memory on Q4_K weights and measured no faster
      * with GEMV v3 (tg128 133.3 t/s without, 131.2 with; docs/PERFORMANCE.md): opt-in */
     c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
+    /* Q4_K/Q6_K in 16-row tiles: for GEMV v5 (a warp's loads 512 contiguous bytes); opt-in */
+    const char *f_t16 = getenv("GLIM_CUDA_T16");
+    c->t16 = f_t16 && strcmp(f_t16, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
     c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '5' && !f_gemv[1] ? f_gemv[0] - '0' : 3;

@@ -28,12 +28,39 @@ extern "C" {
 
 /* Repacked device layouts (be_weight.dev_type): lossless structure-of-arrays
  * versions of the GGUF blocks whose size is not a multiple of 16 bytes, so
- * every 16-byte load is aligned. Values above every ggml id. */
+ * every 16-byte load is aligned; and (opt-in, ctx->t16) Q4_K/Q6_K in 16-row tiles
+ * (quant_t16_repack), rows padded to a multiple of 16. Values above every ggml id. */
 enum cuda_dev_type {
     CUDA_DT_Q8_0_SOA = 0x100, /* qs[n_blocks][32] int8, then d[n_blocks] fp16 */
     CUDA_DT_Q4_0_SOA = 0x101, /* qs[n_blocks][16], then d[n_blocks] fp16 */
     CUDA_DT_Q6_K_SOA = 0x102, /* ql[nb][128], qh[nb][64], sc[nb][16], d[nb] fp16 */
+    CUDA_DT_Q4_K_T16 = 0x103, /* per (tile, super-block) 2304 bytes: qs runs, 16 headers */
+    CUDA_DT_Q6_K_T16 = 0x104, /* per (tile, super-block) 3360 bytes: ql, qh runs, scales, d */
 };
+
+/* T16 addressing (quant_t16_repack; the v5 lane code's *_fetch_t16 read the same). Row `row`'s
+ * super-block sb lives in the record of tile row / 16; in it, byte o of the row's code runs
+ * (Q4_K: qs, o < 128; Q6_K: ql, then qh as o = 128..191) lies at cuda_t16_run_pos(row & 15, o):
+ * runs of 32 bytes, 512 per run for the 16 rows, lane 4g + t's 16 bytes = 8 bytes of row g, 8 of
+ * row g + 8. Q4_K headers (d, dmin, scales) at 2048 + 16r; Q6_K scale i of row r at
+ * cuda_t16_q6_sc_pos(r, i) (4 bytes at 4t = scales 2t, 2t+1, 8+2t, 9+2t), d at 3328 + 2r. */
+#define CUDA_T16_Q4K_BYTES 2304
+#define CUDA_T16_Q6K_BYTES 3360
+static __device__ __forceinline__ const uint8_t *cuda_t16_rec(const uint8_t *p, int64_t row, int64_t n_sb,
+                                                              int64_t sb, int rec_bytes)
+{
+    return p + ((row >> 4) * n_sb + sb) * rec_bytes;
+}
+
+static __device__ __forceinline__ int cuda_t16_run_pos(int r, int o)
+{
+    return 512 * (o >> 5) + 64 * (r & 7) + 16 * ((o >> 3) & 3) + 8 * (r >> 3) + (o & 7);
+}
+
+static __device__ __forceinline__ int cuda_t16_q6_sc_pos(int r, int i)
+{
+    return 3072 + 16 * r + 4 * ((i & 7) >> 1) + (i & 1) + 2 * (i >> 3);
+}
 
 /* A scratch buffer that grows on demand (stream-ordered, so it may be
  * replaced while earlier kernels that used it are still queued). */
@@ -66,6 +93,8 @@ struct cuda_ctx {
                                     * GLIM_CUDA_ATTN_TC=0 or backend_cuda_set_attn_tc) */
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
+    bool            t16;           /* weight_init uploads Q4_K/Q6_K as CUDA_DT_*_T16 (16-row tiles; opt-in:
+                                    * GLIM_CUDA_T16=1, backend_cuda_set_t16); no decoded-scale table then */
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
                                     * tensor cores for Q4_K/Q6_K, others take v3; not yet measured),
@@ -151,6 +180,7 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be);                    /* -1: not CUDA */
+extern "C" int backend_cuda_set_t16(struct backend *be, bool on);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);
@@ -184,8 +214,9 @@ static inline unsigned cuda_blocks(int64_t n, int threads)
 }
 
 /* ---- gemv_kquant.cu ---- */
-/* bytes of the device copy for a weight of this (host) type, 0 = unsupported */
-size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, uint32_t *dev_type);
+/* bytes of the device copy for a weight of this (host) type, 0 = unsupported; t16: Q4_K/Q6_K in
+ * 16-row tiles (padded) */
+size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, bool t16, uint32_t *dev_type);
 bool cuda_type_supported(uint32_t type);
 void cuda_matmul(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
 /* ys[i] = x . ws[i]^T: one launch when the weights allow it (cuda_q8_batchable) */
@@ -213,7 +244,7 @@ static __device__ __forceinline__ int64_t cuda_xq_pos_k45(int64_t n)
  * more than 16 rows) or on failure. */
 bool cuda_xq_reserve(struct cuda_ctx *c, int64_t k, int nr, int8_t **xq, float2 **xd);
 void cuda_xq_filled(struct cuda_ctx *c, const float *x, int64_t k, int nr);
-/* dev_type has an int8-activation dp4a GEMV (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0) */
+/* dev_type has an int8-activation dp4a GEMV (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0; T16 layouts too) */
 bool cuda_q8_supported(uint32_t dev_type);
 /* y[n_rows][N] = x . W^T with x quantized to int8 per 32 (n_rows <= 16) */
 void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);

@@ -9,7 +9,8 @@
  * activations (coalesced; the first version read whole 64-weight chunks per
  * lane and its strided x loads cost 8x the L1 traffic: docs/CUDA.md).
  * Decoding computes each weight in fp32 exactly as quant_ref.c does
- * ((d*sc)*q - dmin*m, no contraction), so get_rows is bit-exact.
+ * ((d*sc)*q - dmin*m, no contraction), so get_rows is bit-exact. The 16-row tile layouts of
+ * Q4_K/Q6_K (CUDA_DT_*_T16) use the row-major units' arithmetic at other addresses.
  *
  *  - n_rows <= GEMV_MAX_ROWS, quantized weights: int8-activation dp4a GEMV
  *    (gemv_q8.cu), unless the backend is exact (GLIM_CUDA_EXACT=1).
@@ -161,14 +162,19 @@ struct unit_k45 {
         int c = (int)((u >> 3) & 3), j = (int)(u & 7);
         const uint8_t *blk = v.p + (row * (v.k / 256) + (u >> 5)) * BYTES;
         uint4 hdr = *(const uint4 *)blk;     /* d, dmin, 12 scale bytes: one load per lane, same line */
+        uint32_t q = *(const uint32_t *)(blk + (Q5 ? 48 : 16) + 32 * c + 4 * j);
+        uint32_t hb = Q5 ? *(const uint32_t *)(blk + 16 + 4 * j) : 0;
+        decode(hdr, q, hb, c, w);
+    }
+    /* the unit's weights from its block header, code bytes qs[32c + 4j, +4) and (Q5) high bits */
+    static __device__ __forceinline__ void decode(uint4 hdr, uint32_t q, uint32_t hb, int c, float *w)
+    {
         float d = h2f(hdr.x), dmin = h2f(hdr.x >> 16);
         uint32_t sc0, m0, sc1, m1;
         k4_scale_min(hdr.y, hdr.z, hdr.w, 2 * c, &sc0, &m0);
         k4_scale_min(hdr.y, hdr.z, hdr.w, 2 * c + 1, &sc1, &m1);
         float d0 = __fmul_rn(d, (float)sc0), mn0 = __fmul_rn(dmin, (float)m0);
         float d1 = __fmul_rn(d, (float)sc1), mn1 = __fmul_rn(dmin, (float)m1);
-        uint32_t q = *(const uint32_t *)(blk + (Q5 ? 48 : 16) + 32 * c + 4 * j);
-        uint32_t hb = Q5 ? *(const uint32_t *)(blk + 16 + 4 * j) : 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             uint32_t byte = (q >> (8 * i)) & 0xffu, lo = byte & 15, hi = byte >> 4;
@@ -199,11 +205,17 @@ struct unit_q6_k {
         uint32_t A = *(const uint32_t *)ql, B = *(const uint32_t *)(ql + 32);
         uint32_t H = *(const uint32_t *)(v.p + nb * 128 + ib * 64 + 32 * h + l0);
         const int8_t *sc = (const int8_t *)(v.p + nb * 192 + ib * 16) + 8 * h + l0 / 16;
-        float d = h2f(((const uint16_t *)(v.p + nb * 208))[ib]);
+        decode(A, B, H, h2f(((const uint16_t *)(v.p + nb * 208))[ib]), sc, 2, w);
+    }
+    /* the unit's weights from ql bytes A = ql[64h + l0, +4), B = ql[64h + 32 + l0, +4),
+     * H = qh[32h + l0, +4), d, and its 4 scales at sc[0], sc[step], sc[2 step], sc[3 step] */
+    static __device__ __forceinline__ void decode(uint32_t A, uint32_t B, uint32_t H, float d, const int8_t *sc,
+                                                  int step, float *w)
+    {
         float ds[4];
 #pragma unroll
         for (int g = 0; g < 4; g++)
-            ds[g] = __fmul_rn(d, (float)sc[2 * g]);
+            ds[g] = __fmul_rn(d, (float)sc[step * g]);
 #pragma unroll
         for (int l = 0; l < 4; l++) {
             uint32_t a = (A >> (8 * l)) & 0xffu, b = (B >> (8 * l)) & 0xffu, hb = (H >> (8 * l)) & 0xffu;
@@ -212,6 +224,34 @@ struct unit_q6_k {
             w[8 + l] = __fmul_rn(ds[2], u2f((a >> 4) | (((hb >> 4) & 3) << 4)) - 32.0f);
             w[12 + l] = __fmul_rn(ds[3], u2f((b >> 4) | (((hb >> 6) & 3) << 4)) - 32.0f);
         }
+    }
+};
+
+/* Q4_K and Q6_K in 16-row tiles (CUDA_DT_Q4_K_T16 / _Q6_K_T16, cuda_util.cuh): the units and
+ * arithmetic of unit_k45<false> / unit_q6_k, read from the tile records, so results are
+ * bit-equal to the row-major layouts. */
+struct unit_q4k_t16 : unit_k45<false> {
+    static __device__ __forceinline__ void load(const wview &v, int64_t row, int64_t u, float *w)
+    {
+        int c = (int)((u >> 3) & 3), j = (int)(u & 7), r = (int)(row & 15);
+        const uint8_t *rec = cuda_t16_rec(v.p, row, v.k / 256, u >> 5, CUDA_T16_Q4K_BYTES);
+        uint4 hdr = *(const uint4 *)(rec + 2048 + 16 * r);
+        uint32_t q = *(const uint32_t *)(rec + cuda_t16_run_pos(r, 32 * c + 4 * j));
+        decode(hdr, q, 0, c, w);
+    }
+};
+
+struct unit_q6k_t16 : unit_q6_k {
+    static __device__ __forceinline__ void load(const wview &v, int64_t row, int64_t u, float *w)
+    {
+        int h = (int)((u >> 3) & 1), l0 = 4 * (int)(u & 7), r = (int)(row & 15);
+        const uint8_t *rec = cuda_t16_rec(v.p, row, v.k / 256, u >> 4, CUDA_T16_Q6K_BYTES);
+        const uint8_t *q = rec + cuda_t16_run_pos(r, l0);   /* in run 0; ql runs 2h, 2h + 1, qh run 4 + h */
+        uint32_t A = *(const uint32_t *)(q + 1024 * h), B = *(const uint32_t *)(q + 1024 * h + 512);
+        uint32_t H = *(const uint32_t *)(q + 2048 + 512 * h);
+        /* scales 8h + l0/16 + 2g (g = 0..3) sit 4 bytes apart */
+        const int8_t *sc = (const int8_t *)(rec + cuda_t16_q6_sc_pos(r, 8 * h + l0 / 16));
+        decode(A, B, H, h2f(*(const uint16_t *)(rec + 3328 + 2 * r)), sc, 4, w);
     }
 };
 
@@ -361,9 +401,13 @@ bool cuda_type_supported(uint32_t type)
     }
 }
 
-size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, uint32_t *dev_type)
+size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, bool t16, uint32_t *dev_type)
 {
     *dev_type = type;
+    if (t16 && (type == GLIM_TYPE_Q4_K || type == GLIM_TYPE_Q6_K) && k % 256 == 0) {
+        *dev_type = type == GLIM_TYPE_Q4_K ? CUDA_DT_Q4_K_T16 : CUDA_DT_Q6_K_T16;
+        return quant_t16_bytes(type, k, n);
+    }
     if (type == GLIM_TYPE_Q8_0)
         *dev_type = CUDA_DT_Q8_0_SOA;
     else if (type == GLIM_TYPE_Q4_0)
@@ -384,6 +428,8 @@ size_t cuda_weight_dev_bytes(uint32_t type, int64_t k, int64_t n, uint32_t *dev_
     case GLIM_TYPE_Q4_K: F(unit_k45<false>); break;                        \
     case GLIM_TYPE_Q5_K: F(unit_k45<true>); break;                         \
     case CUDA_DT_Q6_K_SOA: F(unit_q6_k); break;                            \
+    case CUDA_DT_Q4_K_T16: F(unit_q4k_t16); break;                         \
+    case CUDA_DT_Q6_K_T16: F(unit_q6k_t16); break;                         \
     default: break;                                                        \
     }
 

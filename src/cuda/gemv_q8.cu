@@ -2,7 +2,7 @@
  * gemv_q8.cu — the fast matrix-vector path for quantized weights: the
  * activations are quantized once to int8 and the weights' integer codes are
  * multiplied with __dp4a, 4 weights per instruction (model.md §4.4, on the
- * original GGUF blocks or the lossless SoA repacks of cuda_util.cuh).
+ * original GGUF blocks or the lossless SoA / 16-row tile repacks of cuda_util.cuh).
  *
  * WHY. The f32 GEMV in gemv_kquant.cu converts every weight to a float
  * ((d*sc)*q - dmin*m) before its FMA; that is ~5 ALU ops per weight and ran at
@@ -249,6 +249,13 @@ static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t t
             gemv3_rows<k4a, NR, 1, k4a::U>(v, row0, xq, xd, y, nr, lane);
         return;
     case WK_Q6K: gemv3_rows<slot_q6_k, NR, 1, slot_q6_k::U>(v, row0, xq, xd, y, nr, lane); return;
+    case WK_Q4K_T16:
+        if (t.rw == 2)
+            gemv3_rows<slot_q4k_t16, NR, 2, slot_q4k_t16::U / 2>(v, row0, xq, xd, y, nr, lane);
+        else
+            gemv3_rows<slot_q4k_t16, NR, 1, slot_q4k_t16::U>(v, row0, xq, xd, y, nr, lane);
+        return;
+    case WK_Q6K_T16: gemv3_rows<slot_q6k_t16, NR, 1, slot_q6k_t16::U>(v, row0, xq, xd, y, nr, lane); return;
     default: break;
     }
     if (KS == KS_K4Q6)
@@ -322,6 +329,15 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all));
         return true;
     case WK_Q6K: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all)); return true;
+    case WK_Q4K_T16:
+        if (job.p[0].rw == 2)
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q4k_t16, 2>, job, xq, xd, c->pdl_all));
+        else
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q4k_t16, 1>, job, xq, xd, c->pdl_all));
+        return true;
+    case WK_Q6K_T16:
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6k_t16, 1>, job, xq, xd, c->pdl_all));
+        return true;
     case WK_Q80: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q8_0, 1>, job, xq, xd, c->pdl_all)); return true;
     default: return false;
     }
@@ -341,12 +357,14 @@ static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq,
 bool cuda_q8_supported(uint32_t dev_type)
 {
     return dev_type == GLIM_TYPE_Q4_K || dev_type == GLIM_TYPE_Q5_K || dev_type == CUDA_DT_Q6_K_SOA ||
-           dev_type == CUDA_DT_Q8_0_SOA || dev_type == CUDA_DT_Q4_0_SOA;
+           dev_type == CUDA_DT_Q8_0_SOA || dev_type == CUDA_DT_Q4_0_SOA || dev_type == CUDA_DT_Q4_K_T16 ||
+           dev_type == CUDA_DT_Q6_K_T16;
 }
 
 static int layout_of(uint32_t dev_type)
 {
-    bool k = dev_type == GLIM_TYPE_Q4_K || dev_type == GLIM_TYPE_Q5_K || dev_type == CUDA_DT_Q6_K_SOA;
+    bool k = dev_type == GLIM_TYPE_Q4_K || dev_type == GLIM_TYPE_Q5_K || dev_type == CUDA_DT_Q6_K_SOA ||
+             dev_type == CUDA_DT_Q4_K_T16 || dev_type == CUDA_DT_Q6_K_T16;
     return k ? XL_K45 : XL_PLAIN;
 }
 
@@ -474,6 +492,8 @@ static void launch_v2(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     case CUDA_DT_Q6_K_SOA: launch<slot_q6_k>(c, v, xq, xd, y, n_rows); break;
     case CUDA_DT_Q8_0_SOA: launch<slot_q8_0>(c, v, xq, xd, y, n_rows); break;
     case CUDA_DT_Q4_0_SOA: launch<slot_q4_0>(c, v, xq, xd, y, n_rows); break;
+    case CUDA_DT_Q4_K_T16: launch<slot_q4k_t16>(c, v, xq, xd, y, n_rows); break;
+    case CUDA_DT_Q6_K_T16: launch<slot_q6k_t16>(c, v, xq, xd, y, n_rows); break;
     default: break;
     }
 }
@@ -487,6 +507,8 @@ static int weight_kind(const struct cuda_ctx *c, const struct be_weight *w)
     case CUDA_DT_Q6_K_SOA: return WK_Q6K;
     case CUDA_DT_Q8_0_SOA: return WK_Q80;
     case CUDA_DT_Q4_0_SOA: return WK_Q40;
+    case CUDA_DT_Q4_K_T16: return WK_Q4K_T16;
+    case CUDA_DT_Q6_K_T16: return WK_Q6K_T16;
     default: return -1;
     }
 }
@@ -535,7 +557,8 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     bool k4q6 = true;
     for (int i = 0; i < n; i++) {
         kinds[i] = weight_kind(c, ws[i]);
-        k4q6 = k4q6 && (kinds[i] == WK_Q4K || kinds[i] == WK_Q4K_AUX || kinds[i] == WK_Q6K);
+        k4q6 = k4q6 && (kinds[i] == WK_Q4K || kinds[i] == WK_Q4K_AUX || kinds[i] == WK_Q6K ||
+                        kinds[i] == WK_Q4K_T16 || kinds[i] == WK_Q6K_T16);
     }
     bool v4 = cuda_gemv4_kinds(c, n, kinds);   /* v4 wants one row per task */
     gemv_job job;
@@ -544,7 +567,7 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     for (int i = 0; i < n; i++) {
         const struct be_weight *w = ws[i];
         int kind = kinds[i];
-        bool two = kind == WK_Q4K || kind == WK_Q4K_AUX || kind == WK_Q40;
+        bool two = kind == WK_Q4K || kind == WK_Q4K_AUX || kind == WK_Q40 || kind == WK_Q4K_T16;
         int rw = !v4 && two && rows_per_warp_v3() == 2 ? 2 : 1;
         const uint8_t *aux = kind == WK_Q4K_AUX || kind == WK_Q5K_AUX ? (const uint8_t *)w->aux : NULL;
         job.p[i].v = (wview8){(const uint8_t *)w->dev, w->k, w->n, aux};

@@ -4,7 +4,8 @@
  * A "slot" is the run of weights one lane handles at a time (32; Q8_0: 16): fetch()
  * issues its loads, decode() unpacks them, xload() loads the activations, dot() gives
  * the slot's contribution. Every GEMV version sums a row's slots per lane in the same
- * order with the same arithmetic, so their results are bit-equal (tests/test_cuda_ops.c).
+ * order with the same arithmetic, so their results are bit-equal (tests/test_cuda_ops.c);
+ * the T16 slots (16-row tile layouts) share the row-major slots' arithmetic, so theirs too.
  */
 #ifndef GLIM_GEMV_SLOTS_CUH
 #define GLIM_GEMV_SLOTS_CUH
@@ -43,6 +44,14 @@ static __device__ __forceinline__ uint4 ldw16(const void *p)
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(p));
+    return r;
+}
+
+/* the same for 8 bytes (8-aligned) */
+static __device__ __forceinline__ uint2 ldw8(const void *p)
+{
+    uint2 r;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
     return r;
 }
 
@@ -246,6 +255,41 @@ struct slot_q6_k {
     }
 };
 
+/* Q4_K and Q6_K in 16-row tiles (CUDA_DT_Q4_K_T16 / _Q6_K_T16, cuda_util.cuh): the slots and
+ * arithmetic of slot_k45<false> / slot_q6_k, only fetch() differs. A slot's 16 code bytes
+ * (qs[16t, +16); ql[16t, +16) and qh[32h + 16f, +16)) are two 8-byte pieces 16 bytes apart in
+ * the tile record, the header (Q4_K), scales and d (Q6_K) have their own places. Same raw
+ * bytes, same decode, so the sums are bit-equal to the row-major layouts'. No decoded-scale
+ * table (weight_init builds none for T16). */
+struct slot_q4k_t16 : slot_k45<false> {
+    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
+    {
+        int t = (int)(sl & 7), rr = (int)(row & 15);
+        const uint8_t *rec = cuda_t16_rec(v.p, row, v.k >> 8, (sl >> 3) + 4 * u, CUDA_T16_Q4K_BYTES);
+        r.hdr = ldw16(rec + 2048 + 16 * rr);
+        const uint8_t *q = rec + cuda_t16_run_pos(rr, 16 * t);
+        uint2 a = ldw8(q), b = ldw8(q + 16);
+        r.q = make_uint4(a.x, a.y, b.x, b.y);
+    }
+};
+
+struct slot_q6k_t16 : slot_q6_k {
+    static __device__ __forceinline__ void fetch(const wview8 &v, int64_t row, int64_t sl, int u, raw &r)
+    {
+        int t = (int)(sl & 7), h = t >> 2, g = (t >> 1) & 1, f = t & 1, rr = (int)(row & 15);
+        const uint8_t *rec = cuda_t16_rec(v.p, row, v.k >> 8, (sl >> 3) + 4 * u, CUDA_T16_Q6K_BYTES);
+        const uint8_t *ql = rec + cuda_t16_run_pos(rr, 16 * t), *qh = rec + cuda_t16_run_pos(rr, 128 + 32 * h + 16 * f);
+        uint2 a = ldw8(ql), b = ldw8(ql + 16), c = ldw8(qh), e = ldw8(qh + 16);
+        r.ql = make_uint4(a.x, a.y, b.x, b.y);
+        r.qh = make_uint4(c.x, c.y, e.x, e.y);
+        /* scales 8h + 2g + f and + 4: 8 bytes apart in the permuted order */
+        const int8_t *sc = (const int8_t *)(rec + cuda_t16_q6_sc_pos(rr, 8 * h + 2 * g + f));
+        r.sl = __ldg(sc);
+        r.sh = __ldg(sc + 8);
+        r.d = __ldg((const unsigned short *)(rec + 3328 + 2 * rr));
+    }
+};
+
 /* Q8_0, SoA (qs[nb][32], d[nb]). Slot s = 16 weights: block s/2, bytes 16(s%2)..+15. */
 struct slot_q8_0 {
     static const int SLOT = 16, LAYOUT = XL_PLAIN, RW_MAX = 1, U = 8;
@@ -331,7 +375,7 @@ static __device__ __forceinline__ void slot_load(W &w, const wview8 &v, int64_t 
 
 #define GEMV_MAX_PARTS 4
 
-enum { WK_Q4K, WK_Q4K_AUX, WK_Q5K, WK_Q5K_AUX, WK_Q6K, WK_Q80, WK_Q40 };
+enum { WK_Q4K, WK_Q4K_AUX, WK_Q5K, WK_Q5K_AUX, WK_Q6K, WK_Q80, WK_Q40, WK_Q4K_T16, WK_Q6K_T16 };
 
 struct gemv_part {
     wview8  v;
@@ -347,7 +391,7 @@ struct gemv_job {
 };
 
 /* gemv_stream.cu: GEMV v4 for one activation row of a job of Q4_K/Q6_K weights with
- * rw = 1 (then task = row); false = not launched (other kinds, or v4 is off) */
+ * rw = 1 (then task = row); false = not launched (other kinds, T16 ones too, or v4 is off) */
 bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd);
 /* true when v4 takes a job of these kinds (the caller then builds it with rw = 1) */
 bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds);

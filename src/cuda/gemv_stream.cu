@@ -241,7 +241,8 @@ bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const
     return true;
 }
 
-/* true when v4 would take this job's kinds (the caller then builds it with rw = 1) */
+/* true when v4 would take this job's kinds (the caller then builds it with rw = 1); the 16-row
+ * tile kinds (WK_Q4K_T16, WK_Q6K_T16) are not among them: v4 copies row-major blocks, v3 takes those */
 bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds)
 {
     if (c->gemv_ver != 4)
