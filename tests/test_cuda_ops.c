@@ -19,6 +19,10 @@
  * bit-equal to the old one.
  * Fused ops (add_rmsnorm, attn_prep): 1e-5 against the CPU composition, caches exact,
  * and every output bit-equal to the separate CUDA ops they replace.
+ * test_t16: Q4_K/Q6_K weights in 16-row tiles (backend_cuda_set_t16) give the row-major
+ * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
+ * v3, bf16 GEMM, get_rows, multi-part jobs, v4 refusing them), v5 within its 1e-5.
+ * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
  */
 #include "harness.h"
 
@@ -49,6 +53,7 @@ int backend_cuda_set_gemv_persist(struct backend *be_, int ctas_per_sm);   /* pe
 int backend_cuda_get_gemv_persist(struct backend *be_);                    /* default 4 on sm_90 */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
+int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
 enum { ATTN_V1 = 1, ATTN_V2 = 2, ATTN_V4 = 4 };
 static int attn_path = ATTN_V4;
@@ -167,6 +172,13 @@ static bool is_q8_type(uint32_t type)
            type == GLIM_TYPE_Q5_K || type == GLIM_TYPE_Q6_K;
 }
 
+/* GLIM_CUDA_T16=1: the backend was created with the T16 layout on */
+static bool t16_env(void)
+{
+    const char *e = getenv("GLIM_CUDA_T16");
+    return e && strcmp(e, "1") == 0;
+}
+
 static int64_t rand_k(uint32_t type)
 {
     int be_ = quant_traits(type)->block_elems;
@@ -253,10 +265,12 @@ static void check_k45_aux(uint32_t type, int64_t k, int64_t n, int n_rows)
 {
     struct glim_err err = {0};
     struct be_weight hw = make_weight(type, k, n), with = hw, without = hw;
+    CHECK_EQ(backend_cuda_set_t16(be, false), GLIM_OK);   /* the table is for the row-major blocks */
     CHECK_EQ(backend_cuda_set_new(be, false), GLIM_OK);
     CHECK_EQ(be->i->weight_init(be, &without, &err), GLIM_OK);
     CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
     CHECK_EQ(be->i->weight_init(be, &with, &err), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
     CHECK(without.aux == NULL && with.aux != NULL);
     float *x = rand_vec((int64_t)n_rows * k, 1.0f);
     size_t y_bytes = (size_t)n_rows * n * sizeof(float);
@@ -542,6 +556,245 @@ static void test_matmul_n(void)
     const int64_t n_mixed[3] = {64, 65, 66};
     check_matmul_n(3, mixed, n_mixed, 256, 1);
     check_matmul_n(2, qkvg, n_qkvg, 512, 17);
+}
+
+/* ---- T16: Q4_K/Q6_K in 16-row tiles (CUDA_DT_Q4_K_T16 / _Q6_K_T16, quant_t16_repack) ----
+ * Every reader of the tiles shares the row-major readers' arithmetic, so a matmul or get_rows
+ * of the same weight in both layouts must give the same bits; the padded rows of the last tile
+ * (n % 16) must not show. */
+#define DT_Q4_K_T16 0x103   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
+#define DT_Q6_K_T16 0x104
+
+/* weight_init of hw into *dw with the T16 layout on or off; GLIM_OK or the failure (checked) */
+static int init_layout(struct be_weight *dw, const struct be_weight *hw, bool t16)
+{
+    struct glim_err err = {0};
+    *dw = *hw;
+    CHECK_EQ(backend_cuda_set_t16(be, t16), GLIM_OK);
+    int rc = be->i->weight_init(be, dw, &err);
+    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
+    CHECK_EQ(rc, GLIM_OK);
+    if (rc != GLIM_OK) {
+        fprintf(stderr, "weight_init (t16 %d): %s\n", t16, err.msg);
+        return rc;
+    }
+    if (t16) {
+        uint32_t want = hw->type == GLIM_TYPE_Q4_K ? DT_Q4_K_T16 : hw->type == GLIM_TYPE_Q6_K ? DT_Q6_K_T16 : 0;
+        if (want)
+            CHECK_EQ(dw->dev_type, want);
+        else
+            CHECK(dw->dev_type < 0x103);   /* other types keep their layout */
+        if (want)
+            CHECK(dw->aux == NULL);         /* no decoded-scale table for tiles */
+    }
+    return rc;
+}
+
+/* one weight of type, k x n, times n_rows rows: T16 == row-major bit for bit (default path,
+ * and exact mode for <= 16 rows), close to the CPU; get_rows of the first, last and random rows */
+static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
+{
+    struct be_weight hw = make_weight(type, k, n), rm, tl;
+    if (init_layout(&rm, &hw, false) != GLIM_OK || init_layout(&tl, &hw, true) != GLIM_OK) {
+        free((void *)hw.host);
+        return;
+    }
+    size_t y_bytes = (size_t)n_rows * n * sizeof(float);
+    float *x = rand_vec((int64_t)n_rows * k, 1.0f);
+    float *a = malloc(y_bytes), *b = malloc(y_bytes), *ref = malloc(y_bytes);
+    float *dx = to_dev(x, (size_t)n_rows * k * sizeof(float)), *dy = be->i->alloc(be, y_bytes);
+    cpu_ref_matmul(ref, &hw, x, n_rows);
+    for (int exact = 0; exact <= (n_rows <= 16); exact++) {
+        CHECK_EQ(backend_cuda_set_exact(be, exact), GLIM_OK);
+        be->i->matmul(be, dy, &tl, dx, n_rows);
+        from_dev(a, dy, y_bytes);
+        be->i->matmul(be, dy, &rm, dx, n_rows);
+        from_dev(b, dy, y_bytes);
+        char what[128];
+        snprintf(what, sizeof what, "t16 %s k=%lld n=%lld rows=%d exact=%d", quant_type_name(type), (long long)k,
+                 (long long)n, n_rows, exact);
+        if (memcmp(a, b, y_bytes) != 0)
+            fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
+        CHECK(memcmp(a, b, y_bytes) == 0);
+        double tol = exact ? 1e-5 : 1e-2;
+        if ((int64_t)n_rows * n >= 16)   /* a relative L2 error over a handful of outputs is noise */
+            CHECK(close_enough(a, ref, (int64_t)n_rows * n, tol, what));
+    }
+    CHECK_EQ(backend_cuda_set_exact(be, exact_mode), GLIM_OK);
+    int32_t ids[6] = {0, (int32_t)(n - 1), (int32_t)(n / 2), (int32_t)(rnd() % n), (int32_t)(rnd() % n),
+                      (int32_t)(n - 1 - (n - 1) % 16)};   /* the last tile's first row */
+    size_t r_bytes = 6 * (size_t)k * sizeof(float);
+    int32_t *dids = to_dev(ids, sizeof ids);
+    float *drows = be->i->alloc(be, r_bytes), *grows = malloc(r_bytes), *rrows = malloc(r_bytes);
+    be->i->get_rows(be, drows, &tl, dids, 6);
+    from_dev(grows, drows, r_bytes);
+    cpu_ref_get_rows(rrows, &hw, ids, 6);
+    if (memcmp(grows, rrows, r_bytes) != 0)
+        fprintf(stderr, "FAIL t16 get_rows %s k=%lld n=%lld\n", quant_type_name(type), (long long)k, (long long)n);
+    CHECK(memcmp(grows, rrows, r_bytes) == 0);
+    be->i->release(be, dx), be->i->release(be, dy), be->i->release(be, dids), be->i->release(be, drows);
+    be->i->weight_clear(be, &rm), be->i->weight_clear(be, &tl);
+    free(x), free(a), free(b), free(ref), free(grows), free(rrows), free((void *)hw.host);
+}
+
+/* n weights sharing x (matmul_n: one job) in both layouts, GEMV version ver (3: v3, persistent
+ * or not as set; 4: v4 takes the row-major Q4_K/Q6_K job and must leave the tiles to v3; 5: v5
+ * takes the row-major Q4_K/Q6_K, maybe not the tiles: 1e-5, its tolerance against v2/v3) */
+static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int64_t *ns, int64_t k, int n_rows)
+{
+    struct be_weight hw[4], rm[4], tl[4];
+    const struct be_weight *wr[4], *wt[4];
+    float *dy[4];
+    int ok = 0;
+    for (; ok < n; ok++) {
+        hw[ok] = make_weight(types[ok], k, ns[ok]);
+        if (init_layout(&rm[ok], &hw[ok], false) != GLIM_OK) {
+            free((void *)hw[ok].host);
+            break;
+        }
+        if (init_layout(&tl[ok], &hw[ok], true) != GLIM_OK) {
+            be->i->weight_clear(be, &rm[ok]);
+            free((void *)hw[ok].host);
+            break;
+        }
+        wr[ok] = &rm[ok], wt[ok] = &tl[ok];
+        dy[ok] = be->i->alloc(be, (size_t)n_rows * ns[ok] * sizeof(float));
+    }
+    float *x = rand_vec((int64_t)n_rows * k, 1.0f);
+    float *dx = to_dev(x, (size_t)n_rows * k * sizeof(float));
+    if (ok == n) {
+        float *a[4], *b[4];
+        CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+        be->i->matmul_n(be, n, dy, wt, dx, n_rows);
+        for (int i = 0; i < n; i++) {
+            a[i] = malloc((size_t)n_rows * ns[i] * sizeof(float));
+            from_dev(a[i], dy[i], (size_t)n_rows * ns[i] * sizeof(float));
+        }
+        be->i->matmul_n(be, n, dy, wr, dx, n_rows);
+        CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+        for (int i = 0; i < n; i++) {
+            size_t yb = (size_t)n_rows * ns[i] * sizeof(float);
+            b[i] = malloc(yb);
+            from_dev(b[i], dy[i], yb);
+            char what[128];
+            snprintf(what, sizeof what, "t16 matmul_n v%d part %d/%d %s k=%lld n=%lld rows=%d", ver, i, n,
+                     quant_type_name(types[i]), (long long)k, (long long)ns[i], n_rows);
+            bool v5_part = ver == 5 && (types[i] == GLIM_TYPE_Q4_K || types[i] == GLIM_TYPE_Q6_K);
+            if (v5_part) {
+                CHECK(close_enough(a[i], b[i], (int64_t)n_rows * ns[i], 1e-5, what));
+            } else {
+                if (memcmp(a[i], b[i], yb) != 0)
+                    fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
+                CHECK(memcmp(a[i], b[i], yb) == 0);
+            }
+            float *ref = malloc(yb);
+            cpu_ref_matmul(ref, &hw[i], x, n_rows);
+            if ((int64_t)n_rows * ns[i] >= 16)
+                CHECK(close_enough(a[i], ref, (int64_t)n_rows * ns[i], 1e-2, what));
+            free(ref), free(a[i]), free(b[i]);
+        }
+    }
+    for (int i = 0; i < ok; i++) {
+        be->i->release(be, dy[i]), be->i->weight_clear(be, &rm[i]), be->i->weight_clear(be, &tl[i]);
+        free((void *)hw[i].host);
+    }
+    be->i->release(be, dx);
+    free(x);
+}
+
+/* matmul_glu (the gate applied while quantizing x, or in place before the GEMM): both layouts */
+static void check_t16_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int act)
+{
+    struct be_weight hw = make_weight(type, k, n), rm, tl;
+    if (init_layout(&rm, &hw, false) != GLIM_OK || init_layout(&tl, &hw, true) != GLIM_OK) {
+        free((void *)hw.host);
+        return;
+    }
+    int64_t nx = (int64_t)n_rows * k;
+    size_t yb = (size_t)n_rows * n * sizeof(float);
+    float *x = rand_vec(nx, 2.0f), *g = rand_vec(nx, 4.0f), *a = malloc(yb), *b = malloc(yb);
+    float *dx = to_dev(x, nx * sizeof(float)), *dg = to_dev(g, nx * sizeof(float)), *dy = be->i->alloc(be, yb);
+    struct glim_err err = {0};
+    be->i->matmul_glu(be, dy, &tl, dx, dg, act, n_rows);
+    from_dev(a, dy, yb);
+    CHECK_EQ(be->i->upload(be, dx, x, nx * sizeof(float), &err), GLIM_OK);   /* x may have been gated in place */
+    be->i->matmul_glu(be, dy, &rm, dx, dg, act, n_rows);
+    from_dev(b, dy, yb);
+    if (memcmp(a, b, yb) != 0)
+        fprintf(stderr, "FAIL t16 matmul_glu %s k=%lld n=%lld rows=%d\n", quant_type_name(type), (long long)k,
+                (long long)n, n_rows);
+    CHECK(memcmp(a, b, yb) == 0);
+    be->i->release(be, dx), be->i->release(be, dg), be->i->release(be, dy);
+    be->i->weight_clear(be, &rm), be->i->weight_clear(be, &tl);
+    free(x), free(g), free(a), free(b), free((void *)hw.host);
+}
+
+static void test_t16(void)
+{
+    static const uint32_t QT[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
+    int persist0 = backend_cuda_get_gemv_persist(be);
+    for (int ti = 0; ti < 2; ti++) {
+        /* 1 row (v3, persistent by default on sm_90), 2..16 (v2), 17 and 40 (bf16 GEMM); ragged n */
+        for (int n_rows = 1; n_rows <= 16; n_rows++)
+            check_t16_matmul(QT[ti], 256 * rndi(1, 12), rndi(1, 300), n_rows);
+        check_t16_matmul(QT[ti], 512, 16 * rndi(1, 8) + rndi(1, 15), 17);
+        check_t16_matmul(QT[ti], 1024, 100, 40);
+        /* one tile exactly, fewer rows than a tile, n % 16 = 15, many slots, 2 rows per warp */
+        check_t16_matmul(QT[ti], 256, 16, 1);
+        check_t16_matmul(QT[ti], 512, 3, 2);
+        check_t16_matmul(QT[ti], 2048, 16 * 9 + 15, 1);
+        check_t16_matmul(QT[ti], 19968, 40, 1);
+        check_t16_matmul(QT[ti], 6656, 4224 + 5, 1);
+        check_t16_matmul(QT[ti], 6656, 259, 3);
+        /* the plain v3 grid and v2 for one row */
+        CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);
+        check_t16_matmul(QT[ti], 6656, 4224 + 5, 1);
+        check_t16_matmul(QT[ti], 256 * rndi(1, 40), rndi(1, 3000), 1);
+        CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
+        CHECK_EQ(backend_cuda_set_gemv(be, 2), GLIM_OK);
+        check_t16_matmul(QT[ti], 6656, 4224 + 5, 1);
+        CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+        for (int act = BE_GLU_SIGMOID; act <= BE_GLU_SILU; act++)
+            if (be->i->matmul_glu) {
+                check_t16_glu(QT[ti], 4096, 333, 1, act);
+                check_t16_glu(QT[ti], 512, 64, 17, act);
+            }
+    }
+    /* q/k/v/gate of a Q4_K_M layer (mixed kinds: the plain v3), gate/up (one kind: the
+     * persistent v3 when on), 1, 6, 16 and 17 rows; with a Q5_K and a Q8_0 part (no tiles) */
+    const uint32_t qkvg[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
+    const int64_t n_qkvg[4] = {4096 + 3, 256, 256 + 1, 4224 + 9};
+    for (int nr = 1; nr <= 17; nr += nr == 16 ? 1 : 5)
+        check_t16_matmul_n(3, 4, qkvg, n_qkvg, 6656, nr);
+    const uint32_t gate_up[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K}, v6[2] = {GLIM_TYPE_Q6_K, GLIM_TYPE_Q6_K};
+    const int64_t n_gate_up[2] = {4224 + 7, 4224 + 7};
+    for (int p = 0; p <= 1; p++) {
+        CHECK_EQ(backend_cuda_set_gemv_persist(be, p ? (persist0 ? persist0 : 4) : 0), GLIM_OK);
+        check_t16_matmul_n(3, 2, gate_up, n_gate_up, 512, 1);
+        check_t16_matmul_n(3, 2, v6, n_gate_up, 768, 1);
+        check_t16_matmul_n(3, 4, qkvg, n_qkvg, 6656, 1);
+    }
+    CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
+    const uint32_t k5[4] = {GLIM_TYPE_Q5_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
+    const int64_t n_k5[4] = {77, 130, 5, 19};
+    check_t16_matmul_n(3, 4, k5, n_k5, 512, 1);
+    check_t16_matmul_n(3, 4, k5, n_k5, 512, 2);
+    const uint32_t q8k4[2] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_K};
+    const int64_t n_q8k4[2] = {300, 77};
+    check_t16_matmul_n(3, 2, q8k4, n_q8k4, 4096, 1);   /* layouts differ: one matmul each */
+    /* GEMV v4 (sm_90) refuses the tiles: v3's bits, which are v4's */
+    if (backend_cuda_set_gemv(be, 4) == GLIM_OK) {
+        check_t16_matmul_n(4, 4, qkvg, n_qkvg, 6656, 1);
+        check_t16_matmul_n(4, 2, gate_up, n_gate_up, 4096, 1);
+    }
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+    /* GEMV v5 (sm_80): the tiles read by v5 or left to v3, either way within v5's 1e-5 */
+    if (backend_cuda_set_gemv(be, 5) == GLIM_OK) {
+        check_t16_matmul_n(5, 4, qkvg, n_qkvg, 6656, 1);
+        check_t16_matmul_n(5, 2, v6, n_gate_up, 768, 1);
+        check_t16_matmul_n(5, 2, q8k4, n_q8k4, 4096, 1);
+    }
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
 }
 
 /* matmul_glu: y = (x * act(g)) . W^T against the CPU reference (mul_sigmoid / swiglu, matmul) */
@@ -1448,6 +1701,7 @@ int main(void)
     RUN(test_gemv_v5);
     RUN(test_matmul_glu);
     RUN(test_k45_aux);
+    RUN(test_t16);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);
     RUN(test_graph);
