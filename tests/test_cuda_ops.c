@@ -640,6 +640,8 @@ static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
 /* n weights sharing x (matmul_n: one job) in both layouts, GEMV version ver (3: v3, persistent
  * or not as set; 4: v4 takes the row-major Q4_K/Q6_K job and must leave the tiles to v3; 5: v5
  * takes the row-major Q4_K/Q6_K, maybe not the tiles: 1e-5, its tolerance against v2/v3) */
+static int t16_rm_ver;   /* GEMV version of the row-major run (0: the tiled run's) */
+
 static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int64_t *ns, int64_t k, int n_rows)
 {
     struct be_weight hw[4], rm[4], tl[4];
@@ -670,6 +672,7 @@ static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int6
             a[i] = malloc((size_t)n_rows * ns[i] * sizeof(float));
             from_dev(a[i], dy[i], (size_t)n_rows * ns[i] * sizeof(float));
         }
+        CHECK_EQ(backend_cuda_set_gemv(be, t16_rm_ver ? t16_rm_ver : ver), GLIM_OK);
         be->i->matmul_n(be, n, dy, wr, dx, n_rows);
         CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
         for (int i = 0; i < n; i++) {
@@ -679,14 +682,10 @@ static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int6
             char what[128];
             snprintf(what, sizeof what, "t16 matmul_n v%d part %d/%d %s k=%lld n=%lld rows=%d", ver, i, n,
                      quant_type_name(types[i]), (long long)k, (long long)ns[i], n_rows);
-            bool v5_part = ver == 5 && (types[i] == GLIM_TYPE_Q4_K || types[i] == GLIM_TYPE_Q6_K);
-            if (v5_part) {
-                CHECK(close_enough(a[i], b[i], (int64_t)n_rows * ns[i], 1e-5, what));
-            } else {
-                if (memcmp(a[i], b[i], yb) != 0)
-                    fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
-                CHECK(memcmp(a[i], b[i], yb) == 0);
-            }
+            /* v5 on tiles and v5 on rows do the same arithmetic in the same order: bit-equal too */
+            if (memcmp(a[i], b[i], yb) != 0)
+                fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
+            CHECK(memcmp(a[i], b[i], yb) == 0);
             float *ref = malloc(yb);
             cpu_ref_matmul(ref, &hw[i], x, n_rows);
             if ((int64_t)n_rows * ns[i] >= 16)
@@ -788,11 +787,21 @@ static void test_t16(void)
         check_t16_matmul_n(4, 2, gate_up, n_gate_up, 4096, 1);
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-    /* GEMV v5 (sm_80): the tiles read by v5 or left to v3, either way within v5's 1e-5 */
+    /* GEMV v5 (sm_80): the tiles and the rows read by v5 give the same bits; and by default (v3)
+     * the tiles of a job of >= 20000 (tile, super-block) units go to v5 (gemv_mma.cu cuda_gemv5):
+     * FFN gate/up, down (Q4_K and Q6_K), the output head; ragged n */
     if (backend_cuda_set_gemv(be, 5) == GLIM_OK) {
         check_t16_matmul_n(5, 4, qkvg, n_qkvg, 6656, 1);
         check_t16_matmul_n(5, 2, v6, n_gate_up, 768, 1);
         check_t16_matmul_n(5, 2, q8k4, n_q8k4, 4096, 1);
+        check_t16_matmul_n(5, 4, k5, n_k5, 512, 1);
+        const int64_t n_ffn[2] = {6656 + 7, 6656 + 9}, n_down[1] = {4096 + 5}, n_out[1] = {32000 + 3};
+        t16_rm_ver = 5;
+        check_t16_matmul_n(3, 2, gate_up, n_ffn, 6656, 1);
+        check_t16_matmul_n(3, 1, gate_up, n_down, 19968, 1);
+        check_t16_matmul_n(3, 1, v6, n_down, 19968, 1);
+        check_t16_matmul_n(3, 1, v6, n_out, 3072, 1);
+        t16_rm_ver = 0;
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
 }

@@ -106,13 +106,7 @@ static __device__ __forceinline__ void v5_mma(int *c, int sgn, uint32_t a0, uint
 #endif
 }
 
-/* the streaming kernel's stage reads (shared memory) */
-#define V5_LDS16(p) (*(const uint4 *)(p))
-#define V5_LDS32(p) (*(const uint32_t *)(p))
-#define V5_LDSU16(p) ((uint32_t) * (const uint16_t *)(p))
-
 #include "gemv_mma_lane.h"
-#include "tma.cuh"
 
 struct v5_job {
     v5_part   p[GEMV_MAX_PARTS];
@@ -142,9 +136,10 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
           void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
-          bool T16 = false>
+          bool T16 = false, int UD = 2>
 struct v5_unit {
     typedef R raw;
+    static const int U_DEF = UD;     /* super-blocks in flight per lane, measured best */
     static const bool TILED = T16;   /* rows padded to 16: the rows past n are there (zeros) */
     static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
                                                  int t, raw &r)
@@ -160,7 +155,7 @@ struct v5_unit {
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
 typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
-typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true> v5_q6k_t16;
+typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
 
 /* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: Q4_K 78 / 117 / 128 and
  * Q6_K 102 / 128 / 128 registers for U = 1 / 2 / 3, no spills) */
@@ -307,164 +302,10 @@ static int64_t v5_warps(const struct cuda_ctx *c, int most_per_sm)
     return per_sm * c->n_sm;
 }
 
-/* ---- streaming v5 (GLIM_CUDA_V5S=depth, sm_90, T16 layouts) ------------------------------
- * The plain kernel above keeps a lane's next super-blocks in registers: 3.5 warps per scheduler
- * with ~6 KB each in flight, latency-bound at ~50% of DRAM (ncu, 2026-12-03). Here each warp
- * streams its weights through its own ring of `depth` shared-memory stages, filled by one
- * bulk copy (TMA) per stage: a T16 tile's consecutive super-blocks are contiguous, so a stage
- * of up to c_sb super-blocks is one copy, and the bytes in flight cost no registers.
- * Work: the (tile, super-block) units of all parts, flattened tile-major, are split evenly
- * over the warps (warp w: [w U / W, (w + 1) U / W)), so every warp streams the same bytes +-1
- * super-block; a tile cut between warps is merged by v5_store (piece = warp - first warp of
- * the tile). */
-template <class R, int SBB, void (*AT)(const uint8_t *, int, int, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *)>
-struct v5s_unit {
-    typedef R raw;
-    static const int SB = SBB;   /* bytes per (tile, super-block) */
-    static __device__ __forceinline__ void stage(const uint8_t *st, int g, int t, raw &r)
-    {
-        AT(st, g, t, 1, &r);
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8)
-    {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
-    }
-};
-typedef v5s_unit<v5_q4k_raw, 2304, v5_q4k_t16_at, v5_q4k_compute> v5s_q4k;
-typedef v5s_unit<v5_q6k_raw, 3360, v5_q6k_t16_at, v5_q6k_compute> v5s_q6k;
-
-/* lane 0: start the copy of the stage at unit *pi (up to c_sb super-blocks of one tile, not past
- * b) into st, completing on bar; advances *pi */
-template <class K>
-static __device__ __forceinline__ void v5s_issue(const v5_job &job, int64_t *pi, int64_t b, int c_sb, uint8_t *st,
-                                                 uint64_t *bar)
-{
-    int64_t x = *pi, tile = x / job.n_sb, e = x + c_sb;
-    e = e < (tile + 1) * job.n_sb ? e : (tile + 1) * job.n_sb;
-    e = e < b ? e : b;
-    v5_part P = v5_pick(job, tile);
-    unsigned bytes = (unsigned)(e - x) * K::SB;
-    bar_expect(bar, bytes);
-    bulk_copy(st, P.p + ((tile - P.tile0) * job.n_sb + (x - tile * job.n_sb)) * K::SB, bytes, bar);
-    *pi = e;
-}
-
-template <class K, int D>
-static __global__ void __launch_bounds__(V5_WARPS * 32)
-gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int c_sb, bool trig)
-{
-    extern __shared__ __align__(128) uint8_t v5s_smem[];
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + warp, units = v5_units(job);
-    int64_t a = w < job.n_warps ? w * units / job.n_warps : 0, b = w < job.n_warps ? (w + 1) * units / job.n_warps : 0;
-    uint64_t *bars = (uint64_t *)v5s_smem + warp * D;
-    uint8_t *ring = v5s_smem + V5_WARPS * D * 8 + (size_t)warp * D * c_sb * K::SB;   /* 16-byte aligned */
-    int64_t pi = a;
-    if (lane == 0) {
-        for (int i = 0; i < D; i++)
-            bar_init(&bars[i], 1);
-        bar_init_fence();
-        for (int i = 0; i < D && pi < b; i++)
-            v5s_issue<K>(job, &pi, b, c_sb, ring + (size_t)i * c_sb * K::SB, &bars[i]);
-    }
-    __syncwarp();
-    cuda_pdl_wait();   /* the weights are on their way; x is the previous kernel's */
-    float acc_g = 0.0f, acc_g8 = 0.0f;
-    int it = 0;
-#pragma unroll 1
-    for (int64_t x = a; x < b; it++) {
-        int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = x + c_sb;
-        e = e < tend ? e : tend;
-        e = e < b ? e : b;
-        int slot = it % D;
-        const uint8_t *st = ring + (size_t)slot * c_sb * K::SB;
-        bar_wait(&bars[slot], (unsigned)(it / D) & 1);
-#pragma unroll 1
-        for (int64_t s = x; s < e; s++) {
-            typename K::raw r;
-            K::stage(st + (s - x) * K::SB, g, t, r);
-            K::compute(r, xq, xd, s - tile * job.n_sb, g, t, acc_g, acc_g8);
-        }
-        __syncwarp();   /* every lane is done with the slot before lane 0 refills it */
-        if (lane == 0 && pi < b)
-            v5s_issue<K>(job, &pi, b, c_sb, (uint8_t *)st, &bars[slot]);
-        x = e;
-        if (e == tend || e == b) {   /* this warp's piece of the tile is done */
-            v5_part P = v5_pick(job, tile);
-            int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16, lane, acc_g,
-                     acc_g8);
-            acc_g = 0.0f, acc_g8 = 0.0f;
-        }
-    }
-}
-
-/* GLIM_CUDA_V5S=depth (0: the plain kernel), GLIM_CUDA_V5S_C=super-blocks per stage */
-template <class K, int D>
-static bool launch_v5s_d(struct cuda_ctx *c, v5_job &job, const int8_t *xq, const float2 *xd, int c_sb)
-{
-    size_t smem = (size_t)V5_WARPS * D * (8 + (size_t)c_sb * K::SB);
-    static size_t smem_set;
-    static int per_sm;
-    if (smem > c->smem_optin)
-        return false;
-    if (smem != smem_set) {
-        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5s_kernel<K, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem)) ||
-            CUDA_TRY(c, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv5s_kernel<K, D>, V5_WARPS * 32,
-                                                                        smem)))
-            return false;
-        smem_set = smem;
-    }
-    if (!v5_plan(c, job, (int64_t)(per_sm < 1 ? 1 : per_sm) * c->n_sm * V5_WARPS))
-        return false;
-    int64_t grid = (job.n_warps + V5_WARPS - 1) / V5_WARPS;
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)grid), dim3(V5_WARPS * 32), smem, &attr);
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<K, D>, job, xq, xd, c_sb, c->pdl_all));
-    return true;
-}
-
-template <class K>
-static bool launch_v5s(struct cuda_ctx *c, v5_job &job, const int8_t *xq, const float2 *xd, int depth)
-{
-    static int c_forced = -1;
-    int c_sb = (int)cuda_env_knob("GLIM_CUDA_V5S_C", &c_forced);
-    c_sb = c_sb < 1 ? 1 : c_sb > 8 ? 8 : c_sb;
-    switch (depth) {
-    case 2: return launch_v5s_d<K, 2>(c, job, xq, xd, c_sb);
-    case 3: return launch_v5s_d<K, 3>(c, job, xq, xd, c_sb);
-    case 6: return launch_v5s_d<K, 6>(c, job, xq, xd, c_sb);
-    case 8: return launch_v5s_d<K, 8>(c, job, xq, xd, c_sb);
-    default: return launch_v5s_d<K, 4>(c, job, xq, xd, c_sb);
-    }
-}
-
-/* the streaming kernel when asked for, on sm_90, for a tiled kind (KS not void) */
-template <class KS>
-static bool v5s_take(const struct cuda_ctx *c, int depth)
-{
-    return depth > 0 && c->cc_major >= 9;
-}
-template <>
-bool v5s_take<void>(const struct cuda_ctx *, int)
-{
-    return false;
-}
-template <>
-bool launch_v5s<void>(struct cuda_ctx *, v5_job &, const int8_t *, const float2 *, int)
-{
-    return false;
-}
-
 /* Launch v5 of kind K (dev_type dt) for the parts of that type; returns how many it took */
-template <class K, class KS = void>
-static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, const struct be_weight *const *ws,
-                     const int8_t *xq, const float2 *xd, bool *taken)
+template <class K>
+static int launch_v5(struct cuda_ctx *c, uint32_t dt, int64_t min_units, int n, float *const *ys,
+                     const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken)
 {
     v5_job job;
     memset(&job, 0, sizeof job);
@@ -481,20 +322,16 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, c
         return 0;
     job.n_parts = m;
     job.n_tiles = tiles;
-    static int s_forced = -1;
-    int depth = (int)cuda_env_knob("GLIM_CUDA_V5S", &s_forced);
-    if (v5s_take<KS>(c, depth) && launch_v5s<KS>(c, job, xq, xd, depth)) {
-        for (int i = 0; i < n; i++)
-            taken[i] = taken[i] || (ws[i]->dev_type == dt && ws[i]->k == ws[0]->k);
-        return m;
-    }
+    if (tiles * job.n_sb < min_units)
+        return 0;
     if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
         return 0;                           /* recorded in the context; these parts go to v3 */
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
-    switch (cuda_env_knob("GLIM_CUDA_V5_U", &u_forced)) {
+    int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
+    switch (u ? u : K::U_DEF) {
     case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1>, job, xq, xd, c->pdl_all)); break;
     case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3>, job, xq, xd, c->pdl_all)); break;
     default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2>, job, xq, xd, c->pdl_all)); break;
@@ -504,27 +341,34 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, c
     return m;
 }
 
-/* GLIM_CUDA_V5_KINDS: 1 = Q4_K only, 2 = Q6_K only, 3 = both (default) */
+/* Which parts v5 takes: with GLIM_CUDA_GEMV=5 every Q4_K and Q6_K part (GLIM_CUDA_V5_KINDS: 1 =
+ * Q4_K only, 2 = Q6_K only, 3 = both); by default (v3) the T16 parts of jobs of at least
+ * GLIM_CUDA_V5_MIN (tile, super-block) units: measured 2026-12-03 (docs/PERFORMANCE.md), v5 on
+ * tiles beats v3 on the FFN and output matrices (72-80% of copy vs 62-72%) and loses on the
+ * 4096-row attention ones (37% vs 42-46%). */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                const float2 *xd, bool *taken)
 {
-    if (c->gemv_ver != 5 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
+    bool all = c->gemv_ver == 5, tiles = c->gemv_ver == 3 && c->t16 && c->cc_major >= 8;
+    if (!(all || tiles) || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
         return 0;
-    static int kinds = -1;
-    int which = cuda_env_knob("GLIM_CUDA_V5_KINDS", &kinds);
+    static int kinds = -1, min_forced = -1;
+    int which = all ? (int)cuda_env_knob("GLIM_CUDA_V5_KINDS", &kinds) : 0;
     which = which ? which : 3;
+    int64_t min_units = all ? 0 : cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced);
+    min_units = all || min_units > 0 ? min_units : 20000;
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0;
-    /* GLIM_CUDA_V5_T16=1 (bench only: wrong values): read the row-major buffers as if tiled, to
-     * time the tile layout's memory traffic before it exists (n % 16 == 0 shapes) */
-    static int t16 = -1;
-    bool as_t16 = cuda_env_knob("GLIM_CUDA_V5_T16", &t16) != 0;
-    if (which & 1)
-        m += as_t16 ? launch_v5<v5_q4k_t16, v5s_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken)
-                    : launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, taken);
-    if (which & 2)
-        m += as_t16 ? launch_v5<v5_q6k_t16, v5s_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken)
-                    : launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, taken);
+    if (which & 1) {
+        m += launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, min_units, n, ys, ws, xq, xd, taken);
+        if (all)
+            m += launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, n, ys, ws, xq, xd, taken);
+    }
+    if (which & 2) {
+        m += launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq, xd, taken);
+        if (all)
+            m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken);
+    }
     return m;
 }

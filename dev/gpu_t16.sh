@@ -1,0 +1,33 @@
+#!/bin/bash
+# dev/gpu_t16.sh — one device call for the T16 tiles + GEMV v5 default (repo root on the GPU machine):
+# build, the GEMV tests (test_t16, test_gemv_v5, test_gemv_v3), the goldens with and without tiles,
+# then tg128 on the 30B preset: row-major (v3), tiles (v5 on the big matrices), tiles all-v5, tiles all-v3.
+set -u
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
+cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 >/tmp/build.log 2>&1 \
+  || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; exit 1; }
+el "build ok"
+( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+MK=$!
+for t in test_t16 test_gemv_v5 test_gemv_v3; do
+  GLIM_TEST_ONLY=$t timeout 150 ./build-gpu/tests/test_cuda_ops >/tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
+  grep -m5 FAIL /tmp/$t.log
+done
+el "gemv tests"
+for cfg in X=1 GLIM_CUDA_T16=1 GLIM_CUDA_T16=1,GLIM_CUDA_GEMV=5; do
+  env ${cfg//,/ } timeout 150 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $cfg rc=$?"
+  grep -m5 FAIL /tmp/gold.log
+done
+el "goldens"
+wait $MK; tail -1 /tmp/mk.log
+tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" 2>&1 | grep -E "^\| |t/s x|load" | grep -v -- "---" | sed "s/^/$label: /"; }
+tg rowmajor X=1 -- -p 0 -n 128 -r 2
+tg t16 GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 3
+tg t16-nograph GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 2 --no-graph
+tg t16-allv5 GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=1 -- -p 0 -n 128 -r 2
+tg t16-v3only GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=999999999 -- -p 0 -n 128 -r 2
+tg t16-pp GLIM_CUDA_T16=1 -- -p 512 -n 0 -r 2
+el "e2e done"
