@@ -22,14 +22,6 @@
 
 #include <stdint.h>
 
-/* loads from shared memory (the streaming v5 stages); an includer without them reads through the
- * weight loaders */
-#ifndef V5_LDS16
-#define V5_LDS16(p) v5_ldw16(p)
-#define V5_LDS32(p) v5_ldu32(p)
-#define V5_LDSU16(p) v5_ldu16(p)
-#endif
-
 struct v5_part {
     const uint8_t *p;          /* Q4_K blocks row-major, or Q6_K SoA (CUDA_DT_Q6_K_SOA) */
     float         *y;
@@ -61,24 +53,19 @@ V5_FN void v5_q4k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_
  * code run c (0..3) at 512c, lane 4g+t's 16 bytes = qs[32c + 8t, +8) of rows g and g + 8, then
  * the 16 rows' 144-byte-block headers (16 bytes each) at 2048. A warp's code load is 512
  * contiguous bytes (the row-major blocks touch 8 rows, half of them across two sectors). */
-/* the lane's share of one (tile, super-block) at b; smem (a constant): b is in shared memory */
-V5_FN void v5_q4k_t16_at(const uint8_t *b, int g, int t, int smem, struct v5_q4k_raw *r)
-{
-    V5_UNROLL
-    for (int c = 0; c < 4; c++) {
-        const uint8_t *p = b + 512 * c + 64 * g + 16 * t;
-        uint4 v = smem ? V5_LDS16(p) : v5_ldw16(p);
-        r->q[0][c].x = v.x, r->q[0][c].y = v.y, r->q[1][c].x = v.z, r->q[1][c].y = v.w;
-    }
-    r->h[0] = smem ? V5_LDS16(b + 2048 + 16 * g) : v5_ldw16(b + 2048 + 16 * g);
-    r->h[1] = smem ? V5_LDS16(b + 2048 + 16 * (g + 8)) : v5_ldw16(b + 2048 + 16 * (g + 8));
-}
-
 V5_FN void v5_q4k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
                             struct v5_q4k_raw *r)
 {
     (void)rg8;
-    v5_q4k_t16_at(P->p + ((rg >> 4) * n_sb + sb) * 2304, (int)(rg & 15), t, 0, r);
+    int g = (int)(rg & 15);
+    const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 2304;
+    V5_UNROLL
+    for (int c = 0; c < 4; c++) {
+        uint4 v = v5_ldw16(b + 512 * c + 64 * g + 16 * t);
+        r->q[0][c].x = v.x, r->q[0][c].y = v.y, r->q[1][c].x = v.z, r->q[1][c].y = v.w;
+    }
+    r->h[0] = v5_ldw16(b + 2048 + 16 * g);
+    r->h[1] = v5_ldw16(b + 2048 + 16 * (g + 8));
 }
 
 /* a row's share (sub-blocks t and t+4): d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
@@ -154,29 +141,25 @@ V5_FN void v5_q6k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_
  * 512u and qh half h at 2048 + 512h, lane 4g+t's 16 bytes = the 8 bytes at 32u + 8t (32h + 8t)
  * of rows g and g + 8; at 3072 + 16r row r's scales as {2t, 2t+1, 8+2t, 9+2t} for t = 0..3 (one
  * word per lane); at 3328 + 2r row r's d. */
-V5_FN void v5_q6k_t16_at(const uint8_t *b, int g, int t, int smem, struct v5_q6k_raw *r)
+V5_FN void v5_q6k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
+                            struct v5_q6k_raw *r)
 {
+    (void)rg8;
+    int g = (int)(rg & 15);
+    const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 3360;
     V5_UNROLL
     for (int u = 0; u < 6; u++) {
-        const uint8_t *p = b + 512 * u + 64 * g + 16 * t;
-        uint4 v = smem ? V5_LDS16(p) : v5_ldw16(p);
+        uint4 v = v5_ldw16(b + 512 * u + 64 * g + 16 * t);
         uint2 lo = {v.x, v.y}, hi = {v.z, v.w};
         if (u < 4)
             r->ql[0][u] = lo, r->ql[1][u] = hi;
         else
             r->qh[0][u - 4] = lo, r->qh[1][u - 4] = hi;
     }
-    r->sc[0] = smem ? V5_LDS32(b + 3072 + 16 * g + 4 * t) : v5_ldu32(b + 3072 + 16 * g + 4 * t);
-    r->sc[1] = smem ? V5_LDS32(b + 3072 + 16 * (g + 8) + 4 * t) : v5_ldu32(b + 3072 + 16 * (g + 8) + 4 * t);
-    r->d[0] = smem ? V5_LDSU16(b + 3328 + 2 * g) : v5_ldu16(b + 3328 + 2 * g);
-    r->d[1] = smem ? V5_LDSU16(b + 3328 + 2 * (g + 8)) : v5_ldu16(b + 3328 + 2 * (g + 8));
-}
-
-V5_FN void v5_q6k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
-                            struct v5_q6k_raw *r)
-{
-    (void)rg8;
-    v5_q6k_t16_at(P->p + ((rg >> 4) * n_sb + sb) * 3360, (int)(rg & 15), t, 0, r);
+    r->sc[0] = v5_ldu32(b + 3072 + 16 * g + 4 * t);
+    r->sc[1] = v5_ldu32(b + 3072 + 16 * (g + 8) + 4 * t);
+    r->d[0] = v5_ldu16(b + 3328 + 2 * g);
+    r->d[1] = v5_ldu16(b + 3328 + 2 * (g + 8));
 }
 
 /* 4 signed 6-bit codes - 32 of one word: nibbles of ql (q < 2: low), bits 2q of qh */
