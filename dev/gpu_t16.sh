@@ -33,5 +33,4 @@ tg t16 GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 3
 tg t16-nograph GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 2 --no-graph
 tg t16-allv5 GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=1 -- -p 0 -n 128 -r 2
 tg t16-v3only GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=999999999 -- -p 0 -n 128 -r 2
-tg t16-pp GLIM_CUDA_T16=1 -- -p 512 -n 0 -r 2
 el "e2e done"
