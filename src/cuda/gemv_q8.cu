@@ -196,6 +196,18 @@ static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0,
     rows_store<NR, RW>(acc, y, v.n, row0, nr, lane);
 }
 
+/* 2 or 1 rows per warp (the task's rw), U slots in flight either way */
+template <class W, int NR>
+static __device__ __forceinline__ void gemv3_rows_rw(int rw, const wview8 &v, int64_t row0,
+                                                     const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+                                                     float *__restrict__ y, int nr, int lane)
+{
+    if (rw == 2)
+        gemv3_rows<W, NR, 2, W::U / 2>(v, row0, xq, xd, y, nr, lane);
+    else
+        gemv3_rows<W, NR, 1, W::U>(v, row0, xq, xd, y, nr, lane);
+}
+
 /* Task `task` of a job: its part's weight, output, first row, kind and rows per warp. The part
  * is found by comparing with each part's first task (unrolled, so the job stays in the
  * parameter bank instead of being copied to local memory). */
@@ -236,25 +248,10 @@ static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t t
     typedef slot_k45<false> k4;
     typedef slot_k45<false, true> k4a;
     switch (t.kind) {
-    case WK_Q4K:
-        if (t.rw == 2)
-            gemv3_rows<k4, NR, 2, k4::U / 2>(v, row0, xq, xd, y, nr, lane);
-        else
-            gemv3_rows<k4, NR, 1, k4::U>(v, row0, xq, xd, y, nr, lane);
-        return;
-    case WK_Q4K_AUX:
-        if (t.rw == 2)
-            gemv3_rows<k4a, NR, 2, k4a::U / 2>(v, row0, xq, xd, y, nr, lane);
-        else
-            gemv3_rows<k4a, NR, 1, k4a::U>(v, row0, xq, xd, y, nr, lane);
-        return;
+    case WK_Q4K: gemv3_rows_rw<k4, NR>(t.rw, v, row0, xq, xd, y, nr, lane); return;
+    case WK_Q4K_AUX: gemv3_rows_rw<k4a, NR>(t.rw, v, row0, xq, xd, y, nr, lane); return;
     case WK_Q6K: gemv3_rows<slot_q6_k, NR, 1, slot_q6_k::U>(v, row0, xq, xd, y, nr, lane); return;
-    case WK_Q4K_T16:
-        if (t.rw == 2)
-            gemv3_rows<slot_q4k_t16, NR, 2, slot_q4k_t16::U / 2>(v, row0, xq, xd, y, nr, lane);
-        else
-            gemv3_rows<slot_q4k_t16, NR, 1, slot_q4k_t16::U>(v, row0, xq, xd, y, nr, lane);
-        return;
+    case WK_Q4K_T16: gemv3_rows_rw<slot_q4k_t16, NR>(t.rw, v, row0, xq, xd, y, nr, lane); return;
     case WK_Q6K_T16: gemv3_rows<slot_q6k_t16, NR, 1, slot_q6k_t16::U>(v, row0, xq, xd, y, nr, lane); return;
     default: break;
     }
