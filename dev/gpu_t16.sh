@@ -34,3 +34,7 @@ tg t16-nograph GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 2 --no-graph
 tg t16-allv5 GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=1 -- -p 0 -n 128 -r 2
 tg t16-v3only GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=999999999 -- -p 0 -n 128 -r 2
 el "e2e done"
+# the whole op test with tiles everywhere (what the default would be with T16 on), in what time is left
+GLIM_CUDA_T16=1 timeout ${OPS_S:-200} ./build-gpu/tests/test_cuda_ops >/tmp/ops16.log 2>&1; echo "test_cuda_ops T16=1 rc=$? $(tail -1 /tmp/ops16.log)"
+grep -m8 FAIL /tmp/ops16.log; cp /tmp/ops16.log $O/
+el "all done"
