@@ -51,6 +51,7 @@ int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (defau
 int backend_cuda_set_gemv(struct backend *be_, int version);              /* dp4a GEMV 2, 3 (default) or 4 */
 int backend_cuda_set_gemv_persist(struct backend *be_, int ctas_per_sm);   /* persistent v3, 0 = off */
 int backend_cuda_get_gemv_persist(struct backend *be_);                    /* default 4 on sm_90 */
+int backend_cuda_get_gemv(struct backend *be_);                            /* 3 unless set */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
@@ -592,6 +593,19 @@ static int init_layout(struct be_weight *dw, const struct be_weight *hw, bool t1
 
 /* one weight of type, k x n, times n_rows rows: T16 == row-major bit for bit (default path,
  * and exact mode for <= 16 rows), close to the CPU; get_rows of the first, last and random rows */
+/* The GEMV version under which the row-major weights give the tiled run's bits, 0 = the same:
+ * with the default v3 (sm_80+) one activation row of tiles goes to v5 (gemv_mma.cu cuda_gemv5),
+ * so the row-major twin runs v5 too (v5 on tiles and on rows: same arithmetic, same order). */
+static int t16_v5_twin(int n_rows, bool exact)
+{
+    if (n_rows != 1 || exact || backend_cuda_get_gemv(be) != 3)
+        return 0;
+    if (backend_cuda_set_gemv(be, 5) != GLIM_OK)
+        return 0;   /* below sm_80: v3 reads the tiles */
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+    return 5;
+}
+
 static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
 {
     struct be_weight hw = make_weight(type, k, n), rm, tl;
@@ -608,7 +622,10 @@ static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
         CHECK_EQ(backend_cuda_set_exact(be, exact), GLIM_OK);
         be->i->matmul(be, dy, &tl, dx, n_rows);
         from_dev(a, dy, y_bytes);
+        int ver = backend_cuda_get_gemv(be), ver_rm = t16_v5_twin(n_rows, exact);
+        CHECK_EQ(backend_cuda_set_gemv(be, ver_rm ? ver_rm : ver), GLIM_OK);
         be->i->matmul(be, dy, &rm, dx, n_rows);
+        CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
         from_dev(b, dy, y_bytes);
         char what[128];
         snprintf(what, sizeof what, "t16 %s k=%lld n=%lld rows=%d exact=%d", quant_type_name(type), (long long)k,
@@ -640,8 +657,6 @@ static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
 /* n weights sharing x (matmul_n: one job) in both layouts, GEMV version ver (3: v3, persistent
  * or not as set; 4: v4 takes the row-major Q4_K/Q6_K job and must leave the tiles to v3; 5: v5
  * takes the row-major Q4_K/Q6_K, maybe not the tiles: 1e-5, its tolerance against v2/v3) */
-static int t16_rm_ver;   /* GEMV version of the row-major run (0: the tiled run's) */
-
 static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int64_t *ns, int64_t k, int n_rows)
 {
     struct be_weight hw[4], rm[4], tl[4];
@@ -672,7 +687,8 @@ static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int6
             a[i] = malloc((size_t)n_rows * ns[i] * sizeof(float));
             from_dev(a[i], dy[i], (size_t)n_rows * ns[i] * sizeof(float));
         }
-        CHECK_EQ(backend_cuda_set_gemv(be, t16_rm_ver ? t16_rm_ver : ver), GLIM_OK);
+        int twin = ver == 3 ? t16_v5_twin(n_rows, false) : 0;
+        CHECK_EQ(backend_cuda_set_gemv(be, twin ? twin : ver), GLIM_OK);
         be->i->matmul_n(be, n, dy, wr, dx, n_rows);
         CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
         for (int i = 0; i < n; i++) {
@@ -717,7 +733,10 @@ static void check_t16_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int a
     be->i->matmul_glu(be, dy, &tl, dx, dg, act, n_rows);
     from_dev(a, dy, yb);
     CHECK_EQ(be->i->upload(be, dx, x, nx * sizeof(float), &err), GLIM_OK);   /* x may have been gated in place */
+    int ver = backend_cuda_get_gemv(be), twin = t16_v5_twin(n_rows, exact_mode);
+    CHECK_EQ(backend_cuda_set_gemv(be, twin ? twin : ver), GLIM_OK);
     be->i->matmul_glu(be, dy, &rm, dx, dg, act, n_rows);
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
     from_dev(b, dy, yb);
     if (memcmp(a, b, yb) != 0)
         fprintf(stderr, "FAIL t16 matmul_glu %s k=%lld n=%lld rows=%d\n", quant_type_name(type), (long long)k,
@@ -733,7 +752,7 @@ static void test_t16(void)
     static const uint32_t QT[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
     int persist0 = backend_cuda_get_gemv_persist(be);
     for (int ti = 0; ti < 2; ti++) {
-        /* 1 row (v3, persistent by default on sm_90), 2..16 (v2), 17 and 40 (bf16 GEMM); ragged n */
+        /* 1 row (v5 on sm_80+, else v3), 2..16 (v2), 17 and 40 (bf16 GEMM); ragged n */
         for (int n_rows = 1; n_rows <= 16; n_rows++)
             check_t16_matmul(QT[ti], 256 * rndi(1, 12), rndi(1, 300), n_rows);
         check_t16_matmul(QT[ti], 512, 16 * rndi(1, 8) + rndi(1, 15), 17);
@@ -787,21 +806,19 @@ static void test_t16(void)
         check_t16_matmul_n(4, 2, gate_up, n_gate_up, 4096, 1);
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-    /* GEMV v5 (sm_80): the tiles and the rows read by v5 give the same bits; and by default (v3)
-     * the tiles of a job of >= 20000 (tile, super-block) units go to v5 (gemv_mma.cu cuda_gemv5):
-     * FFN gate/up, down (Q4_K and Q6_K), the output head; ragged n */
+    /* GEMV v5 (sm_80): the tiles and the rows read by v5 give the same bits; by default (v3) one
+     * activation row of tiles goes to v5 (gemv_mma.cu cuda_gemv5; t16_v5_twin): the FFN gate/up,
+     * down (Q4_K and Q6_K) and output head shapes, ragged n */
     if (backend_cuda_set_gemv(be, 5) == GLIM_OK) {
         check_t16_matmul_n(5, 4, qkvg, n_qkvg, 6656, 1);
         check_t16_matmul_n(5, 2, v6, n_gate_up, 768, 1);
         check_t16_matmul_n(5, 2, q8k4, n_q8k4, 4096, 1);
         check_t16_matmul_n(5, 4, k5, n_k5, 512, 1);
         const int64_t n_ffn[2] = {6656 + 7, 6656 + 9}, n_down[1] = {4096 + 5}, n_out[1] = {32000 + 3};
-        t16_rm_ver = 5;
         check_t16_matmul_n(3, 2, gate_up, n_ffn, 6656, 1);
         check_t16_matmul_n(3, 1, gate_up, n_down, 19968, 1);
         check_t16_matmul_n(3, 1, v6, n_down, 19968, 1);
         check_t16_matmul_n(3, 1, v6, n_out, 3072, 1);
-        t16_rm_ver = 0;
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
 }

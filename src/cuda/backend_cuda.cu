@@ -578,6 +578,12 @@ extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm
     return GLIM_OK;
 }
 
+/* the GEMV version for one activation row (2..5), or -1 if not a CUDA backend */
+extern "C" int backend_cuda_get_gemv(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->gemv_ver : -1;
+}
+
 /* CTAs per SM of the persistent GEMV v3 (0 = off), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be)
 {

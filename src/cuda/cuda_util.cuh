@@ -180,6 +180,7 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version);   /* 2, 3
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be);                    /* -1: not CUDA */
+extern "C" int backend_cuda_get_gemv(struct backend *be);                            /* -1: not CUDA */
 extern "C" int backend_cuda_set_t16(struct backend *be, bool on);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */

@@ -342,21 +342,21 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int64_t min_units, int n, 
 }
 
 /* Which parts v5 takes: with GLIM_CUDA_GEMV=5 every Q4_K and Q6_K part (GLIM_CUDA_V5_KINDS: 1 =
- * Q4_K only, 2 = Q6_K only, 3 = both); by default (v3) the T16 parts of jobs of at least
- * GLIM_CUDA_V5_MIN (tile, super-block) units: measured 2026-12-03 (docs/PERFORMANCE.md), v5 on
- * tiles beats v3 on the FFN and output matrices (72-80% of copy vs 62-72%) and loses on the
- * 4096-row attention ones (37% vs 42-46%). */
+ * Q4_K only, 2 = Q6_K only, 3 = both); with the default GEMV (v3) the parts in 16-row tiles
+ * (CUDA_DT_*_T16), which v5 streams at 72-97% of copy and v3 reads badly (a row's code bytes
+ * are 8-byte pieces of half-used sectors: tg128 95.7 t/s with v3 on tiles, 160.1 with v5;
+ * docs/PERFORMANCE.md 2026-12-03). GLIM_CUDA_V5_MIN=n (bench knob): only jobs of at least n
+ * (tile, super-block) units. */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                const float2 *xd, bool *taken)
 {
-    bool all = c->gemv_ver == 5, tiles = c->gemv_ver == 3 && c->t16 && c->cc_major >= 8;
+    bool all = c->gemv_ver == 5, tiles = c->gemv_ver == 3 && c->cc_major >= 8;
     if (!(all || tiles) || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
         return 0;
     static int kinds = -1, min_forced = -1;
     int which = all ? (int)cuda_env_knob("GLIM_CUDA_V5_KINDS", &kinds) : 0;
     which = which ? which : 3;
     int64_t min_units = all ? 0 : cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced);
-    min_units = all || min_units > 0 ? min_units : 20000;
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0;
