@@ -1,7 +1,8 @@
 #!/bin/bash
 # dev/gpu_t16.sh — one device call for the T16 tiles + GEMV v5 default (repo root on the GPU machine):
 # build, the GEMV tests (test_t16, test_gemv_v5, test_gemv_v3), the goldens with and without tiles,
-# then tg128 on the 30B preset: row-major (v3), tiles (v5 on the big matrices), tiles all-v5, tiles all-v3.
+# the GEMVs at 1 and 8 activation rows (8: DFlash verify's v2 on tiles), then the 30B preset end to
+# end: tg128 and pp512, row-major (default) against tiles (GLIM_CUDA_T16=1: one-row matmuls on v5).
 set -u
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -23,16 +24,14 @@ done
 el "goldens"
 cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
    -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
-for cfg in X=1 GLIM_CUDA_T16=1; do echo "== gemv $cfg"; env $cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 "; done
+for cfg in X=1 GLIM_CUDA_T16=1; do echo "== gemv $cfg"; env $cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=(1|8) " | grep -v summary; done
 el "gemv bench"
 wait $MK; tail -1 /tmp/mk.log
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" 2>&1 | grep -E "^\| |t/s x|load" | grep -v -- "---" | sed "s/^/$label: /"; }
-tg rowmajor X=1 -- -p 0 -n 128 -r 2
-tg t16 GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 3
+tg rowmajor X=1 -- -p 512 -n 128 -r 3
+tg t16 GLIM_CUDA_T16=1 -- -p 512 -n 128 -r 3
 tg t16-nograph GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 2 --no-graph
-tg t16-allv5 GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=1 -- -p 0 -n 128 -r 2
-tg t16-v3only GLIM_CUDA_T16=1 GLIM_CUDA_V5_MIN=999999999 -- -p 0 -n 128 -r 2
 el "e2e done"
 # the whole op test with tiles everywhere (what the default would be with T16 on), in what time is left
 GLIM_CUDA_T16=1 timeout ${OPS_S:-200} ./build-gpu/tests/test_cuda_ops >/tmp/ops16.log 2>&1; echo "test_cuda_ops T16=1 rc=$? $(tail -1 /tmp/ops16.log)"
