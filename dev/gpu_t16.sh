@@ -24,7 +24,7 @@ done
 el "goldens"
 cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
    -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
-for cfg in X=1 GLIM_CUDA_T16=1; do echo "== gemv $cfg"; env $cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=(1|8) " | grep -v summary; done
+for cfg in X=1 GLIM_CUDA_T16=1; do echo "== gemv $cfg"; env $cfg timeout 60 /tmp/gemv_bench quick 2>&1 | sed "/summary/q" | grep -E "rows=(1|8) "; done
 el "gemv bench"
 wait $MK; tail -1 /tmp/mk.log
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
