@@ -39,6 +39,7 @@
 
 /* the primitives gemv_mma_lane.h asks for */
 #define V5_FN static __device__ __forceinline__
+#define V5_HD static __host__ __device__ __forceinline__
 #define V5_UNROLL _Pragma("unroll")
 
 static __device__ __forceinline__ uint4 v5_ldw16(const void *p)
@@ -118,47 +119,18 @@ struct v5_job {
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
 };
 
-/* The (tile, super-block) units of all parts, tile-major, are split evenly over the warps:
- * warp w takes [w U / W, (w + 1) U / W), so every warp streams the same bytes +-1 super-block
- * and no warp idles on a wave tail; a tile cut between warps is merged by v5_store (piece =
- * warp - first warp of the tile). */
+/* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
+ * super-block and no warp idles on a wave tail */
 static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
 {
     return job.n_tiles * job.n_sb;
 }
 
-/* first warp whose range holds unit x */
 static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t x)
 {
-    return ((x + 1) * job.n_warps + v5_units(job) - 1) / v5_units(job) - 1;
+    return v5_split_warp_of(x, v5_units(job), job.n_warps);
 }
 
-/* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
-template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
-          bool T16 = false, int UD = 2>
-struct v5_unit {
-    typedef R raw;
-    static const int U_DEF = UD;     /* super-blocks in flight per lane, measured best */
-    static const bool TILED = T16;   /* rows padded to 16: the rows past n are there (zeros) */
-    static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
-                                                 int t, raw &r)
-    {
-        FETCH(&P, rg, rg8, n_sb, sb, t, &r);
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8)
-    {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
-    }
-};
-typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
-typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
-typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
-typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
-
-/* U: super-blocks whose codes are in flight per lane (ptxas, sm_90: Q4_K 78 / 117 / 128 and
- * Q6_K 102 / 128 / 128 registers for U = 1 / 2 / 3, no spills) */
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
@@ -244,7 +216,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
-    int64_t a = w < job.n_warps ? w * units / job.n_warps : 0, b = w < job.n_warps ? (w + 1) * units / job.n_warps : 0;
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
     bool waited = false;
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
@@ -280,8 +252,7 @@ static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps)
 {
     int64_t units = job.n_tiles * job.n_sb;
     job.n_warps = warps < units ? warps : units;
-    int64_t m = units / job.n_warps;                    /* units per warp, at least */
-    job.stride = (int)((job.n_sb + m - 1) / m) + 2;     /* pieces per tile, at most */
+    job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * 16 * sizeof(float), cnt_bytes = (size_t)job.n_tiles * 4;
     size_t had = c->v5_cnt.nbytes;
     /* a new count buffer starts at 0; after that every launch leaves it so */

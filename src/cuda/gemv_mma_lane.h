@@ -13,6 +13,7 @@
  *                            a u16 / u32 of weight bytes
  *   v5_h2f(bits)             the f16 in the low 16 bits as float
  *   v5_i2f(v)                int -> float for |v| < 2^22 (gemv_slots.cuh i2f), v5_i2f_rn(v): any int
+ *   V5_HD                    qualifiers of the work-split functions (host and device)
  *   v5_mma(c, sgn, a0, a1, a2, a3, b0, b1)
  *                            c[4] += A . B, mma.m16n8k32 (A u8, or s8 when sgn; B s8; C s32)
  * The fragment mapping is explained in gemv_mma.cu.
@@ -27,6 +28,28 @@ struct v5_part {
     float         *y;
     int64_t        n, tile0;   /* rows; first tile of this part */
 };
+
+/* ---- the work split: a job's (tile, super-block) units, tile-major, cut evenly over n_warps
+ * warps (n_warps <= units, so each gets at least one): warp w takes [v5_split_lo(w),
+ * v5_split_lo(w + 1)). A tile cut between warps is merged from pieces, piece = warp - the first
+ * warp holding one of its units; stride bounds the pieces of any tile. */
+V5_HD int64_t v5_split_lo(int64_t w, int64_t units, int64_t n_warps)
+{
+    return (w < n_warps ? w : n_warps) * units / n_warps;
+}
+
+/* the warp whose range holds unit x */
+V5_HD int64_t v5_split_warp_of(int64_t x, int64_t units, int64_t n_warps)
+{
+    return ((x + 1) * n_warps + units - 1) / units - 1;
+}
+
+/* most pieces a tile of n_sb units is cut into: every warp has at least units / n_warps units */
+V5_HD int v5_split_stride(int64_t n_sb, int64_t units, int64_t n_warps)
+{
+    int64_t m = units / n_warps;
+    return (int)((n_sb + m - 1) / m) + 2;
+}
 
 /* ---- Q4_K: one super-block's bytes of rows g and g+8 as loaded (4 x 8 code bytes, header) */
 struct v5_q4k_raw {
