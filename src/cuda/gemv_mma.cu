@@ -131,6 +131,30 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
     return v5_split_warp_of(x, v5_units(job), job.n_warps);
 }
 
+/* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
+template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
+          bool T16 = false, int UD = 2>
+struct v5_unit {
+    typedef R raw;
+    static const int U_DEF = UD;     /* super-blocks in flight per lane, measured best */
+    static const bool TILED = T16;   /* rows padded to 16: the rows past n are there (zeros) */
+    static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
+                                                 int t, raw &r)
+    {
+        FETCH(&P, rg, rg8, n_sb, sb, t, &r);
+    }
+    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
+                                                   int t, float &acc_g, float &acc_g8)
+    {
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
+    }
+};
+typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
+typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
+typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
+typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
+
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
