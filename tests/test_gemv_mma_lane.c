@@ -237,14 +237,14 @@ static void check_tile(uint32_t type, int64_t n, int64_t r0, int64_t n_sb, unsig
     float2 *xd = malloc((size_t)(k / 32) * sizeof *xd);
     quantize_x(x, k, xq, xd, q_nat);
 
-    struct v5_part P = {dev, NULL, n, 0};
+    struct v5_part P = {dev, NULL, n, 0, 0};
     struct emu e = {type == GLIM_TYPE_Q6_K, 0, &P, r0, n_sb, xq, xd, {{0}}};
     run_warp(&e);
     CHECK_EQ(mma_calls, 8 * n_sb);
     if (r0 % 16 == 0) {
         uint8_t *tiles = malloc(quant_t16_bytes(type, k, n));
         quant_t16_repack(type, blocks, tiles, k, n);
-        struct v5_part PT = {tiles, NULL, n, 0};
+        struct v5_part PT = {tiles, NULL, n, 0, 0};
         struct emu et = {e.q6, 1, &PT, r0, n_sb, xq, xd, {{0}}};
         run_warp(&et);
         for (int l = 0; l < 32; l++)
@@ -337,7 +337,7 @@ static void check_t16_fetch(uint32_t type, int64_t n, int64_t n_sb, unsigned see
     memset(tiles, 0xa5, tb);   /* the padding must be written */
     quant_t16_repack(type, blocks, tiles, k, n);
     bool q6 = type == GLIM_TYPE_Q6_K;
-    struct v5_part PM = {q6 ? soa : blocks, NULL, n, 0}, PT = {tiles, NULL, n, 0};
+    struct v5_part PM = {q6 ? soa : blocks, NULL, n, 0, 0}, PT = {tiles, NULL, n, 0, 0};
     int bad = 0;
     for (int64_t tile = 0; tile < n_tiles; tile++)
         for (int64_t sb = 0; sb < n_sb; sb++)

@@ -35,6 +35,8 @@
 
 #include <stdlib.h>
 
+#include <type_traits>
+
 #define V5_WARPS 4   /* warps per block; 4 blocks per SM like the persistent v3 */
 
 /* the primitives gemv_mma_lane.h asks for */
@@ -231,8 +233,31 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
             K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
-/* U: super-blocks in flight per lane */
+/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
 template <class K, int U>
+static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
+                                               int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
+                                               bool &waited, float &acc_g, float &acc_g8)
+{
+    int64_t rg = r0 + g, rg8 = r0 + g + 8;
+    int64_t lg = rg < P.n ? rg : P.n - 1, lg8 = rg8 < P.n ? rg8 : P.n - 1;   /* rows loaded */
+    if (K::TILED)   /* padded to 16 rows */
+        lg = rg, lg8 = rg8;
+#pragma unroll 1
+    for (int64_t s = s0; s < sb1; s += U) {
+        typename K::raw raw[U];
+        v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
+        if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
+            cuda_pdl_wait();
+            waited = true;
+        }
+        v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+    }
+}
+
+/* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
+ * in flight per lane */
+template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -246,22 +271,12 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
         v5_part P = v5_pick(job, tile);
-        int64_t r0 = (tile - P.tile0) * 16, rg = r0 + g, rg8 = r0 + g + 8;
-        int64_t lg = rg < P.n ? rg : P.n - 1, lg8 = rg8 < P.n ? rg8 : P.n - 1;   /* rows loaded */
-        if (K::TILED)   /* padded to 16 rows */
-            lg = rg, lg8 = rg8;
-        int64_t sb1 = e - tile * job.n_sb;
+        int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
-#pragma unroll 1
-        for (int64_t s = x - tile * job.n_sb; s < sb1; s += U) {
-            typename K::raw raw[U];
-            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
-            if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
-                cuda_pdl_wait();
-                waited = true;
-            }
-            v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
-        }
+        if (!std::is_same<KA, KB>::value && P.kind)
+            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
+        else
+            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
         v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
@@ -297,9 +312,10 @@ static int64_t v5_warps(const struct cuda_ctx *c, int most_per_sm)
     return per_sm * c->n_sm;
 }
 
-/* Launch v5 of kind K (dev_type dt) for the parts of that type; returns how many it took */
-template <class K>
-static int launch_v5(struct cuda_ctx *c, uint32_t dt, int64_t min_units, int n, float *const *ys,
+/* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
+ * of dtb (KB; dtb = 0: none); returns how many parts it took */
+template <class KA, class KB = KA>
+static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
                      const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken)
 {
     v5_job job;
@@ -307,10 +323,12 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int64_t min_units, int n, 
     job.n_sb = ws[0]->k / 256;
     int64_t tiles = 0;
     int m = 0;
+    bool mine[GEMV_MAX_PARTS];
     for (int i = 0; i < n; i++) {
-        if (ws[i]->dev_type != dt || ws[i]->k != ws[0]->k)
+        mine[i] = !taken[i] && (ws[i]->dev_type == dta || (dtb && ws[i]->dev_type == dtb)) && ws[i]->k == ws[0]->k;
+        if (!mine[i])
             continue;
-        job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles};
+        job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles, ws[i]->dev_type != dta};
         tiles += (ws[i]->n + 15) / 16;
     }
     if (!m)
@@ -324,15 +342,18 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dt, int64_t min_units, int n, 
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
-    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane */
+    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    switch (u ? u : K::U_DEF) {
-    case 1: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 1>, job, xq, xd, c->pdl_all)); break;
-    case 3: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 3>, job, xq, xd, c->pdl_all)); break;
-    default: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<K, 2>, job, xq, xd, c->pdl_all)); break;
-    }
+    if (!std::is_same<KA, KB>::value)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, KA::U_DEF, KB, KB::U_DEF>, job, xq, xd, c->pdl_all));
+    else if ((u ? u : KA::U_DEF) == 1)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
+    else if ((u ? u : KA::U_DEF) == 3)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 3, KA, 3>, job, xq, xd, c->pdl_all));
+    else
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
     for (int i = 0; i < n; i++)
-        taken[i] = taken[i] || (ws[i]->dev_type == dt && ws[i]->k == ws[0]->k);
+        taken[i] = taken[i] || mine[i];
     return m;
 }
 
@@ -355,15 +376,22 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0;
-    if (which & 1) {
-        m += launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, min_units, n, ys, ws, xq, xd, taken);
+    static int mix_forced = -1;   /* GLIM_CUDA_V5_MIX=1: tiled Q4_K and Q6_K parts in one launch */
+    if (which == 3 && cuda_env_knob("GLIM_CUDA_V5_MIX", &mix_forced)) {   /* rows too: tiles' twin (tests) */
+        m += launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq, xd,
+                                               taken);
         if (all)
-            m += launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, n, ys, ws, xq, xd, taken);
+            m += launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken);
+    }
+    if (which & 1) {
+        m += launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken);
+        if (all)
+            m += launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken);
     }
     if (which & 2) {
-        m += launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq, xd, taken);
+        m += launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken);
         if (all)
-            m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken);
+            m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken);
     }
     return m;
 }

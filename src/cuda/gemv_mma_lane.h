@@ -24,9 +24,10 @@
 #include <stdint.h>
 
 struct v5_part {
-    const uint8_t *p;          /* Q4_K blocks row-major, or Q6_K SoA (CUDA_DT_Q6_K_SOA) */
+    const uint8_t *p;          /* Q4_K blocks row-major, or Q6_K SoA (CUDA_DT_Q6_K_SOA), or T16 tiles */
     float         *y;
     int64_t        n, tile0;   /* rows; first tile of this part */
+    int            kind;       /* gemv_mma.cu: which of a mixed job's two weight types (0, 1) */
 };
 
 /* ---- the work split: a job's (tile, super-block) units, tile-major, cut evenly over n_warps
