@@ -606,6 +606,14 @@ static int t16_v5_twin(int n_rows, bool exact)
     return 5;
 }
 
+/* GLIM_CUDA_V5_NR=1 (opt-in): 2..16 activation rows of Q4_K tiles on the tensor cores, whose
+ * sums differ from v2's on rows in float order only */
+static bool t16_v5_nr(uint32_t type, int n_rows, bool exact)
+{
+    const char *e = getenv("GLIM_CUDA_V5_NR");
+    return e && atoi(e) > 0 && type == GLIM_TYPE_Q4_K && n_rows > 1 && n_rows <= 16 && !exact;
+}
+
 static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
 {
     struct be_weight hw = make_weight(type, k, n), rm, tl;
@@ -630,9 +638,13 @@ static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
         char what[128];
         snprintf(what, sizeof what, "t16 %s k=%lld n=%lld rows=%d exact=%d", quant_type_name(type), (long long)k,
                  (long long)n, n_rows, exact);
-        if (memcmp(a, b, y_bytes) != 0)
-            fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
-        CHECK(memcmp(a, b, y_bytes) == 0);
+        if (t16_v5_nr(type, n_rows, exact)) {
+            CHECK(close_enough(a, b, (int64_t)n_rows * n, 1e-5, what));
+        } else {
+            if (memcmp(a, b, y_bytes) != 0)
+                fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
+            CHECK(memcmp(a, b, y_bytes) == 0);
+        }
         double tol = exact ? 1e-5 : 1e-2;
         if ((int64_t)n_rows * n >= 16)   /* a relative L2 error over a handful of outputs is noise */
             CHECK(close_enough(a, ref, (int64_t)n_rows * n, tol, what));
@@ -699,9 +711,13 @@ static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int6
             snprintf(what, sizeof what, "t16 matmul_n v%d part %d/%d %s k=%lld n=%lld rows=%d", ver, i, n,
                      quant_type_name(types[i]), (long long)k, (long long)ns[i], n_rows);
             /* v5 on tiles and v5 on rows do the same arithmetic in the same order: bit-equal too */
-            if (memcmp(a[i], b[i], yb) != 0)
-                fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
-            CHECK(memcmp(a[i], b[i], yb) == 0);
+            if (t16_v5_nr(types[i], n_rows, false)) {
+                CHECK(close_enough(a[i], b[i], (int64_t)n_rows * ns[i], 1e-5, what));
+            } else {
+                if (memcmp(a[i], b[i], yb) != 0)
+                    fprintf(stderr, "FAIL %s: T16 != row-major\n", what);
+                CHECK(memcmp(a[i], b[i], yb) == 0);
+            }
             float *ref = malloc(yb);
             cpu_ref_matmul(ref, &hw[i], x, n_rows);
             if ((int64_t)n_rows * ns[i] >= 16)
@@ -738,10 +754,14 @@ static void check_t16_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int a
     be->i->matmul_glu(be, dy, &rm, dx, dg, act, n_rows);
     CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
     from_dev(b, dy, yb);
-    if (memcmp(a, b, yb) != 0)
-        fprintf(stderr, "FAIL t16 matmul_glu %s k=%lld n=%lld rows=%d\n", quant_type_name(type), (long long)k,
-                (long long)n, n_rows);
-    CHECK(memcmp(a, b, yb) == 0);
+    if (t16_v5_nr(type, n_rows, exact_mode)) {
+        CHECK(close_enough(a, b, (int64_t)n_rows * n, 1e-5, "t16 matmul_glu, v5 rows"));
+    } else {
+        if (memcmp(a, b, yb) != 0)
+            fprintf(stderr, "FAIL t16 matmul_glu %s k=%lld n=%lld rows=%d\n", quant_type_name(type), (long long)k,
+                    (long long)n, n_rows);
+        CHECK(memcmp(a, b, yb) == 0);
+    }
     be->i->release(be, dx), be->i->release(be, dg), be->i->release(be, dy);
     be->i->weight_clear(be, &rm), be->i->weight_clear(be, &tl);
     free(x), free(g), free(a), free(b), free((void *)hw.host);

@@ -287,12 +287,13 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
 
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
-static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps)
+static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
 {
     int64_t units = job.n_tiles * job.n_sb;
     job.n_warps = warps < units ? warps : units;
     job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
-    size_t part_bytes = (size_t)job.n_tiles * job.stride * 16 * sizeof(float), cnt_bytes = (size_t)job.n_tiles * 4;
+    size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
+    size_t cnt_bytes = (size_t)job.n_tiles * 4;
     size_t had = c->v5_cnt.nbytes;
     /* a new count buffer starts at 0; after that every launch leaves it so */
     if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
@@ -354,6 +355,143 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
+    return m;
+}
+
+/* ---- 2..16 activation rows (opt-in GLIM_CUDA_V5_NR=1, Q4_K; DFlash verify): gemv_mma_lane.h
+ * v5_q4k_compute_nr. A lane owns weight rows g, g + 8 times activation rows 8cb + 2t, + 1, so a
+ * piece of a tile is 16 x 16 partial sums and no lane sums with another. */
+static __device__ __forceinline__ void v5_store_nr(const v5_job &job, const v5_part &P, int64_t tile, int piece,
+                                                   int pieces, int64_t r0, int lane, int nr,
+                                                   const float (&acc)[2][2][2])
+{
+    int g = lane >> 2, t = lane & 3;
+    float *pp = job.part + ((size_t)tile * job.stride + piece) * 256;
+#pragma unroll
+    for (int cb = 0; cb < 2; cb++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                int col = 8 * cb + 2 * t + j, row = g + 8 * i;
+                if (col >= nr)
+                    continue;
+                if (pieces == 1) {
+                    if (r0 + row < P.n)
+                        P.y[col * P.n + r0 + row] = acc[cb][i][j];
+                } else {
+                    pp[row * 16 + col] = acc[cb][i][j];
+                }
+            }
+    if (pieces == 1)
+        return;
+    __threadfence();   /* the partials are visible before the count says so */
+    __syncwarp();
+    unsigned done = 0;
+    if (lane == 0)
+        done = atomicAdd(&job.cnt[tile], 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done != (unsigned)pieces - 1)
+        return;
+    __threadfence();   /* the last piece in: every partial of the tile is visible */
+    for (int e = lane; e < 16 * nr; e += 32) {
+        int row = e / nr, col = e % nr;
+        if (r0 + row >= P.n)
+            continue;
+        const float *tp = job.part + (size_t)tile * job.stride * 256 + row * 16 + col;
+        float y = 0.0f;
+        for (int i = 0; i < pieces; i++)
+            y += __ldcg(tp + (size_t)i * 256);
+        P.y[col * P.n + r0 + row] = y;
+    }
+    if (lane == 0)
+        job.cnt[tile] = 0u;
+}
+
+template <class K, int U>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 3)   /* 4 per SM spill (ptxas: 76-90 bytes) */
+gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig)
+{
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job), k = job.n_sb * 256;
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    bool waited = false;
+#pragma unroll 1
+    for (int64_t x = a; x < b;) {
+        int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
+        v5_part P = v5_pick(job, tile);
+        int64_t r0 = (tile - P.tile0) * 16, rg = r0 + g, rg8 = r0 + g + 8, sb1 = e - tile * job.n_sb;
+        int64_t lg = K::TILED || rg < P.n ? rg : P.n - 1, lg8 = K::TILED || rg8 < P.n ? rg8 : P.n - 1;
+        float acc[2][2][2] = {{{0.0f, 0.0f}, {0.0f, 0.0f}}, {{0.0f, 0.0f}, {0.0f, 0.0f}}};
+#pragma unroll 1
+        for (int64_t s = x - tile * job.n_sb; s < sb1; s += U) {
+            typename K::raw raw[U];
+            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
+            if (!waited) {
+                cuda_pdl_wait();
+                waited = true;
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (s + u < sb1)
+                    v5_q4k_compute_nr(&raw[u], xq, xd, k, nr, s + u, g, t, acc);
+        }
+        int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
+        v5_store_nr(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), r0, lane, nr, acc);
+        x = e;
+    }
+    if (!waited)
+        cuda_pdl_wait();
+}
+
+template <class K>
+static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys, const struct be_weight *const *ws,
+                       const int8_t *xq, const float2 *xd, int nr, bool *taken)
+{
+    v5_job job;
+    memset(&job, 0, sizeof job);
+    job.n_sb = ws[0]->k / 256;
+    int64_t tiles = 0;
+    int m = 0;
+    bool mine[GEMV_MAX_PARTS];
+    for (int i = 0; i < n; i++) {
+        mine[i] = !taken[i] && ws[i]->dev_type == dt && ws[i]->k == ws[0]->k;
+        if (!mine[i])
+            continue;
+        job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles, 0};
+        tiles += (ws[i]->n + 15) / 16;
+    }
+    if (!m)
+        return 0;
+    job.n_parts = m;
+    job.n_tiles = tiles;
+    if (!v5_plan(c, job, v5_warps(c, 12), 256))
+        return 0;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg =
+        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5nr_kernel<K, 1>, job, xq, xd, nr, c->pdl_all));
+    for (int i = 0; i < n; i++)
+        taken[i] = taken[i] || mine[i];
+    return m;
+}
+
+/* GLIM_CUDA_V5_NR=1 (opt-in, sm_80+): the Q4_K parts (tiles, and rows with GLIM_CUDA_GEMV=5) of a
+ * matmul of 2..16 activation rows on the tensor cores; the rest stays with v2 */
+int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
+                  const float2 *xd, int nr, bool *taken)
+{
+    static int nr_forced = -1;
+    if (c->cc_major < 8 || nr < 2 || nr > 16 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256 ||
+        !cuda_env_knob("GLIM_CUDA_V5_NR", &nr_forced))
+        return 0;
+    for (int i = 0; i < n; i++)
+        taken[i] = false;
+    int m = launch_v5nr<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, n, ys, ws, xq, xd, nr, taken);
+    if (c->gemv_ver == 5)
+        m += launch_v5nr<v5_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, nr, taken);
     return m;
 }
 

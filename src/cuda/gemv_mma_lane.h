@@ -128,6 +128,60 @@ V5_FN void v5_q4k_compute(const struct v5_q4k_raw *r, const int8_t *xq, const fl
     *acc_g8 += v5_q4k_scale(r->h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
 }
 
+/* ---- Q4_K times 2..16 activation rows (DFlash verify, batched decode): one mma per sub-block,
+ * B column n = activation row 8cb + n (cb = 0, 1: a second pass for rows 9..16). Lane (g, t)
+ * gives activation row 8cb + g's bytes for weights 8t..8t+7 of the sub-block (the k order of
+ * the A fragment above) and ends with weight rows g, g + 8 times activation rows 8cb + 2t,
+ * 8cb + 2t + 1, each sub-block's scale applied to its own C: acc[cb][i][j] = weight row g + 8i,
+ * activation row 8cb + 2t + j. Activation row r's int8 copy is at xq + r k, its scales at
+ * xd + r k / 32 (gemv_q8.cu quantize_x). */
+V5_FN void v5_q4k_scmin(uint4 h, int j, int *sc, int *m)   /* sub-block j's 6-bit scale and min */
+{
+    int sh = 8 * (j & 3);   /* scale bytes j & 3, 4 + (j & 3), 8 + (j & 3), as in v5_q4k_scale */
+    uint32_t b0 = (h.y >> sh) & 0xffu, b4 = (h.z >> sh) & 0xffu, b8 = (h.w >> sh) & 0xffu;
+    *sc = (int)(j < 4 ? b0 & 63u : (b8 & 15u) | ((b0 >> 6) << 4));
+    *m = (int)(j < 4 ? b4 & 63u : (b8 >> 4) | ((b4 >> 6) << 4));
+}
+
+V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, const int8_t *xq, const float2 *xd, int64_t k, int nr,
+                             int64_t sb, int g, int t, float acc[2][2][2])
+{
+    float d[2], dmin[2];
+    V5_UNROLL
+    for (int i = 0; i < 2; i++)
+        d[i] = v5_h2f(r->h[i].x), dmin[i] = v5_h2f(r->h[i].x >> 16);
+    V5_UNROLL
+    for (int cb = 0; cb < 2; cb++) {
+        if (8 * cb >= nr)   /* the same for the whole warp */
+            break;
+        int col = 8 * cb + g;
+        const int8_t *xr = xq + (int64_t)(col < nr ? col : 0) * k + sb * 256 + 8 * t;
+        V5_UNROLL
+        for (int j = 0; j < 8; j++) {
+            int c = j >> 1, hs = j & 1;
+            uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;   /* high nibbles stay 16 x nibble (u8) */
+            uint2 xv = v5_ldx8(xr + 128 * hs + 32 * c);
+            int c4[4] = {0, 0, 0, 0};
+            v5_mma(c4, 0, r->q[0][c].x & m, r->q[1][c].x & m, r->q[0][c].y & m, r->q[1][c].y & m,
+                   col < nr ? xv.x : 0u, col < nr ? xv.y : 0u);
+            V5_UNROLL
+            for (int i = 0; i < 2; i++) {
+                int sc, mn;
+                v5_q4k_scmin(r->h[i], j, &sc, &mn);
+                V5_UNROLL
+                for (int jj = 0; jj < 2; jj++) {
+                    int colc = 8 * cb + 2 * t + jj;
+                    if (colc < nr) {
+                        float2 dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + j);
+                        acc[cb][i][jj] += d[i] * (dx.x * v5_i2f(sc * (c4[2 * i + jj] >> (4 * hs)))) -
+                                          dmin[i] * (dx.y * v5_i2f(mn));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* ---- Q6_K (SoA: ql[nb][128], qh[nb][64], sc[nb][16] int8, d[nb] f16). Weight w of a block:
  * half h = w / 128, unit q = (w % 128) / 32, i = w % 32: low (q < 2) or high nibble of
  * ql[64h + 32(q & 1) + i], bits 2q of qh[32h + i], scale sc[8h + 2q + i / 16], value q6 - 32.

@@ -531,13 +531,15 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     const float2 *xd = (const float2 *)((const uint8_t *)c->xq.p + (size_t)n_rows * k);
     /* v3/v4 only for one activation row: with 8 rows v3's larger register set measured
      * slower than v2 (Q4_K 6656x19968: 72.6 vs 69.0 us; Q8_0: 115.8 vs 76.9 us) */
+    bool taken[GEMV_MAX_PARTS];
     if (c->gemv_ver == 2 || n_rows > 1) {
+        bool v5 = n_rows > 1 && cuda_gemv5_nr(c, n, ys, ws, xq, xd, n_rows, taken);   /* opt-in */
         for (int i = 0; i < n; i++)
-            launch_v2(c, ys[i], ws[i], xq, xd, n_rows);
+            if (!v5 || !taken[i])
+                launch_v2(c, ys[i], ws[i], xq, xd, n_rows);
         CUDA_LAUNCHED(c, "matmul q8 v2");
         return;
     }
-    bool taken[GEMV_MAX_PARTS];
     float *ys_rest[GEMV_MAX_PARTS];
     const struct be_weight *ws_rest[GEMV_MAX_PARTS];
     if (cuda_gemv5(c, n, ys, ws, xq, xd, taken)) {   /* v5 took the Q4_K/Q6_K parts; the rest take v3 */
