@@ -296,9 +296,9 @@ static void test_q6k_tiles(void)
     check_tile(GLIM_TYPE_Q6_K, 43, 32, 3, 8);   /* the last tile, 11 real rows */
 }
 
-/* ---- Q4_K times 2..16 activation rows (v5_q4k_compute_nr) */
+/* ---- Q4_K and Q6_K times 2..16 activation rows (v5_q4k_compute_nr, v5_q6k_compute_nr) */
 struct emu_nr {
-    int                   t16, nr;
+    int                   q6, t16, nr;
     const struct v5_part *P;
     int64_t               r0, n_sb;
     const int8_t         *xq;
@@ -317,35 +317,47 @@ static void *lane_main_nr(void *arg)
     int64_t n = e->P->n, rg = e->r0 + g, rg8 = rg + 8;
     int64_t lg = e->t16 || rg < n ? rg : n - 1, lg8 = e->t16 || rg8 < n ? rg8 : n - 1;
     for (int64_t sb = 0; sb < e->n_sb; sb++) {
-        struct v5_q4k_raw r;
-        if (e->t16)
-            v5_q4k_fetch_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
-        else
-            v5_q4k_fetch(e->P, lg, lg8, e->n_sb, sb, t, &r);
-        v5_q4k_compute_nr(&r, e->xq, e->xd, 256 * e->n_sb, e->nr, sb, g, t, acc);
+        if (e->q6) {
+            struct v5_q6k_nr_raw r;
+            if (e->t16)
+                v5_q6k_fetch_nr_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            else
+                v5_q6k_fetch_nr(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            v5_q6k_compute_nr(&r, e->t16, e->xq, e->xd, 256 * e->n_sb, e->nr, sb, g, t, acc);
+        } else {
+            struct v5_q4k_raw r;
+            if (e->t16)
+                v5_q4k_fetch_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            else
+                v5_q4k_fetch(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            v5_q4k_compute_nr(&r, e->t16, e->xq, e->xd, 256 * e->n_sb, e->nr, sb, g, t, acc);
+        }
     }
     memcpy(e->acc[l], acc, sizeof acc);
     return NULL;
 }
 
-static void check_tile_nr(int64_t n, int64_t r0, int64_t n_sb, int nr, int t16, unsigned seed)
+static void check_tile_nr(uint32_t type, int64_t n, int64_t r0, int64_t n_sb, int nr, int t16, unsigned seed)
 {
     int64_t k = 256 * n_sb;
-    const struct quant_traits *qt = quant_traits(GLIM_TYPE_Q4_K);
-    size_t row_bytes = (size_t)quant_row_bytes(GLIM_TYPE_Q4_K, k);
+    bool q6 = type == GLIM_TYPE_Q6_K;
+    const struct quant_traits *qt = quant_traits(type);
+    size_t row_bytes = (size_t)quant_row_bytes(type, k);
     float *w = rand_floats(n * k, &seed), *x = rand_floats(nr * k, &seed);
-    uint8_t *blocks = malloc((size_t)n * row_bytes), *tiles = malloc(quant_t16_bytes(GLIM_TYPE_Q4_K, k, n));
+    uint8_t *blocks = malloc((size_t)n * row_bytes), *tiles = malloc(quant_t16_bytes(type, k, n));
+    uint8_t *soa = malloc((size_t)n * row_bytes);
     for (int64_t r = 0; r < n; r++)
         qt->from_f32(w + r * k, blocks + r * row_bytes, k);
-    quant_t16_repack(GLIM_TYPE_Q4_K, blocks, tiles, k, n);
+    quant_t16_repack(type, blocks, tiles, k, n);
+    quant_soa_repack(type, blocks, soa, k, n);   /* Q6_K's row-major device layout */
     int8_t *xq = malloc((size_t)(nr * k)), *q_nat = malloc((size_t)(nr * k));
     float2 *xd = malloc((size_t)(nr * k / 32) * sizeof *xd);
     for (int c = 0; c < nr; c++)
         quantize_x(x + c * k, k, xq + c * k, xd + c * (k / 32), q_nat + c * k);
-    struct v5_part P = {t16 ? tiles : blocks, NULL, n, 0, 0};
+    struct v5_part P = {t16 ? tiles : q6 ? soa : blocks, NULL, n, 0, 0};
     static struct emu_nr e;
     memset(&e, 0, sizeof e);
-    e.t16 = t16, e.nr = nr, e.P = &P, e.r0 = r0, e.n_sb = n_sb, e.xq = xq, e.xd = xd;
+    e.q6 = q6, e.t16 = t16, e.nr = nr, e.P = &P, e.r0 = r0, e.n_sb = n_sb, e.xq = xq, e.xd = xd;
     emu_nr_job = &e;
     mma_calls = 0;
     pthread_t th[32];
@@ -355,7 +367,7 @@ static void check_tile_nr(int64_t n, int64_t r0, int64_t n_sb, int nr, int t16, 
     for (int l = 0; l < 32; l++)
         pthread_join(th[l], NULL);
     pthread_barrier_destroy(&warp_bar);
-    CHECK_EQ(mma_calls, 8 * n_sb * ((nr + 7) / 8));
+    CHECK_EQ(mma_calls, (q6 ? 16 : 8) * n_sb * ((nr + 7) / 8));
     float *row = malloc((size_t)k * sizeof *row);
     for (int i = 0; i < 16 && r0 + i < n; i++) {
         qt->to_f32(blocks + (r0 + i) * row_bytes, row, k);
@@ -372,21 +384,25 @@ static void check_tile_nr(int64_t n, int64_t r0, int64_t n_sb, int nr, int t16, 
                 mag += fabs(term);
             }
             if (!(fabs(got - ref) <= 1e-5 * mag + 1e-12))
-                fprintf(stderr, "Q4_K nr=%d t16=%d n=%lld r0=%lld row %d x row %d: v5 %.9g, reference %.9g\n", nr,
-                        t16, (long long)n, (long long)r0, i, c, got, ref);
+                fprintf(stderr, "%s nr=%d t16=%d n=%lld r0=%lld row %d x row %d: v5 %.9g, reference %.9g\n",
+                        quant_type_name(type), nr, t16, (long long)n, (long long)r0, i, c, got, ref);
             CHECK(fabs(got - ref) <= 1e-5 * mag + 1e-12);
         }
     }
-    free(w), free(x), free(blocks), free(tiles), free(xq), free(q_nat), free(xd), free(row);
+    free(w), free(x), free(blocks), free(tiles), free(soa), free(xq), free(q_nat), free(xd), free(row);
 }
 
-static void test_q4k_rows(void)
+static void test_rows(void)
 {
-    check_tile_nr(16, 0, 1, 2, 0, 11);
-    check_tile_nr(40, 16, 2, 8, 0, 12);
-    check_tile_nr(37, 32, 2, 5, 1, 13);    /* the last tile, 5 real rows, tiles */
-    check_tile_nr(48, 16, 3, 16, 1, 14);   /* two passes of 8 activation rows */
-    check_tile_nr(33, 16, 1, 11, 0, 15);
+    for (int ti = 0; ti < 2; ti++) {
+        uint32_t type = ti ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K;
+        check_tile_nr(type, 16, 0, 1, 2, 0, 11);
+        check_tile_nr(type, 40, 16, 2, 8, 0, 12);    /* Q6_K SoA: the tile's start mid-array */
+        check_tile_nr(type, 37, 32, 2, 5, 1, 13);    /* the last tile, 5 real rows, tiles */
+        check_tile_nr(type, 48, 16, 3, 16, 1, 14);   /* two passes of 8 activation rows */
+        check_tile_nr(type, 33, 16, 1, 11, 0, 15);
+        check_tile_nr(type, 43, 32, 2, 3, 1, 16);
+    }
 }
 
 /* ---- T16: every lane's fetched bytes, tile by tile, against the row-major fetchers */
@@ -536,6 +552,6 @@ int main(void)
     RUN(test_q6k_tiles);
     RUN(test_t16_fetch);
     RUN(test_split);
-    RUN(test_q4k_rows);
+    RUN(test_rows);
     return DONE();
 }

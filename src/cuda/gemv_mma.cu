@@ -358,8 +358,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     return m;
 }
 
-/* ---- 2..16 activation rows (opt-in GLIM_CUDA_V5_NR=1, Q4_K; DFlash verify): gemv_mma_lane.h
- * v5_q4k_compute_nr. A lane owns weight rows g, g + 8 times activation rows 8cb + 2t, + 1, so a
+/* ---- 2..16 activation rows (opt-in GLIM_CUDA_V5_NR=1, Q4_K and Q6_K; DFlash verify):
+ * gemv_mma_lane.h v5_q4k_compute_nr / v5_q6k_compute_nr. A lane owns weight rows g, g + 8 times activation rows 8cb + 2t, + 1, so a
  * piece of a tile is 16 x 16 partial sums and no lane sums with another. */
 static __device__ __forceinline__ void v5_store_nr(const v5_job &job, const v5_part &P, int64_t tile, int piece,
                                                    int pieces, int64_t r0, int lane, int nr,
@@ -408,8 +408,31 @@ static __device__ __forceinline__ void v5_store_nr(const v5_job &job, const v5_p
         job.cnt[tile] = 0u;
 }
 
+/* the kernel's view of a weight type for 2..16 rows: raw bytes, fetch, compute_nr */
+template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
+          void (*CNR)(const R *, int, const int8_t *, const float2 *, int64_t, int, int64_t, int, int, float (*)[2][2]),
+          bool T16>
+struct v5nr_unit {
+    typedef R raw;
+    static const bool TILED = T16;
+    static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
+                                                 int t, raw &r)
+    {
+        FETCH(&P, rg, rg8, n_sb, sb, t, &r);
+    }
+    static __device__ __forceinline__ void compute_nr(const raw &r, const int8_t *xq, const float2 *xd, int64_t k,
+                                                      int nr, int64_t sb, int g, int t, float (&acc)[2][2][2])
+    {
+        CNR(&r, T16, xq, xd, k, nr, sb, g, t, acc);
+    }
+};
+typedef v5nr_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute_nr, false> v5nr_q4k;
+typedef v5nr_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute_nr, true> v5nr_q4k_t16;
+typedef v5nr_unit<v5_q6k_nr_raw, v5_q6k_fetch_nr, v5_q6k_compute_nr, false> v5nr_q6k;
+typedef v5nr_unit<v5_q6k_nr_raw, v5_q6k_fetch_nr_t16, v5_q6k_compute_nr, true> v5nr_q6k_t16;
+
 template <class K, int U>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 3)   /* 4 per SM spill (ptxas: 76-90 bytes) */
+static __global__ void __launch_bounds__(V5_WARPS * 32, 3)   /* at 4 per SM (128 registers) ptxas spills 76-90 bytes */
 gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig)
 {
     if (trig)
@@ -436,7 +459,7 @@ gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__
 #pragma unroll
             for (int u = 0; u < U; u++)
                 if (s + u < sb1)
-                    v5_q4k_compute_nr(&raw[u], xq, xd, k, nr, s + u, g, t, acc);
+                    K::compute_nr(raw[u], xq, xd, k, nr, s + u, g, t, acc);
         }
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
         v5_store_nr(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), r0, lane, nr, acc);
@@ -478,8 +501,8 @@ static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys,
     return m;
 }
 
-/* GLIM_CUDA_V5_NR=1 (opt-in, sm_80+): the Q4_K parts (tiles, and rows with GLIM_CUDA_GEMV=5) of a
- * matmul of 2..16 activation rows on the tensor cores; the rest stays with v2 */
+/* GLIM_CUDA_V5_NR=1 (opt-in, sm_80+): the Q4_K and Q6_K parts (tiles, and rows with GLIM_CUDA_GEMV=5)
+ * of a matmul of 2..16 activation rows on the tensor cores; the rest stays with v2 */
 int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                   const float2 *xd, int nr, bool *taken)
 {
@@ -489,9 +512,12 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
         return 0;
     for (int i = 0; i < n; i++)
         taken[i] = false;
-    int m = launch_v5nr<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, n, ys, ws, xq, xd, nr, taken);
-    if (c->gemv_ver == 5)
-        m += launch_v5nr<v5_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, nr, taken);
+    int m = launch_v5nr<v5nr_q4k_t16>(c, CUDA_DT_Q4_K_T16, n, ys, ws, xq, xd, nr, taken);
+    m += launch_v5nr<v5nr_q6k_t16>(c, CUDA_DT_Q6_K_T16, n, ys, ws, xq, xd, nr, taken);
+    if (c->gemv_ver == 5) {
+        m += launch_v5nr<v5nr_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, nr, taken);
+        m += launch_v5nr<v5nr_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, nr, taken);
+    }
     return m;
 }
 

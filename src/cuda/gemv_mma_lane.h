@@ -143,9 +143,10 @@ V5_FN void v5_q4k_scmin(uint4 h, int j, int *sc, int *m)   /* sub-block j's 6-bi
     *m = (int)(j < 4 ? b4 & 63u : (b8 >> 4) | ((b4 >> 6) << 4));
 }
 
-V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, const int8_t *xq, const float2 *xd, int64_t k, int nr,
-                             int64_t sb, int g, int t, float acc[2][2][2])
+V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, int t16, const int8_t *xq, const float2 *xd, int64_t k,
+                             int nr, int64_t sb, int g, int t, float acc[2][2][2])
 {
+    (void)t16;
     float d[2], dmin[2];
     V5_UNROLL
     for (int i = 0; i < 2; i++)
@@ -273,6 +274,84 @@ V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const fl
         *acc_g += v5_h2f(r->d[0]) * dx * v5_i2f_rn(s0 * c4[0] + s1 * c4[1]);
         s0 = (int)(int8_t)(r->sc[1] >> sh), s1 = (int)(int8_t)(r->sc[1] >> (sh + 8));
         *acc_g8 += v5_h2f(r->d[1]) * dx * v5_i2f_rn(s0 * c4[2] + s1 * c4[3]);
+    }
+}
+
+/* ---- Q6_K times 2..16 activation rows (the Q4_K scheme above): a unit's 32 weights have two
+ * scale groups of 16 (lanes t < 2 feed the first), so each unit takes two mma, B given only by the
+ * lanes of that group, and every lane needs all 16 scales of its two rows: sc16, as stored (the
+ * SoA's natural order, or T16's permuted one: bytes {2t, 2t+1, 8+2t, 9+2t} at 4t). */
+struct v5_q6k_nr_raw {
+    struct v5_q6k_raw r;
+    uint4             sc16[2];   /* [row] */
+};
+
+V5_FN void v5_q6k_fetch_nr(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
+                           struct v5_q6k_nr_raw *r)
+{
+    v5_q6k_fetch(P, rg, rg8, n_sb, sb, t, &r->r);
+    int64_t nb = P->n * n_sb;
+    r->sc16[0] = v5_ldw16(P->p + nb * 192 + (rg * n_sb + sb) * 16);
+    r->sc16[1] = v5_ldw16(P->p + nb * 192 + (rg8 * n_sb + sb) * 16);
+}
+
+V5_FN void v5_q6k_fetch_nr_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
+                               struct v5_q6k_nr_raw *r)
+{
+    v5_q6k_fetch_t16(P, rg, rg8, n_sb, sb, t, &r->r);
+    const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 3360 + 3072;
+    r->sc16[0] = v5_ldw16(b + 16 * (rg & 15));
+    r->sc16[1] = v5_ldw16(b + 16 * ((rg & 15) + 8));
+}
+
+/* scale s (0..15) of a row's 16 as stored */
+V5_FN int v5_q6k_sc(uint4 v, int s, int t16)
+{
+    int p = !t16 ? s : s < 8 ? 4 * (s >> 1) + (s & 1) : 4 * ((s - 8) >> 1) + 2 + (s & 1);
+    uint32_t w = p < 4 ? v.x : p < 8 ? v.y : p < 12 ? v.z : v.w;
+    return (int)(int8_t)(w >> (8 * (p & 3)));
+}
+
+V5_FN void v5_q6k_compute_nr(const struct v5_q6k_nr_raw *R, int t16, const int8_t *xq, const float2 *xd, int64_t k,
+                             int nr, int64_t sb, int g, int t, float acc[2][2][2])
+{
+    const struct v5_q6k_raw *r = &R->r;
+    float d[2] = {v5_h2f(r->d[0]), v5_h2f(r->d[1])};
+    V5_UNROLL
+    for (int cb = 0; cb < 2; cb++) {
+        if (8 * cb >= nr)   /* the same for the whole warp */
+            break;
+        int col = 8 * cb + g;
+        const int8_t *xr = xq + (int64_t)(col < nr ? col : 0) * k + sb * 256 + 8 * t;
+        V5_UNROLL
+        for (int h = 0; h < 2; h++) {
+            V5_UNROLL
+            for (int q = 0; q < 4; q++) {
+                uint2 l0 = r->ql[0][2 * h + (q & 1)], l1 = r->ql[1][2 * h + (q & 1)];
+                uint32_t a0 = v5_q6(l0.x, r->qh[0][h].x, q), a1 = v5_q6(l1.x, r->qh[1][h].x, q);
+                uint32_t a2 = v5_q6(l0.y, r->qh[0][h].y, q), a3 = v5_q6(l1.y, r->qh[1][h].y, q);
+                uint2 xv = v5_ldx8(xr + 64 * h + 128 * (q & 1) + 32 * (q >> 1));
+                V5_UNROLL
+                for (int grp = 0; grp < 2; grp++) {
+                    int on = col < nr && (t >> 1) == grp;
+                    int c4[4] = {0, 0, 0, 0};
+                    v5_mma(c4, 1, a0, a1, a2, a3, on ? xv.x : 0u, on ? xv.y : 0u);
+                    V5_UNROLL
+                    for (int i = 0; i < 2; i++) {
+                        int sc = v5_q6k_sc(R->sc16[i], 8 * h + 2 * q + grp, t16);
+                        V5_UNROLL
+                        for (int jj = 0; jj < 2; jj++) {
+                            int colc = 8 * cb + 2 * t + jj;
+                            if (colc < nr) {
+                                float dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + 4 * h + q).x;
+                                /* |sc * dot| < 127 * 16 * 32 * 127: exact in a float (< 2^24) */
+                                acc[cb][i][jj] += d[i] * (dx * v5_i2f_rn(sc * c4[2 * i + jj]));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 

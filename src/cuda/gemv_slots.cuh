@@ -399,7 +399,7 @@ bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds);
  * weights of the n sharing x, marks them in taken[n] and returns how many (0: v5 off or none) */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                const float2 *xd, bool *taken);
-/* gemv_mma.cu: the same for 2..16 activation rows (opt-in GLIM_CUDA_V5_NR=1; Q4_K parts) */
+/* gemv_mma.cu: the same for 2..16 activation rows (opt-in GLIM_CUDA_V5_NR=1) */
 int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                   const float2 *xd, int nr, bool *taken);
 
