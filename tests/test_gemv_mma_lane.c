@@ -546,6 +546,27 @@ static void test_split(void)
     }
 }
 
+/* the threaded repack writes what the one-thread repack writes (every byte, padding included) */
+static void test_t16_threads(void)
+{
+    for (int ti = 0; ti < 2; ti++) {
+        uint32_t type = ti ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K;
+        int64_t k = 512, n = 16 * 37 + 5;
+        size_t row_bytes = quant_row_bytes(type, k), bytes = quant_t16_bytes(type, k, n);
+        uint8_t *src = malloc((size_t)n * row_bytes), *one = malloc(bytes), *many = malloc(bytes);
+        unsigned seed = 21 + ti;
+        for (size_t i = 0; i < (size_t)n * row_bytes; i++)
+            src[i] = (uint8_t)rand_r(&seed);
+        quant_t16_repack_mt(type, src, one, k, n, 1);
+        for (int th = 2; th <= 40; th += 19) {   /* 2, 21 (> the 16 it takes at most), 40 > tiles */
+            memset(many, 0xa5, bytes);
+            quant_t16_repack_mt(type, src, many, k, n, th);
+            CHECK(memcmp(one, many, bytes) == 0);
+        }
+        free(src), free(one), free(many);
+    }
+}
+
 int main(void)
 {
     RUN(test_q4k_tiles);
@@ -553,5 +574,6 @@ int main(void)
     RUN(test_t16_fetch);
     RUN(test_split);
     RUN(test_rows);
+    RUN(test_t16_threads);
     return DONE();
 }

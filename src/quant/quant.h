@@ -106,6 +106,8 @@ void quant_soa_repack(uint32_t type, const void *src, void *dst, int64_t k, int6
  * quant_t16_bytes: the size of dst (ceil(n / 16) * 16 rows), 0 for other types or k % 256. */
 size_t quant_t16_bytes(uint32_t type, int64_t k, int64_t n);
 void   quant_t16_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n);
+/* the same on `threads` threads (0: by size, up to 8) */
+void   quant_t16_repack_mt(uint32_t type, const void *src, void *dst, int64_t k, int64_t n, int threads);
 
 /* fp16 / bf16 scalar conversions (round to nearest even) */
 float    fp16_to_f32(uint16_t h);

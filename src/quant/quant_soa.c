@@ -6,7 +6,10 @@
  * Also the tile ("T16") copies of Q4_K / Q6_K: 16 rows' code bytes interleaved so that a warp
  * of the tensor-core GEMV loads 512 contiguous bytes at a time (quant_t16_repack).
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "quant.h"
 
@@ -58,20 +61,25 @@ static size_t t16_run_pos(int r, int o)
     return (size_t)(512 * (o >> 5) + 64 * (r & 7) + 16 * ((o >> 3) & 3) + 8 * (r >> 3) + (o & 7));
 }
 
-void quant_t16_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n)
+/* tiles [t0, t1) of the repack: their records are zeroed (the padded rows) and filled */
+struct t16_job {
+    uint32_t       type;
+    const uint8_t *src;
+    uint8_t       *dst;
+    int64_t        k, n, t0, t1;
+};
+
+static void t16_tiles(const struct t16_job *j)
 {
-    size_t bytes = quant_t16_bytes(type, k, n), rec = (size_t)t16_record(type);
-    if (!bytes)
-        return;
-    memset(dst, 0, bytes);   /* the padded rows */
-    int64_t n_sb = k / 256;
-    size_t row_bytes = quant_row_bytes(type, k);
-    for (int64_t row = 0; row < n; row++) {
+    size_t rec = (size_t)t16_record(j->type), row_bytes = quant_row_bytes(j->type, j->k);
+    int64_t n_sb = j->k / 256, r1 = 16 * j->t1 < j->n ? 16 * j->t1 : j->n;
+    memset(j->dst + (size_t)(j->t0 * n_sb) * rec, 0, (size_t)((j->t1 - j->t0) * n_sb) * rec);
+    for (int64_t row = 16 * j->t0; row < r1; row++) {
         int r = (int)(row & 15);
         for (int64_t b = 0; b < n_sb; b++) {
-            uint8_t *o = (uint8_t *)dst + (size_t)((row >> 4) * n_sb + b) * rec;
-            const uint8_t *blk = (const uint8_t *)src + (size_t)row * row_bytes;
-            if (type == GLIM_TYPE_Q4_K) {
+            uint8_t *o = j->dst + (size_t)((row >> 4) * n_sb + b) * rec;
+            const uint8_t *blk = j->src + (size_t)row * row_bytes;
+            if (j->type == GLIM_TYPE_Q4_K) {
                 const struct block_q4_k *q = (const struct block_q4_k *)blk + b;
                 for (int i = 0; i < 128; i += 8)
                     memcpy(o + t16_run_pos(r, i), q->qs + i, 8);
@@ -91,4 +99,44 @@ void quant_t16_repack(uint32_t type, const void *src, void *dst, int64_t k, int6
             }
         }
     }
+}
+
+static void *t16_main(void *arg)
+{
+    t16_tiles((const struct t16_job *)arg);
+    return NULL;
+}
+
+/* threads: 0 = by size (the repack runs at ~2.4 GB/s on one core: a 30B model's 16 GB would add
+ * seconds to its load); a thread that cannot be started leaves its tiles to the caller */
+void quant_t16_repack_mt(uint32_t type, const void *src, void *dst, int64_t k, int64_t n, int threads)
+{
+    size_t bytes = quant_t16_bytes(type, k, n);
+    if (!bytes)
+        return;
+    int64_t n_tiles = (n + 15) / 16;
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = bytes < ((size_t)16 << 20) ? 1 : cores < 1 ? 1 : cores > 8 ? 8 : (int)cores;
+    }
+    threads = threads > 16 ? 16 : threads > n_tiles ? (int)n_tiles : threads;
+    struct t16_job jobs[16];
+    pthread_t tid[16];
+    bool started[16] = {false};
+    for (int i = 0; i < threads; i++) {
+        jobs[i] = (struct t16_job){type, (const uint8_t *)src, (uint8_t *)dst, k, n, n_tiles * i / threads,
+                                   n_tiles * (i + 1) / threads};
+        started[i] = i > 0 && pthread_create(&tid[i], NULL, t16_main, &jobs[i]) == 0;
+    }
+    for (int i = 0; i < threads; i++)
+        if (!started[i])
+            t16_tiles(&jobs[i]);
+    for (int i = 1; i < threads; i++)
+        if (started[i])
+            pthread_join(tid[i], NULL);
+}
+
+void quant_t16_repack(uint32_t type, const void *src, void *dst, int64_t k, int64_t n)
+{
+    quant_t16_repack_mt(type, src, dst, k, n, 0);
 }
