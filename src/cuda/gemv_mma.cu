@@ -157,6 +157,22 @@ typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
 typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
 
+/* after a warp wrote its piece of a tile's partial sums: true (for the whole warp) when it was the
+ * last of the tile's pieces to arrive, and then every partial is visible to it */
+static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t tile, int pieces, int lane)
+{
+    __threadfence();   /* the partials are visible before the count says so */
+    __syncwarp();
+    unsigned done = 0;
+    if (lane == 0)
+        done = atomicAdd(&job.cnt[tile], 1u);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done != (unsigned)pieces - 1)
+        return false;
+    __threadfence();   /* the last piece in: every partial of the tile is visible */
+    return true;
+}
+
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
@@ -182,15 +198,8 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
         pp[g] = acc_g;
         pp[g + 8] = acc_g8;
     }
-    __threadfence();   /* the partials are visible before the count says so */
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0)
-        done = atomicAdd(&job.cnt[tile], 1u);
-    done = __shfl_sync(0xffffffffu, done, 0);
-    if (done != (unsigned)pieces - 1)
+    if (!v5_last_piece(job, tile, pieces, lane))
         return;
-    __threadfence();   /* the last piece in: every partial of the tile is visible */
     if (lane < 16 && r0 + lane < P.n) {
         const float *tp = job.part + (size_t)tile * stride * 16 + lane;
         float y = 0.0f;
@@ -385,15 +394,8 @@ static __device__ __forceinline__ void v5_store_nr(const v5_job &job, const v5_p
             }
     if (pieces == 1)
         return;
-    __threadfence();   /* the partials are visible before the count says so */
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0)
-        done = atomicAdd(&job.cnt[tile], 1u);
-    done = __shfl_sync(0xffffffffu, done, 0);
-    if (done != (unsigned)pieces - 1)
+    if (!v5_last_piece(job, tile, pieces, lane))
         return;
-    __threadfence();   /* the last piece in: every partial of the tile is visible */
     for (int e = lane; e < 16 * nr; e += 32) {
         int row = e / nr, col = e % nr;
         if (r0 + row >= P.n)
