@@ -34,7 +34,7 @@ for cfg in X=1 GLIM_CUDA_T16=1 GLIM_CUDA_T16=1,GLIM_CUDA_V5_NR=1; do echo "== ge
 el "gemv bench"
 wait $MK; tail -1 /tmp/mk.log
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" 2>&1 | grep -E "^\| |t/s x|load" | grep -v -- "---" | sed "s/^/$label: /"; }
+  env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" 2>&1 | grep -E "^\| |t/s x|loaded" | grep -v -- "---" | sed "s/^/$label: /"; }
 tg rowmajor X=1 -- -p 512 -n 128 -r 3
 tg t16 GLIM_CUDA_T16=1 -- -p 512 -n 128 -r 3
 tg t16-nograph GLIM_CUDA_T16=1 -- -p 0 -n 128 -r 2 --no-graph

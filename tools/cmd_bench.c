@@ -540,7 +540,10 @@ static int bench_threads(const struct opts *o, const struct model_facts *mf, int
     mp.device = o->device;
     mp.no_graph = o->no_graph;
     struct glim_model *m = NULL;
+    double t0 = now_ns();
     int rc = glim_model_load(o->model, &mp, &m, err);
+    if (!rc && !o->json)   /* stderr: the table on stdout stays llama-bench's */
+        fprintf(stderr, "glim " CMD ": model loaded in %.2f s\n", (now_ns() - t0) * 1e-9);
     int shown_threads = n_threads > 0 ? n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int d = 0; !rc && d < o->depth.n; d++) {
         for (int k = 0; !rc && k < o->prompt.n + o->gen.n; k++) {
