@@ -1,6 +1,8 @@
 /*
- * gemv_mma.cu — GEMV v5 (opt-in, GLIM_CUDA_GEMV=5; sm_80+): one activation row times Q4_K or
- * Q6_K weights on the tensor cores (mma.m16n8k32, 8-bit weights x s8 activations -> s32).
+ * gemv_mma.cu — GEMV v5 (sm_80+): Q4_K or Q6_K weights times one activation row (and, opt-in,
+ * 2..16 rows) on the tensor cores (mma.m16n8k32, 8-bit weights x s8 activations -> s32). Takes
+ * every one-row matmul of weights in 16-row tiles (CUDA_DT_*_T16, GLIM_CUDA_T16=1), and of the
+ * row-major ones with GLIM_CUDA_GEMV=5.
  *
  * WHY (docs/CUDA.md "Instructions per weight byte"): the dp4a GEMV spends ~6 (Q4_K) to ~7 (Q6_K)
  * instructions per weight byte and sits at 2/3 to 3/4 of copy bandwidth, issue- and
@@ -25,11 +27,11 @@
  * only. The lane code is gemv_mma_lane.h, which tests/test_gemv_mma_lane.c also runs on the
  * CPU (a warp of 32 threads, the mma emulated from the PTX ISA fragment layout).
  *
- * Split-K: a task is (tile of 16 rows, chunk of kc super-blocks), a tile's chunks are
- * consecutive tasks. With more than one chunk each task writes its partial sums and the last
- * to finish (an atomic count per tile, reset by that task) adds them in chunk order, so the
- * result does not depend on timing. Not bit-equal to v2/v3 (another float order): tests
- * compare with a tolerance and require two runs to agree bit for bit.
+ * Work: a job's (tile, super-block) units are cut evenly over the warps (gemv_mma_lane.h
+ * v5_split_*); a tile cut between warps is merged by the last of its pieces to arrive (an atomic
+ * count per tile, reset by that warp), in piece order, so the result does not depend on timing,
+ * and tiles and row-major weights give the same bits. Not bit-equal to v2/v3 (another float
+ * order): tests compare with a tolerance and require two runs to agree bit for bit.
  */
 #include "gemv_slots.cuh"
 
