@@ -324,6 +324,25 @@ static int64_t v5_warps(const struct cuda_ctx *c, int most_per_sm)
     return per_sm * c->n_sm;
 }
 
+/* The job of the parts not yet taken whose dev_type is dta (kind 0) or dtb (kind 1; 0: none) and
+ * whose k is the first part's; mine[i]: part i is in it. Returns how many. */
+static int v5_collect(v5_job &job, uint32_t dta, uint32_t dtb, int n, float *const *ys,
+                      const struct be_weight *const *ws, const bool *taken, bool *mine)
+{
+    memset(&job, 0, sizeof job);
+    job.n_sb = ws[0]->k / 256;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        mine[i] = !taken[i] && (ws[i]->dev_type == dta || (dtb && ws[i]->dev_type == dtb)) && ws[i]->k == ws[0]->k;
+        if (!mine[i])
+            continue;
+        job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, job.n_tiles, ws[i]->dev_type != dta};
+        job.n_tiles += (ws[i]->n + 15) / 16;
+    }
+    job.n_parts = m;
+    return m;
+}
+
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
  * of dtb (KB; dtb = 0: none); returns how many parts it took */
 template <class KA, class KB = KA>
@@ -331,23 +350,9 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
                      const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken)
 {
     v5_job job;
-    memset(&job, 0, sizeof job);
-    job.n_sb = ws[0]->k / 256;
-    int64_t tiles = 0;
-    int m = 0;
     bool mine[GEMV_MAX_PARTS];
-    for (int i = 0; i < n; i++) {
-        mine[i] = !taken[i] && (ws[i]->dev_type == dta || (dtb && ws[i]->dev_type == dtb)) && ws[i]->k == ws[0]->k;
-        if (!mine[i])
-            continue;
-        job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles, ws[i]->dev_type != dta};
-        tiles += (ws[i]->n + 15) / 16;
-    }
-    if (!m)
-        return 0;
-    job.n_parts = m;
-    job.n_tiles = tiles;
-    if (tiles * job.n_sb < min_units)
+    int m = v5_collect(job, dta, dtb, n, ys, ws, taken, mine);
+    if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
     if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
         return 0;                           /* recorded in the context; these parts go to v3 */
@@ -478,22 +483,10 @@ static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys,
                        const int8_t *xq, const float2 *xd, int nr, bool *taken)
 {
     v5_job job;
-    memset(&job, 0, sizeof job);
-    job.n_sb = ws[0]->k / 256;
-    int64_t tiles = 0;
-    int m = 0;
     bool mine[GEMV_MAX_PARTS];
-    for (int i = 0; i < n; i++) {
-        mine[i] = !taken[i] && ws[i]->dev_type == dt && ws[i]->k == ws[0]->k;
-        if (!mine[i])
-            continue;
-        job.p[m++] = (v5_part){(const uint8_t *)ws[i]->dev, ys[i], ws[i]->n, tiles, 0};
-        tiles += (ws[i]->n + 15) / 16;
-    }
+    int m = v5_collect(job, dt, 0, n, ys, ws, taken, mine);
     if (!m)
         return 0;
-    job.n_parts = m;
-    job.n_tiles = tiles;
     if (!v5_plan(c, job, v5_warps(c, 12), 256))
         return 0;
     cudaLaunchAttribute attr;

@@ -73,6 +73,13 @@ V5_FN void v5_q4k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_
     }
 }
 
+/* a T16 record's run `run` (512 bytes): lane 4g + t's 16 bytes = 8 of row g, then 8 of row g + 8 */
+V5_FN void v5_t16_run(const uint8_t *b, int run, int g, int t, uint2 *row_g, uint2 *row_g8)
+{
+    uint4 v = v5_ldw16(b + 512 * run + 64 * g + 16 * t);
+    row_g->x = v.x, row_g->y = v.y, row_g8->x = v.z, row_g8->y = v.w;
+}
+
 /* CUDA_DT_Q4_K_T16 (quant_t16_repack): tiles of 16 rows, per tile and super-block 2304 bytes:
  * code run c (0..3) at 512c, lane 4g+t's 16 bytes = qs[32c + 8t, +8) of rows g and g + 8, then
  * the 16 rows' 144-byte-block headers (16 bytes each) at 2048. A warp's code load is 512
@@ -84,10 +91,8 @@ V5_FN void v5_q4k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, in
     int g = (int)(rg & 15);
     const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 2304;
     V5_UNROLL
-    for (int c = 0; c < 4; c++) {
-        uint4 v = v5_ldw16(b + 512 * c + 64 * g + 16 * t);
-        r->q[0][c].x = v.x, r->q[0][c].y = v.y, r->q[1][c].x = v.z, r->q[1][c].y = v.w;
-    }
+    for (int c = 0; c < 4; c++)
+        v5_t16_run(b, c, g, t, &r->q[0][c], &r->q[1][c]);
     r->h[0] = v5_ldw16(b + 2048 + 16 * g);
     r->h[1] = v5_ldw16(b + 2048 + 16 * (g + 8));
 }
@@ -227,14 +232,11 @@ V5_FN void v5_q6k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, in
     int g = (int)(rg & 15);
     const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 3360;
     V5_UNROLL
-    for (int u = 0; u < 6; u++) {
-        uint4 v = v5_ldw16(b + 512 * u + 64 * g + 16 * t);
-        uint2 lo = {v.x, v.y}, hi = {v.z, v.w};
-        if (u < 4)
-            r->ql[0][u] = lo, r->ql[1][u] = hi;
-        else
-            r->qh[0][u - 4] = lo, r->qh[1][u - 4] = hi;
-    }
+    for (int u = 0; u < 4; u++)
+        v5_t16_run(b, u, g, t, &r->ql[0][u], &r->ql[1][u]);
+    V5_UNROLL
+    for (int h = 0; h < 2; h++)
+        v5_t16_run(b, 4 + h, g, t, &r->qh[0][h], &r->qh[1][h]);
     r->sc[0] = v5_ldu32(b + 3072 + 16 * g + 4 * t);
     r->sc[1] = v5_ldu32(b + 3072 + 16 * (g + 8) + 4 * t);
     r->d[0] = v5_ldu16(b + 3328 + 2 * g);
