@@ -171,9 +171,8 @@ static void *lane_main(void *arg)
     const struct emu *e = emu_job;
     emu_lane = l;
     float ag = 0, ag8 = 0;
-    /* rows past n: the row-major kernel loads row n - 1 instead, the tiles have zero rows */
     int64_t n = e->P->n, rg = e->r0 + g, rg8 = rg + 8;
-    int64_t lg = e->t16 || rg < n ? rg : n - 1, lg8 = e->t16 || rg8 < n ? rg8 : n - 1;
+    int64_t lg = v5_row_loaded(rg, n, e->t16), lg8 = v5_row_loaded(rg8, n, e->t16);
     for (int64_t sb = 0; sb < e->n_sb; sb++) {
         if (e->q6) {
             struct v5_q6k_raw r;
@@ -315,7 +314,7 @@ static void *lane_main_nr(void *arg)
     emu_lane = l;
     float acc[2][2][2] = {{{0}}};
     int64_t n = e->P->n, rg = e->r0 + g, rg8 = rg + 8;
-    int64_t lg = e->t16 || rg < n ? rg : n - 1, lg8 = e->t16 || rg8 < n ? rg8 : n - 1;
+    int64_t lg = v5_row_loaded(rg, n, e->t16), lg8 = v5_row_loaded(rg8, n, e->t16);
     for (int64_t sb = 0; sb < e->n_sb; sb++) {
         if (e->q6) {
             struct v5_q6k_nr_raw r;
@@ -454,7 +453,7 @@ static void check_t16_fetch(uint32_t type, int64_t n, int64_t n_sb, unsigned see
                 int g = l >> 2, t = l & 3;
                 int64_t rg = 16 * tile + g, rg8 = rg + 8;
                 /* the row-major fetchers only see real rows (the kernel clamps); padded rows: 0 */
-                int64_t lg = rg < n ? rg : n - 1, lg8 = rg8 < n ? rg8 : n - 1;
+                int64_t lg = v5_row_loaded(rg, n, 0), lg8 = v5_row_loaded(rg8, n, 0);
                 bool ok;
                 if (q6) {
                     struct v5_q6k_raw a, b;

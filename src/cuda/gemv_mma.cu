@@ -251,9 +251,7 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
                                                bool &waited, float &acc_g, float &acc_g8)
 {
     int64_t rg = r0 + g, rg8 = r0 + g + 8;
-    int64_t lg = rg < P.n ? rg : P.n - 1, lg8 = rg8 < P.n ? rg8 : P.n - 1;   /* rows loaded */
-    if (K::TILED)   /* padded to 16 rows */
-        lg = rg, lg8 = rg8;
+    int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
 #pragma unroll 1
     for (int64_t s = s0; s < sb1; s += U) {
         typename K::raw raw[U];
@@ -361,8 +359,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (!std::is_same<KA, KB>::value)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, KA::U_DEF, KB, KB::U_DEF>, job, xq, xd, c->pdl_all));
+    if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 3)
@@ -455,7 +453,7 @@ gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
         v5_part P = v5_pick(job, tile);
         int64_t r0 = (tile - P.tile0) * 16, rg = r0 + g, rg8 = r0 + g + 8, sb1 = e - tile * job.n_sb;
-        int64_t lg = K::TILED || rg < P.n ? rg : P.n - 1, lg8 = K::TILED || rg8 < P.n ? rg8 : P.n - 1;
+        int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
         float acc[2][2][2] = {{{0.0f, 0.0f}, {0.0f, 0.0f}}, {{0.0f, 0.0f}, {0.0f, 0.0f}}};
 #pragma unroll 1
         for (int64_t s = x - tile * job.n_sb; s < sb1; s += U) {

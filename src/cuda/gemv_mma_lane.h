@@ -30,6 +30,13 @@ struct v5_part {
     int            kind;       /* gemv_mma.cu: which of a mixed job's two weight types (0, 1) */
 };
 
+/* the row a lane loads for row r of an n-row part: the row-major layouts have no rows past n (the
+ * kernel loads row n - 1 and drops its sums), the tiles have zero rows up to a multiple of 16 */
+V5_HD int64_t v5_row_loaded(int64_t r, int64_t n, int tiled)
+{
+    return tiled || r < n ? r : n - 1;
+}
+
 /* ---- the work split: a job's (tile, super-block) units, tile-major, cut evenly over n_warps
  * warps (n_warps <= units, so each gets at least one): warp w takes [v5_split_lo(w),
  * v5_split_lo(w + 1)). A tile cut between warps is merged from pieces, piece = warp - the first
