@@ -209,7 +209,9 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
     if ((w->type == GLIM_TYPE_F16 || w->type == GLIM_TYPE_BF16) && (w->n == 1 || w->k == 1))
         return weight_upload_vector_f32(c, w, err);
     uint32_t dev_type = w->type;
-    size_t dev_bytes = cuda_weight_dev_bytes(w->type, w->k, w->n, c->t16, &dev_type);
+    /* tiles pay where GEMV v5 has long runs per warp: small matrices stream faster row-major on v3 */
+    bool tile = c->t16 && (w->n + 15) / 16 * (w->k / 256) >= (int64_t)c->t16_min * 16 * c->n_sm;
+    size_t dev_bytes = cuda_weight_dev_bytes(w->type, w->k, w->n, tile, &dev_type);
     if (dev_bytes == 0 || dev_bytes < w->nbytes)
         return glim_fail(err, GLIM_EINVAL, "cuda: weight '%s': %lld x %lld %s does not fit %zu bytes",
                          w->name ? w->name : "?", (long long)w->k, (long long)w->n,
@@ -565,6 +567,7 @@ extern "C" int backend_cuda_set_t16(struct backend *be, bool on)
     if (!is_cuda(be))
         return GLIM_EINVAL;
     ctx_of(be)->t16 = on;
+    ctx_of(be)->t16_min = 0;
     return GLIM_OK;
 }
 
@@ -660,9 +663,12 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* the decoded-scale table costs 11% more memory on Q4_K weights and measured no faster
      * with GEMV v3 (tg128 133.3 t/s without, 131.2 with; docs/PERFORMANCE.md): opt-in */
     c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
-    /* Q4_K/Q6_K in 16-row tiles: for GEMV v5 (a warp's loads 512 contiguous bytes); opt-in */
-    const char *f_t16 = getenv("GLIM_CUDA_T16");
-    c->t16 = f_t16 && strcmp(f_t16, "1") == 0;
+    /* Q4_K/Q6_K in 16-row tiles for GEMV v5 (a warp's loads 512 contiguous bytes), the big
+     * matrices only: tg128 on the H200 FILLED_IN */
+    const char *f_t16 = getenv("GLIM_CUDA_T16"), *f_t16_min = getenv("GLIM_CUDA_T16_MIN");
+    c->t16 = f_t16 ? strcmp(f_t16, "1") == 0 : prop.major >= 9;
+    c->t16_min = f_t16_min ? atoi(f_t16_min) : f_t16 ? 0 : 8;
+    c->t16_min = c->t16_min < 0 ? 0 : c->t16_min;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
     c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '5' && !f_gemv[1] ? f_gemv[0] - '0' : 3;

@@ -93,8 +93,11 @@ struct cuda_ctx {
                                     * GLIM_CUDA_ATTN_TC=0 or backend_cuda_set_attn_tc) */
     bool            k45_aux;       /* Q4_K/Q5_K: build decoded scales at weight_init and use them
                                     * in the dp4a GEMV (default; GLIM_CUDA_NEW=0 / backend_cuda_set_new) */
-    bool            t16;           /* weight_init uploads Q4_K/Q6_K as CUDA_DT_*_T16 (16-row tiles; opt-in:
-                                    * GLIM_CUDA_T16=1, backend_cuda_set_t16); no decoded-scale table then */
+    bool            t16;           /* weight_init uploads Q4_K/Q6_K as CUDA_DT_*_T16 (16-row tiles; default
+                                    * on sm_90, GLIM_CUDA_T16=0|1, backend_cuda_set_t16); no decoded-scale table then */
+    int             t16_min;       /* ... those of at least t16_min (tile, super-block) units per warp of
+                                    * a full grid (16 per SM); 0: all (GLIM_CUDA_T16_MIN; default 8, or 0
+                                    * with GLIM_CUDA_T16=1 and backend_cuda_set_t16) */
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
                                     * tensor cores for Q4_K/Q6_K, others take v3; not yet measured),
@@ -145,11 +148,17 @@ static inline cudaLaunchConfig_t cuda_launch_cfg(const struct cuda_ctx *c, dim3 
 }
 
 /* The first statement of a kernel launched with cuda_launch_dep: wait for the previous
- * kernel, then let the next one start. */
+ * kernel, then let the next one start. Built with GLIM_PDL_EARLY (measurement): the other way
+ * round, so the next kernel (a GEMV fetching its weights) is placed during this one's wait. */
 static __device__ __forceinline__ void cuda_pdl_enter(void)
 {
+#ifdef GLIM_PDL_EARLY
+    cuda_pdl_trigger();
+    cuda_pdl_wait();
+#else
     cuda_pdl_wait();
     cuda_pdl_trigger();
+#endif
 }
 
 /* A positive integer from the environment, or 0; read once into *cache (-1 = not yet): the
