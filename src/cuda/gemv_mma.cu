@@ -34,7 +34,6 @@
  * order): tests compare with a tolerance and require two runs to agree bit for bit.
  */
 #include "gemv_slots.cuh"
-#include "tma.cuh"
 
 #include <stdlib.h>
 
@@ -54,9 +53,7 @@ static __device__ __forceinline__ uint4 v5_ldw16(const void *p)
 
 static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
 {
-    uint2 r;
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-    return r;
+    return ldw8(p);
 }
 
 static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p)
@@ -120,7 +117,6 @@ struct v5_job {
     int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
     int64_t   n_warps;         /* warps that take work (<= units: each gets at least one) */
     int       stride;          /* most pieces a tile is cut into */
-    int       pf;              /* units of its run past the first a warp asks L2 for before it waits */
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
 };
@@ -140,10 +136,9 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
           void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
-          bool T16 = false, int UD = 2, int UB = 0>
+          bool T16 = false, int UD = 2>
 struct v5_unit {
     typedef R raw;
-    static const int UNIT_BYTES = UB;   /* a tiled (tile, super-block) record's bytes; 0: rows */
     static const int U_DEF = UD;     /* super-blocks in flight per lane, measured best */
     static const bool TILED = T16;   /* rows padded to 16: the rows past n are there (zeros) */
     static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
@@ -159,8 +154,8 @@ struct v5_unit {
 };
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
 typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
-typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true, 2, 2304> v5_q4k_t16;
-typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1, 3360> v5_q6k_t16;   /* U = 1: 80% vs 77% */
+typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
+typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
 
 /* after a warp wrote its piece of a tile's partial sums: true (for the whole warp) when it was the
  * last of the tile's pieces to arrive, and then every partial is visible to it */
@@ -267,22 +262,6 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
     }
 }
 
-/* Lane 0 asks L2 for units [x, end) of the tiled parts (a tile's run of units is contiguous):
- * called before the wait for the predecessor, when DRAM would otherwise idle */
-template <class KA, class KB>
-static __device__ __forceinline__ void v5_prefetch(const v5_job &job, int64_t x, int64_t end)
-{
-#pragma unroll 1
-    while (x < end) {
-        int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < end ? tend : end;
-        v5_part P = v5_pick(job, tile);
-        int ub = !std::is_same<KA, KB>::value && P.kind ? KB::UNIT_BYTES : KA::UNIT_BYTES;
-        if (ub)
-            l2_prefetch_bulk(P.p + ((tile - P.tile0) * job.n_sb + (x - tile * job.n_sb)) * ub, (unsigned)((e - x) * ub));
-        x = e;
-    }
-}
-
 /* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
  * in flight per lane */
 template <class KA, int UA, class KB, int UB>
@@ -295,8 +274,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
     bool waited = false;
-    if (job.pf && lane == 0)   /* past the first UA: those the warp loads at once */
-        v5_prefetch<KA, KB>(job, a + UA < b ? a + UA : b, a + UA + job.pf < b ? a + UA + job.pf : b);
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
@@ -375,8 +352,6 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return 0;
     if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
         return 0;                           /* recorded in the context; these parts go to v3 */
-    static int pf_forced = -1;   /* GLIM_CUDA_V5_PF=n: units past the first each warp prefetches */
-    job.pf = c->pdl_all ? cuda_env_knob("GLIM_CUDA_V5_PF", &pf_forced) : 0;
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);

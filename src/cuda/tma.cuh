@@ -60,13 +60,4 @@ static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
 #endif
 }
 
-/* Ask L2 to fetch [p, p + bytes) (p and bytes multiples of 16) without waiting for it: a kernel
- * that must wait for its predecessor can start pulling the weights it will read meanwhile */
-static __device__ __forceinline__ void l2_prefetch_bulk(const void *p, unsigned bytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 #endif
