@@ -11,7 +11,7 @@
  * Weights are uploaded once in weight_init; GGUF block types whose block
  * size is not a multiple of 16 bytes (Q8_0, Q4_0, Q6_K) are repacked
  * losslessly into structure-of-arrays layouts (cuda_util.cuh) so the GEMV can
- * use aligned 16-byte loads; with ctx->t16 (opt-in) Q4_K/Q6_K go into 16-row
+ * use aligned 16-byte loads; with ctx->t16 (sm_90: the big ones) Q4_K/Q6_K go into 16-row
  * tiles instead (quant_t16_repack). Kernels: gemv_kquant.cu (matmul, get_rows),
  * attn_decode.cu (attention, kv_store), ops.cu (the rest), gemv_q8.cu (the
  * int8-activation GEMV that quantized matmuls of <= 16 rows use unless exact),
@@ -559,8 +559,9 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 }
 
 /* Q4_K and Q6_K weights initialised from now on are uploaded in 16-row tiles (CUDA_DT_Q4_K_T16,
- * CUDA_DT_Q6_K_T16: quant_t16_repack), or row-major (off, the default). Every kernel reads both;
- * GEMV v4 leaves the tiles to v3. Default: off, or on when GLIM_CUDA_T16 is "1" at creation.
+ * CUDA_DT_Q6_K_T16: quant_t16_repack), every one of them (on), or row-major (off). Every kernel
+ * reads both; GEMV v4 leaves the tiles to v3. Default at creation: on sm_90 the big matrices only
+ * (GLIM_CUDA_T16_MIN, cuda_ctx.t16_min), else off; GLIM_CUDA_T16=0|1 overrides.
  * GLIM_EINVAL if not a CUDA backend. */
 extern "C" int backend_cuda_set_t16(struct backend *be, bool on)
 {
@@ -664,7 +665,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * with GEMV v3 (tg128 133.3 t/s without, 131.2 with; docs/PERFORMANCE.md): opt-in */
     c->k45_aux = f_k45 && strcmp(f_k45, "1") == 0;
     /* Q4_K/Q6_K in 16-row tiles for GEMV v5 (a warp's loads 512 contiguous bytes), the big
-     * matrices only: tg128 on the H200 FILLED_IN */
+     * matrices only: tg128 on the H200 (30B preset, 2026-12-03) 160.2-161.4 t/s, vs 152.9 all
+     * row-major and 159.3 all tiled (the attention matrices stream faster row-major on v3) */
     const char *f_t16 = getenv("GLIM_CUDA_T16"), *f_t16_min = getenv("GLIM_CUDA_T16_MIN");
     c->t16 = f_t16 ? strcmp(f_t16, "1") == 0 : prop.major >= 9;
     c->t16_min = f_t16_min ? atoi(f_t16_min) : f_t16 ? 0 : 8;

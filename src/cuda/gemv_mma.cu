@@ -117,6 +117,7 @@ struct v5_job {
     int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
     int64_t   n_warps;         /* warps that take work (<= units: each gets at least one) */
     int       stride;          /* most pieces a tile is cut into */
+    int       wait_first;      /* wait for the predecessor before the first loads (bench knob) */
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
 };
@@ -273,7 +274,9 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    bool waited = false;
+    bool waited = job.wait_first != 0;
+    if (waited)
+        cuda_pdl_wait();
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
@@ -352,6 +355,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return 0;
     if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
         return 0;                           /* recorded in the context; these parts go to v3 */
+    static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
+    job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);

@@ -37,31 +37,14 @@ static __device__ __forceinline__ float h2f8(uint32_t bits)
     return __half2float(__ushort_as_half((unsigned short)(bits & 0xffffu)));
 }
 
-/* Streaming weight loads: read once, keep L1 for the activations. Built with GLIM_EVF
- * (measurement): also first out of L2, so the small kernels' activations and norm weights
- * between the matmuls stay there. */
-#if defined(GLIM_EVF) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-static __device__ __forceinline__ uint64_t ldw_policy(void)
-{
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    return pol;
-}
-#endif
-
-/* a streaming 16-byte weight load */
+/* streaming 16-byte weight load: read once, keep L1 for the activations. (Evict-first in L2
+ * as well, to keep the small kernels' inputs cached, measured no faster: 160.2 t/s both.) */
 static __device__ __forceinline__ uint4 ldw16(const void *p)
 {
     uint4 r;
-#if defined(GLIM_EVF) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p), "l"(ldw_policy()));
-#else
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(p));
-#endif
     return r;
 }
 
@@ -69,13 +52,7 @@ static __device__ __forceinline__ uint4 ldw16(const void *p)
 static __device__ __forceinline__ uint2 ldw8(const void *p)
 {
     uint2 r;
-#if defined(GLIM_EVF) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
-        : "=r"(r.x), "=r"(r.y)
-        : "l"(p), "l"(ldw_policy()));
-#else
     asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-#endif
     return r;
 }
 

@@ -1,0 +1,30 @@
+#!/bin/bash
+# dev/gpu_default.sh — one device call (repo root on the GPU machine): the defaults as shipped.
+# Build everything, the whole CUDA op test and the GPU goldens (default: tiles for the big
+# matrices on sm_90; and all row-major), then the 30B preset: pp512/tg128 with graphs,
+# tg128 without, all row-major, and v5 waiting before its first loads (GLIM_CUDA_V5_WAIT_FIRST).
+set -u
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
+cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 >/tmp/build.log 2>&1 \
+  || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; exit 1; }
+el "build ok"
+( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+MK=$!
+for c in X=1 GLIM_CUDA_T16=0; do
+  env $c timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
+done
+timeout ${OPS_S:-170} ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
+grep -m8 FAIL /tmp/ops.log; cp /tmp/ops.log $O/
+wait $MK; tail -1 /tmp/mk.log
+el "tests, model"
+tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" >/tmp/tg.log 2>&1; local rc=$?
+  grep -E "^\| |loaded" /tmp/tg.log | grep -v -- "---" | grep -v "model  " | sed "s/^/$label: /"
+  [ $rc = 0 ] || { echo "$label: rc=$rc"; tail -5 /tmp/tg.log; }; }
+tg default X=1 -- -p 512 -n 128 -r 3
+tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
+tg rowmajor GLIM_CUDA_T16=0 -- -p 0 -n 128 -r 2
+tg wait-first GLIM_CUDA_V5_WAIT_FIRST=1 -- -p 0 -n 128 -r 2
+el "all done"
