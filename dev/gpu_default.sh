@@ -2,7 +2,8 @@
 # dev/gpu_default.sh — one device call (repo root on the GPU machine): the defaults as shipped.
 # Build everything, the whole CUDA op test and the GPU goldens (default: tiles for the big
 # matrices on sm_90; and all row-major), then the 30B preset: pp512/tg128 with graphs,
-# tg128 without, all row-major, and v5 waiting before its first loads (GLIM_CUDA_V5_WAIT_FIRST).
+# tg128 without, all row-major, v5 waiting before its first loads (GLIM_CUDA_V5_WAIT_FIRST), and
+# v5 at 3 super-blocks in flight / 12 warps per SM.
 set -u
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -27,4 +28,6 @@ tg default X=1 -- -p 512 -n 128 -r 3
 tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
 tg rowmajor GLIM_CUDA_T16=0 -- -p 0 -n 128 -r 2
 tg wait-first GLIM_CUDA_V5_WAIT_FIRST=1 -- -p 0 -n 128 -r 2
+tg v5-u3 GLIM_CUDA_V5_U=3 -- -p 0 -n 128 -r 2
+tg v5-w12 GLIM_CUDA_V5_W=12 -- -p 0 -n 128 -r 2
 el "all done"
