@@ -16,8 +16,8 @@ MK=$!
 for c in X=1 GLIM_CUDA_T16=0; do
   env $c timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
 done
-timeout ${OPS_S:-170} ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
-grep -m8 FAIL /tmp/ops.log; cp /tmp/ops.log $O/
+timeout ${OPS_S:-170} stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
+grep -m8 FAIL /tmp/ops.log; grep -c " ok$" /tmp/ops.log; tail -2 /tmp/ops.log; cp /tmp/ops.log $O/
 wait $MK; tail -1 /tmp/mk.log
 el "tests, model"
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
