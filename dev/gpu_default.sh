@@ -3,7 +3,8 @@
 # Build everything, the whole CUDA op test and the GPU goldens (default: tiles for the big
 # matrices on sm_90; and all row-major), then the 30B preset: pp512/tg128 with graphs,
 # tg128 without, all row-major, v5 waiting before its first loads (GLIM_CUDA_V5_WAIT_FIRST), and
-# v5 at 3 super-blocks in flight / 12 warps per SM.
+# v5 at 3 super-blocks in flight / 12 warps per SM; add_rmsnorm loading x and its weights before
+# its PDL wait (GLIM_CUDA_NORM_EARLY=1).
 set -u
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -13,10 +14,10 @@ cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUI
 el "build ok"
 ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
 MK=$!
-for c in X=1 GLIM_CUDA_T16=0; do
+for c in X=1 GLIM_CUDA_T16=0 GLIM_CUDA_NORM_EARLY=1; do
   env $c timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
 done
-timeout ${OPS_S:-170} stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
+timeout ${OPS_S:-130} stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
 grep -m8 FAIL /tmp/ops.log; grep -c " ok$" /tmp/ops.log; tail -2 /tmp/ops.log; cp /tmp/ops.log $O/
 wait $MK; tail -1 /tmp/mk.log
 el "tests, model"
@@ -28,6 +29,7 @@ tg default X=1 -- -p 512 -n 128 -r 3
 tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
 tg rowmajor GLIM_CUDA_T16=0 -- -p 0 -n 128 -r 2
 tg wait-first GLIM_CUDA_V5_WAIT_FIRST=1 -- -p 0 -n 128 -r 2
+tg norm-early GLIM_CUDA_NORM_EARLY=1 -- -p 0 -n 128 -r 3
 tg v5-u3 GLIM_CUDA_V5_U=3 -- -p 0 -n 128 -r 2
 tg v5-w12 GLIM_CUDA_V5_W=12 -- -p 0 -n 128 -r 2
 el "all done"
