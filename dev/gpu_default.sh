@@ -2,7 +2,7 @@
 # dev/gpu_default.sh — one device call (repo root on the GPU machine): the defaults as shipped.
 # Build the CLI and the GPU goldens (OPS_S=seconds: also the whole CUDA op test), the goldens (default: tiles for the big
 # matrices on sm_90; and all row-major), then the 30B preset: pp512/tg128 with graphs,
-# tg128 without, all row-major, v5 waiting before its first loads (GLIM_CUDA_V5_WAIT_FIRST), and
+# tg128 without, v5 waiting before its first loads (GLIM_CUDA_V5_WAIT_FIRST), and
 # v5 at 3 super-blocks in flight / 12 warps per SM; add_rmsnorm loading x and its weights before
 # its PDL wait (GLIM_CUDA_NORM_EARLY=1).
 set -u
