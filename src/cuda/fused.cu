@@ -46,21 +46,23 @@ static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq
  * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve). */
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, bool early)
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early)
 {
     __shared__ double red[32];
     int64_t row = (int64_t)blockIdx.x * n;
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
-    if (early) {   /* bench knob: the weights and x are not the predecessor's (see cuda_add_rmsnorm) */
+    if (early) {   /* bench knob: these are not the predecessor's (see cuda_add_rmsnorm) */
         rms_vec_load(wo, w_o, n4, 1.0f);
         rms_vec_load(wh, w_h, n4, 1.0f);
-        rms_vec_load(xv, x + row, n4, 0.0f);
+        if (early == 1)
+            rms_vec_load(xv, x + row, n4, 0.0f);
     }
     cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
     rms_vec_load(ov, o + row, n4, 0.0f);
-    if (!early) {
+    if (early != 1)
         rms_vec_load(xv, x + row, n4, 0.0f);
+    if (!early) {
         rms_vec_load(wo, w_o, n4, 1.0f);
         rms_vec_load(wh, w_h, n4, 1.0f);
     }
@@ -123,12 +125,13 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     float2 *xd = NULL;
     /* h feeds the next matmuls: quantize it here (K45 order, the Q4_K/Q5_K/Q6_K GEMV's) */
     bool qx = vec_o && vec_x && n % 256 == 0 && cuda_xq_reserve(c, n, (int)n_rows, &xq, &xd);
-    /* GLIM_CUDA_NORM_EARLY=1 (bench knob, not yet reviewed for every launch chain): load x and
-     * the norm weights before the PDL wait. Safe only while x's last writer is at least three
-     * launches back and one launch between waits before it triggers (the decode chains:
-     * ... quantize -> Wo/down GEMV -> here). */
+    /* GLIM_CUDA_NORM_EARLY (bench knob): load the norm weights (2), or them and x (1, not yet
+     * reviewed for every launch chain), before the PDL wait. The weights are constants; x is
+     * safe only while its last writer is at least three launches back with a launch between
+     * that waits before it triggers (the decode chains: ... quantize -> Wo/down GEMV -> here). */
     static int early_forced = -1;
-    bool early = c->pdl_all && cuda_env_knob("GLIM_CUDA_NORM_EARLY", &early_forced) == 1;
+    int early = c->pdl_all ? cuda_env_knob("GLIM_CUDA_NORM_EARLY", &early_forced) : 0;
+    early = early <= 2 ? early : 0;
     if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel, x, h, o, w_o,
                         eps_o, w_h, eps_h, n, xq, xd, early);
