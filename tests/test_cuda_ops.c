@@ -55,6 +55,8 @@ int backend_cuda_get_gemv(struct backend *be_);                            /* 3 
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
+int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
+long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 #define DT_Q4_K_T16 0x103   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
 #define DT_Q6_K_T16 0x104
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -788,6 +790,70 @@ static void check_t16_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int a
     be->i->release(be, dx), be->i->release(be, dg), be->i->release(be, dy);
     be->i->weight_clear(be, &rm), be->i->weight_clear(be, &tl);
     free(x), free(g), free(a), free(b), free((void *)hw.host);
+}
+
+/* matmul_pair_glu + matmul_glu (the FFN): with glu_fuse the gate/up GEMV (v5 on tiles, one row)
+ * quantizes silu(gate) * up itself and matmul_glu launches no quantizer; every output must be the
+ * bits of the unfused pair */
+static void check_glu_fuse(uint32_t type, int64_t k, int64_t n, int64_t n2, bool v5)
+{
+    CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
+    struct be_weight hw[3] = {make_weight(type, k, n), make_weight(type, k, n), make_weight(GLIM_TYPE_Q6_K, n, n2)};
+    struct be_weight dw[3] = {hw[0], hw[1], hw[2]};
+    struct glim_err err = {0};
+    bool ok = true;
+    for (int i = 0; i < 3; i++)   /* every one: a failed init leaves dev NULL, for weight_clear */
+        ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
+    CHECK(ok);
+    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
+    float *x = rand_vec(k, 1.0f), *out[2];
+    size_t fb = (size_t)n * sizeof(float), yb = (size_t)n2 * sizeof(float), all = 2 * fb + yb;
+    float *dx = to_dev(x, (size_t)k * sizeof(float)), *df1 = be->i->alloc(be, fb), *df2 = be->i->alloc(be, fb);
+    float *dy = be->i->alloc(be, yb);
+    long used[2];
+    for (int pass = 0; ok && pass < 2; pass++) {   /* fused, then not */
+        CHECK_EQ(backend_cuda_set_glu_fuse(be, pass == 0), GLIM_OK);
+        long used0 = backend_cuda_glu_used(be);
+        float *ys[2] = {df1, df2};
+        const struct be_weight *ws[2] = {&dw[0], &dw[1]};
+        be->i->matmul_pair_glu(be, ys, ws, dx, 1, BE_GLU_SILU);
+        be->i->matmul_glu(be, dy, &dw[2], df2, df1, BE_GLU_SILU, 1);
+        out[pass] = malloc(all);
+        from_dev(out[pass], df1, fb);
+        from_dev(out[pass] + n, df2, fb);
+        from_dev(out[pass] + 2 * n, dy, yb);
+        used[pass] = backend_cuda_glu_used(be) - used0;
+    }
+    CHECK_EQ(backend_cuda_set_glu_fuse(be, false), GLIM_OK);
+    if (ok) {
+        CHECK_EQ(used[0], v5 ? 1 : 0);   /* the fused copy was made and taken where v5 runs */
+        CHECK_EQ(used[1], 0);
+        if (memcmp(out[0], out[1], all) != 0)
+            fprintf(stderr, "FAIL glu_fuse %s k=%lld n=%lld n2=%lld\n", quant_type_name(type), (long long)k,
+                    (long long)n, (long long)n2);
+        CHECK(memcmp(out[0], out[1], all) == 0);
+        free(out[0]), free(out[1]);
+    }
+    be->i->release(be, dx), be->i->release(be, df1), be->i->release(be, df2), be->i->release(be, dy);
+    for (int i = 0; i < 3; i++) {
+        be->i->weight_clear(be, &dw[i]);   /* a failed init left dev NULL */
+        free((void *)hw[i].host);
+    }
+    free(x);
+}
+
+static void test_glu_fuse(void)
+{
+    if (!be->i->matmul_pair_glu || exact_mode) {
+        fprintf(stderr, "  no matmul_pair_glu (GLIM_CUDA_FUSE=0) or exact: skipped\n");
+        return;
+    }
+    int ver = backend_cuda_get_gemv(be);
+    bool v5 = ver == 3 && backend_cuda_set_gemv(be, 5) == GLIM_OK;   /* v5 (sm_80+) takes tiles */
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+    for (int i = 0; i < 24; i++)   /* ragged k; n a multiple of 256 (the down projection's k) */
+        check_glu_fuse(i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), v5);
+    check_glu_fuse(GLIM_TYPE_Q4_K, 4096, 4096, 512, v5);   /* more units than warps: uneven pieces */
 }
 
 static void test_t16(void)
@@ -1771,6 +1837,7 @@ int main(void)
     RUN(test_matmul_glu);
     RUN(test_k45_aux);
     RUN(test_t16);
+    RUN(test_glu_fuse);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);
     RUN(test_graph);

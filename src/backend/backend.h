@@ -119,6 +119,12 @@ struct backend_i {
      * (q/k/v/gate, FFN gate/up). NULL: the model calls matmul n times. */
     void (*matmul_n)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                      const float *x, int n_rows);
+    /* optional: matmul_n of two weights of one shape (ys[0] = x . ws[0]^T, the gate; ys[1] = x .
+     * ws[1]^T, the up projection), telling the backend that matmul_glu(.., x = ys[1], g = ys[0],
+     * act, n_rows) comes next, so it may prepare that call's input while computing them (CUDA:
+     * the FFN's SwiGLU quantized by the gate/up GEMV). NULL: the model calls matmul_n. */
+    void (*matmul_pair_glu)(struct backend *be, float *const *ys, const struct be_weight *const *ws, const float *x,
+                            int n_rows, int act);
     /* optional: y[n_rows][w->n] = (x * act(g)) . W^T with act(g) = sigmoid(g) (BE_GLU_SIGMOID,
      * the attention output gate) or silu(g) (BE_GLU_SILU: SwiGLU, g = gate, x = up), element-
      * wise over [n_rows][w->k]. x may be left holding x * act(g). NULL: the model calls

@@ -289,6 +289,18 @@ static void be_matmul_n(struct backend *be, int n, float *const *ys, const struc
     cuda_matmul_n(ctx_of(be), n, ys, ws, x, n_rows);
 }
 
+/* With ctx->glu_fuse (opt-in until timed): gate/up on GEMV v5 also quantize silu(gate) * up for
+ * the matmul_glu that follows, which then launches no quantizer */
+static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struct be_weight *const *ws,
+                               const float *x, int n_rows, int act)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    c->glu_req = c->glu_fuse && act == BE_GLU_SILU && n_rows == 1;
+    c->glu_x = NULL;
+    cuda_matmul_n(c, 2, ys, ws, x, n_rows);
+    c->glu_req = false;
+}
+
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
                           int n_rows)
 {
@@ -459,6 +471,8 @@ static void be_destroy(struct backend *be)
             cuda_buf_release(c, &c->xq);
             cuda_buf_release(c, &c->v5_part);
             cuda_buf_release(c, &c->v5_cnt);
+            cuda_buf_release(c, &c->glu_q);
+            cuda_buf_release(c, &c->glu_cnt);
             cudaStreamSynchronize(c->stream);
         }
         if (c->cublas)
@@ -501,6 +515,7 @@ static struct backend_i cuda_ops(bool fused)
     o.attention = be_attention;
     if (fused) {
         o.matmul_glu = be_matmul_glu;
+        o.matmul_pair_glu = be_matmul_pair_glu;
         o.add_rmsnorm = be_add_rmsnorm;
         o.attn_prep = be_attn_prep;
     }
@@ -570,6 +585,23 @@ extern "C" int backend_cuda_set_t16(struct backend *be, bool on)
     ctx_of(be)->t16 = on;
     ctx_of(be)->t16_min = 0;
     return GLIM_OK;
+}
+
+/* matmul_pair_glu lets the gate/up GEMV (v5, one row) quantize silu(gate) * up for the down
+ * projection (on), or leaves it to matmul_glu's quantizer (off). Default: off, or on when
+ * GLIM_CUDA_GLU_FUSE is "1" at creation. GLIM_EINVAL if not a CUDA backend. */
+extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
+{
+    if (!is_cuda(be))
+        return GLIM_EINVAL;
+    ctx_of(be)->glu_fuse = on;
+    return GLIM_OK;
+}
+
+/* How many matmuls took the gate/up GEMV's SwiGLU copy instead of quantizing (tests) */
+extern "C" long backend_cuda_glu_used(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->glu_used : 0;
 }
 
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
@@ -671,6 +703,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->t16 = f_t16 ? strcmp(f_t16, "1") == 0 : prop.major >= 9;
     c->t16_min = f_t16_min ? atoi(f_t16_min) : f_t16 ? 0 : 8;
     c->t16_min = c->t16_min < 0 ? 0 : c->t16_min;
+    const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
+    c->glu_fuse = f_glu && strcmp(f_glu, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
     c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '5' && !f_gemv[1] ? f_gemv[0] - '0' : 3;

@@ -82,6 +82,13 @@ struct cuda_ctx {
     struct cuda_buf attn_part;     /* split-K partial results */
     struct cuda_buf xq;            /* int8 activations + scales for the dp4a GEMV (gemv_q8.cu) */
     struct cuda_buf v5_part, v5_cnt;   /* GEMV v5 split-K partial sums and per-tile counts (gemv_mma.cu) */
+    struct cuda_buf glu_q, glu_cnt;    /* the FFN's silu(gate) * up as int8 + scales, made by the gate/up
+                                        * GEMV v5 (GLIM_CUDA_GLU_FUSE=1), and its per-block counts */
+    const float    *glu_x, *glu_g;     /* the up / gate outputs glu_q was made of (NULL: none) */
+    int64_t         glu_k;
+    bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
+    bool            glu_fuse;          /* matmul_pair_glu asks for it (GLIM_CUDA_GLU_FUSE=1, backend_cuda_set_glu_fuse) */
+    long            glu_used;          /* matmuls that took glu_q instead of quantizing (tests) */
     const float    *xq_src;        /* x that xq holds (NULL = none): reused by the next matmul of it */
     int64_t         xq_k;
     int             xq_nr, xq_layout;
@@ -172,6 +179,7 @@ static inline int cuda_env_knob(const char *name, int *cache)
 static inline void cuda_xq_forget(struct cuda_ctx *c)
 {
     c->xq_src = NULL;
+    c->glu_x = NULL;
 }
 
 /* backend_cuda.cu: exact f32 GEMV on/off (declared here until backend.h has it) */
@@ -185,7 +193,9 @@ extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be);                    /* -1: not CUDA */
 extern "C" int backend_cuda_get_gemv(struct backend *be);                            /* -1: not CUDA */
-extern "C" int backend_cuda_set_t16(struct backend *be, bool on);   /* T16 layout for weights initialised from now */
+extern "C" int backend_cuda_set_t16(struct backend *be, bool on);
+extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matmul_pair_glu fuses SwiGLU */
+extern "C" long backend_cuda_glu_used(struct backend *be);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

@@ -118,6 +118,10 @@ struct v5_job {
     int64_t   n_warps;         /* warps that take work (<= units: each gets at least one) */
     int       stride;          /* most pieces a tile is cut into */
     int       wait_first;      /* wait for the predecessor before the first loads (bench knob) */
+    unsigned *glu_cnt;         /* != NULL: parts 0 (gate) and 1 (up) of one shape; per 32-row block the
+                                * tiles arrived (4 = both tiles of both parts; 0 between launches) */
+    int8_t   *glu_q;           /* ... and the last of them writes silu(gate) * up quantized (K45) */
+    float2   *glu_d;
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
 };
@@ -174,6 +178,27 @@ static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t 
     return true;
 }
 
+/* After tile `tile` of part P (gate or up of a GLU job) was written: the last of the four tiles of
+ * its 32-row block (two per part) quantizes silu(gate) * up of the block for the down projection,
+ * as quantize_x_kernel<1 + BE_GLU_SILU> would (the same functions: the same bits). */
+static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
+{
+    int64_t blk = (tile - P.tile0) >> 1;
+    __threadfence();   /* this tile's y is visible before the count says so */
+    __syncwarp();
+    unsigned done = 0;
+    if (lane == 0)
+        done = atomicAdd(&job.glu_cnt[blk], 1u);
+    if (__shfl_sync(0xffffffffu, done, 0) != 3u)
+        return;
+    __threadfence();
+    int64_t n = blk * 32 + lane;
+    float v = glu_apply<1 + BE_GLU_SILU>(__ldcg(job.p[1].y + n), __ldcg(job.p[0].y + n));   /* up, gate: L2 */
+    quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
+    if (lane == 0)
+        job.glu_cnt[blk] = 0u;   /* for the next launch */
+}
+
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
@@ -192,6 +217,8 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
             P.y[r0 + g] = acc_g;
         if (t == 0 && r0 + g + 8 < P.n)
             P.y[r0 + g + 8] = acc_g8;
+        if (job.glu_cnt)
+            v5_glu_arrive(job, P, tile, lane);
         return;
     }
     float *pp = job.part + ((size_t)tile * stride + piece) * 16;
@@ -210,6 +237,8 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
     }
     if (lane == 0)
         job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
+    if (job.glu_cnt)
+        v5_glu_arrive(job, P, tile, lane);
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
@@ -314,6 +343,26 @@ static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piec
     return true;
 }
 
+/* In matmul_pair_glu: when this job is the gate (part 0) and up (part 1) of one shape, let its
+ * last tile per 32-row block quantize silu(gate) * up into c->glu_q (v5_glu_arrive) */
+static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys, const struct be_weight *const *ws,
+                        const bool *mine)
+{
+    if (n != 2 || job.n_parts != 2 || !mine[0] || !mine[1] || ws[0]->n != ws[1]->n || ws[0]->n % 256 ||
+        ws[0]->k != ws[1]->k)
+        return false;
+    int64_t k = ws[0]->n, blocks = k / 32;
+    size_t had = c->glu_cnt.nbytes;
+    if (!cuda_buf_reserve(c, &c->glu_q, (size_t)k + (size_t)blocks * sizeof(float2)) ||
+        !cuda_buf_reserve(c, &c->glu_cnt, (size_t)blocks * 4) ||
+        (c->glu_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->glu_cnt.p, 0, c->glu_cnt.nbytes, c->stream))))
+        return false;
+    job.glu_cnt = (unsigned *)c->glu_cnt.p;
+    job.glu_q = (int8_t *)c->glu_q.p;
+    job.glu_d = (float2 *)((uint8_t *)c->glu_q.p + k);
+    return true;
+}
+
 /* warps per SM of the plain kernel (GLIM_CUDA_V5_W: fewer, for longer runs per warp) */
 static int64_t v5_warps(const struct cuda_ctx *c, int most_per_sm)
 {
@@ -357,6 +406,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return 0;                           /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
+    bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
@@ -372,6 +422,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
+    if (glu && c->first_err == cudaSuccess)   /* matmul_glu(x = up, g = gate) finds its input made */
+        c->glu_x = ys[1], c->glu_g = ys[0], c->glu_k = ws[0]->n;
     return m;
 }
 

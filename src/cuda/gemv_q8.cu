@@ -56,25 +56,8 @@ static __global__ void quantize_x_kernel(const float *__restrict__ x, const floa
     if (b >= n_blk)
         return;
     int64_t kb = k >> 5, row = b / kb, n = (b % kb) * 32 + lane;   /* n: index within the row */
-    float v = x[row * k + n];
-    if (ACT == 1 + BE_GLU_SIGMOID) {
-        v *= 1.0f / (1.0f + expf(-g[row * k + n]));
-    } else if (ACT == 1 + BE_GLU_SILU) {
-        float gv = g[row * k + n];
-        v = gv / (1.0f + expf(-gv)) * v;
-    }
-    float amax = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float d = amax / 127.0f;
-    int q = amax > 0.0f ? __float2int_rn(v / d) : 0;
-    int sum = q;
-    for (int o = 16; o > 0; o >>= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    int64_t pos = layout == XL_PLAIN ? n : cuda_xq_pos_k45(n);
-    xq[row * k + pos] = (int8_t)q;
-    if (lane == 0)
-        xd[b] = make_float2(d, d * (float)sum);
+    float v = glu_apply<ACT>(x[row * k + n], ACT ? g[row * k + n] : 0.0f);
+    quant_block32(v, lane, n, layout, xq + row * k, xd + b);
 }
 
 /* ---- GEMV ---------------------------------------------------------------------
@@ -368,17 +351,28 @@ static int layout_of(uint32_t dev_type)
 /* Quantize x[nr][k] into c->xq unless the cached copy is of the same x in the same layout
  * (model code multiplies one normed x by q/k/v and by gate/up in a row; any other op or
  * a matmul that writes into x clears the cache: cuda_xq_forget). */
-static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, int layout, const float *g = NULL,
-                       int act = 0)
+static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, int layout, const float *g, int act,
+                       const int8_t **xq_out, const float2 **xd_out)
 {
+    size_t q_bytes = (size_t)nr * k, d_bytes = (size_t)nr * (k / 32) * sizeof(float2);
+    if (g && act == BE_GLU_SILU && c->glu_x == x && c->glu_g == g && c->glu_k == k && nr == 1 &&
+        layout == XL_K45) {   /* the gate/up GEMV made it (matmul_pair_glu, gemv_mma.cu v5_glu_arrive) */
+        *xq_out = (const int8_t *)c->glu_q.p;
+        *xd_out = (const float2 *)((const uint8_t *)c->glu_q.p + k);
+        c->glu_x = NULL;
+        c->glu_used++;
+        return true;
+    }
+    *xq_out = (const int8_t *)c->xq.p;
+    *xd_out = (const float2 *)((const uint8_t *)c->xq.p + q_bytes);
     if (!g && c->xq_src == x && c->xq_k == k && c->xq_nr == nr && c->xq_layout == layout)
         return true;
-    size_t q_bytes = (size_t)nr * k, d_bytes = (size_t)nr * (k / 32) * sizeof(float2);
     if (!cuda_buf_reserve(c, &c->xq, q_bytes + d_bytes))
         return false;
     int64_t n_blk = (int64_t)nr * (k / 32);
     int8_t *xq = (int8_t *)c->xq.p;
     float2 *xd = (float2 *)((uint8_t *)c->xq.p + q_bytes);
+    *xq_out = xq, *xd_out = xd;   /* the buffer may have moved */
     unsigned grid = cuda_blocks(n_blk * 32, 256);
     const float *none = NULL;
     if (!g)
@@ -525,10 +519,10 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
                       const float *x, int n_rows, const float *g, int act)
 {
     int64_t k = ws[0]->k;
-    if (!quantize_x(c, x, k, n_rows, layout_of(ws[0]->dev_type), g, act))
+    const int8_t *xq;
+    const float2 *xd;
+    if (!quantize_x(c, x, k, n_rows, layout_of(ws[0]->dev_type), g, act, &xq, &xd))
         return;
-    const int8_t *xq = (const int8_t *)c->xq.p;
-    const float2 *xd = (const float2 *)((const uint8_t *)c->xq.p + (size_t)n_rows * k);
     /* v3/v4 only for one activation row: with 8 rows v3's larger register set measured
      * slower than v2 (Q4_K 6656x19968: 72.6 vs 69.0 us; Q8_0: 115.8 vs 76.9 us) */
     bool taken[GEMV_MAX_PARTS];

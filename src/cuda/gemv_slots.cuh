@@ -56,6 +56,37 @@ static __device__ __forceinline__ uint2 ldw8(const void *p)
     return r;
 }
 
+/* x * act(g) with the float expressions of ops.cu's mul_sigmoid / swiglu (matmul_glu); ACT 0:
+ * x itself, 1 + BE_GLU_SIGMOID, 1 + BE_GLU_SILU */
+template <int ACT>
+static __device__ __forceinline__ float glu_apply(float v, float gv)
+{
+    if (ACT == 1 + BE_GLU_SIGMOID)
+        v *= 1.0f / (1.0f + expf(-gv));
+    else if (ACT == 1 + BE_GLU_SILU)
+        v = gv / (1.0f + expf(-gv)) * v;
+    return v;
+}
+
+/* Quantize one 32-value block held one value per lane (lane = element n % 32 of the row): the
+ * int8 copy at row position n (XL_PLAIN) or cuda_xq_pos_k45(n) (XL_K45), and xd = {d, d * sum(q)}
+ * written by lane 0. Whole warp. */
+static __device__ __forceinline__ void quant_block32(float v, int lane, int64_t n, int layout, int8_t *xq_row,
+                                                     float2 *xd_blk)
+{
+    float amax = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d = amax / 127.0f;
+    int q = amax > 0.0f ? __float2int_rn(v / d) : 0;
+    int sum = q;
+    for (int o = 16; o > 0; o >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    xq_row[layout == XL_PLAIN ? n : cuda_xq_pos_k45(n)] = (int8_t)q;
+    if (lane == 0)
+        *xd_blk = make_float2(d, d * (float)sum);
+}
+
 /* int -> float for |v| < 2^22 with two full-rate ops (I2F runs at a quarter of the
  * ALU rate on sm_80/90 and was a large share of the K-quant slot's cost) */
 static __device__ __forceinline__ float i2f(int v)

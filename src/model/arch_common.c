@@ -249,11 +249,15 @@ void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
 
     float *ys[2] = {s->f1, s->f2};
     const struct be_weight *ws[2] = {&L->ffn_gate, &L->ffn_up};
-    matmul_n(be, 2, ys, ws, s->h, T);
     if (op->matmul_glu) {   /* SwiGLU folded into the down projection's input */
+        if (op->matmul_pair_glu)
+            op->matmul_pair_glu(be, ys, ws, s->h, T, BE_GLU_SILU);
+        else
+            matmul_n(be, 2, ys, ws, s->h, T);
         op->matmul_glu(be, s->o, &L->ffn_down, s->f2, s->f1, BE_GLU_SILU, T);
         return;
     }
+    matmul_n(be, 2, ys, ws, s->h, T);
     op->swiglu(be, s->f1, s->f1, s->f2, (int64_t)T * hp->n_ff);
     op->matmul(be, s->o, &L->ffn_down, s->f1, T);
 }
