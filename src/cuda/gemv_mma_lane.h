@@ -80,6 +80,12 @@ V5_FN void v5_q4k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_
     }
 }
 
+/* the T16 record (tile, super-block sb) of loaded row rg: `bytes` per record, tile-major */
+V5_FN const uint8_t *v5_t16_record(const struct v5_part *P, int64_t rg, int64_t n_sb, int64_t sb, int bytes)
+{
+    return P->p + ((rg >> 4) * n_sb + sb) * bytes;
+}
+
 /* a T16 record's run `run` (512 bytes): lane 4g + t's 16 bytes = 8 of row g, then 8 of row g + 8 */
 V5_FN void v5_t16_run(const uint8_t *b, int run, int g, int t, uint2 *row_g, uint2 *row_g8)
 {
@@ -96,7 +102,7 @@ V5_FN void v5_q4k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, in
 {
     (void)rg8;
     int g = (int)(rg & 15);
-    const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 2304;
+    const uint8_t *b = v5_t16_record(P, rg, n_sb, sb, 2304);
     V5_UNROLL
     for (int c = 0; c < 4; c++)
         v5_t16_run(b, c, g, t, &r->q[0][c], &r->q[1][c]);
@@ -237,7 +243,7 @@ V5_FN void v5_q6k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, in
 {
     (void)rg8;
     int g = (int)(rg & 15);
-    const uint8_t *b = P->p + ((rg >> 4) * n_sb + sb) * 3360;
+    const uint8_t *b = v5_t16_record(P, rg, n_sb, sb, 3360);
     V5_UNROLL
     for (int u = 0; u < 4; u++)
         v5_t16_run(b, u, g, t, &r->ql[0][u], &r->ql[1][u]);
