@@ -630,13 +630,19 @@ static int t16_v5_twin(int n_rows, bool exact)
     return 5;
 }
 
-/* GLIM_CUDA_V5_NR=1 (opt-in): 2..16 activation rows of Q4_K/Q6_K tiles on the tensor cores, whose
- * sums differ from v2's on rows in float order only */
+/* 2..16 activation rows of Q4_K/Q6_K tiles run on the tensor cores (v5, sm_80+, unless
+ * GLIM_CUDA_V5_NR=0), whose sums differ from v2's on rows in float order only */
 static bool t16_v5_nr(uint32_t type, int n_rows, bool exact)
 {
     const char *e = getenv("GLIM_CUDA_V5_NR");
-    return e && atoi(e) > 0 && (type == GLIM_TYPE_Q4_K || type == GLIM_TYPE_Q6_K) && n_rows > 1 && n_rows <= 16 &&
-           !exact;
+    if ((e && atoi(e) <= 0) || (type != GLIM_TYPE_Q4_K && type != GLIM_TYPE_Q6_K) || n_rows < 2 || n_rows > 16 ||
+        exact)
+        return false;
+    int ver = backend_cuda_get_gemv(be);
+    if (backend_cuda_set_gemv(be, 5) != GLIM_OK)
+        return false;   /* below sm_80: v2 */
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+    return true;
 }
 
 static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)

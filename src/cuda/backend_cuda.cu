@@ -703,6 +703,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->t16 = f_t16 ? strcmp(f_t16, "1") == 0 : prop.major >= 9;
     c->t16_min = f_t16_min ? atoi(f_t16_min) : f_t16 ? 0 : 8;
     c->t16_min = c->t16_min < 0 ? 0 : c->t16_min;
+    /* with tiles, 2..16 rows (DFlash verify) on v5: at 8 rows faster than v2 on tiles and on rows */
+    const char *f_nr = getenv("GLIM_CUDA_V5_NR");
+    c->v5_nr = f_nr ? atoi(f_nr) > 0 : true;
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     c->glu_fuse = f_glu && strcmp(f_glu, "1") == 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");

@@ -87,6 +87,7 @@ struct cuda_ctx {
     const float    *glu_x, *glu_g;     /* the up / gate outputs glu_q was made of (NULL: none) */
     int64_t         glu_k;
     bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
+    bool            v5_nr;             /* 2..16 rows of Q4_K/Q6_K tiles on v5 (default; GLIM_CUDA_V5_NR=0: v2) */
     bool            glu_fuse;          /* matmul_pair_glu asks for it (GLIM_CUDA_GLU_FUSE=1, backend_cuda_set_glu_fuse) */
     long            glu_used;          /* matmuls that took glu_q instead of quantizing (tests) */
     const float    *xq_src;        /* x that xq holds (NULL = none): reused by the next matmul of it */

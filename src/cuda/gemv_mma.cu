@@ -427,7 +427,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     return m;
 }
 
-/* ---- 2..16 activation rows (opt-in GLIM_CUDA_V5_NR=1, Q4_K and Q6_K; DFlash verify):
+/* ---- 2..16 activation rows (default; GLIM_CUDA_V5_NR=0: v2. Q4_K and Q6_K; DFlash verify):
  * gemv_mma_lane.h v5_q4k_compute_nr / v5_q6k_compute_nr. A lane owns weight rows g, g + 8 times activation rows 8cb + 2t, + 1, so a
  * piece of a tile is 16 x 16 partial sums and no lane sums with another. */
 static __device__ __forceinline__ void v5_store_nr(const v5_job &job, const v5_part &P, int64_t tile, int piece,
@@ -551,14 +551,13 @@ static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys,
     return m;
 }
 
-/* GLIM_CUDA_V5_NR=1 (opt-in, sm_80+): the Q4_K and Q6_K parts (tiles, and rows with GLIM_CUDA_GEMV=5)
- * of a matmul of 2..16 activation rows on the tensor cores; the rest stays with v2 */
+/* With ctx->v5_nr (default, sm_80+; GLIM_CUDA_V5_NR=0: off): the Q4_K and Q6_K parts (tiles, and rows
+ * with GLIM_CUDA_GEMV=5) of a matmul of 2..16 activation rows on the tensor cores; the rest stays
+ * with v2, which reads tiles slowly (8 rows, 2026-12-03: FFN 61-69 us here, 77-186 on v2) */
 int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                   const float2 *xd, int nr, bool *taken)
 {
-    static int nr_forced = -1;
-    if (c->cc_major < 8 || nr < 2 || nr > 16 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256 ||
-        !cuda_env_knob("GLIM_CUDA_V5_NR", &nr_forced))
+    if (c->cc_major < 8 || !c->v5_nr || nr < 2 || nr > 16 || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
         return 0;
     for (int i = 0; i < n; i++)
         taken[i] = false;
