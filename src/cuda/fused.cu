@@ -125,10 +125,12 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     float2 *xd = NULL;
     /* h feeds the next matmuls: quantize it here (K45 order, the Q4_K/Q5_K/Q6_K GEMV's) */
     bool qx = vec_o && vec_x && n % 256 == 0 && cuda_xq_reserve(c, n, (int)n_rows, &xq, &xd);
-    /* GLIM_CUDA_NORM_EARLY (bench knob): load the norm weights (2), or them and x (1, not yet
-     * reviewed for every launch chain), before the PDL wait. The weights are constants; x is
-     * safe only while its last writer is at least three launches back with a launch between
-     * that waits before it triggers (the decode chains: ... quantize -> Wo/down GEMV -> here). */
+    /* GLIM_CUDA_NORM_EARLY (bench knob): load the norm weights (2), or them and x (1), before
+     * the PDL wait. The weights are constants. x is safe only while its last writer is at least
+     * three launches back with a launch between that waits before it triggers (the decode
+     * chains: ... quantize -> Wo/down GEMV -> here). The GEMVs trigger before they wait, so
+     * without the quantizer (GLIM_CUDA_GLU_FUSE: gate/up -> down -> here) the previous
+     * add_rmsnorm may still be writing x: 1 must not be combined with the GLU fold. */
     static int early_forced = -1;
     int early = c->pdl_all ? cuda_env_knob("GLIM_CUDA_NORM_EARLY", &early_forced) : 0;
     early = early <= 2 ? early : 0;
