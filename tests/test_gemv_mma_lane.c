@@ -165,6 +165,16 @@ struct emu {
 
 static struct emu *emu_job;
 
+/* a lane's Q4_K super-block from the tiles or the row-major blocks (both emulated lanes) */
+static void fetch_q4k(const struct v5_part *P, int t16, int64_t lg, int64_t lg8, int64_t n_sb, int64_t sb, int t,
+                      struct v5_q4k_raw *r)
+{
+    if (t16)
+        v5_q4k_fetch_t16(P, lg, lg8, n_sb, sb, t, r);
+    else
+        v5_q4k_fetch(P, lg, lg8, n_sb, sb, t, r);
+}
+
 static void *lane_main(void *arg)
 {
     int l = (int)(intptr_t)arg, g = l >> 2, t = l & 3;
@@ -183,10 +193,7 @@ static void *lane_main(void *arg)
             v5_q6k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
         } else {
             struct v5_q4k_raw r;
-            if (e->t16)
-                v5_q4k_fetch_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
-            else
-                v5_q4k_fetch(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            fetch_q4k(e->P, e->t16, lg, lg8, e->n_sb, sb, t, &r);
             v5_q4k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
         }
     }
@@ -325,10 +332,7 @@ static void *lane_main_nr(void *arg)
             v5_q6k_compute_nr(&r, e->t16, e->xq, e->xd, 256 * e->n_sb, e->nr, sb, g, t, acc);
         } else {
             struct v5_q4k_raw r;
-            if (e->t16)
-                v5_q4k_fetch_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
-            else
-                v5_q4k_fetch(e->P, lg, lg8, e->n_sb, sb, t, &r);
+            fetch_q4k(e->P, e->t16, lg, lg8, e->n_sb, sb, t, &r);
             v5_q4k_compute_nr(&r, e->t16, e->xq, e->xd, 256 * e->n_sb, e->nr, sb, g, t, acc);
         }
     }
