@@ -984,7 +984,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
 
 void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
 {
-    if (x->n_tokens <= 0)
+    if (x->n_tokens <= 0 || (c->dbg_skip & CUDA_SKIP_ATTN))
         return;
     if (x->head_dim > ATTN_MAX_DIM || x->n_head_kv <= 0 || x->n_head % x->n_head_kv != 0) {
         cuda_check(c, cudaErrorInvalidValue, "attention: head_dim > 256 or n_head % n_head_kv != 0", __FILE__,

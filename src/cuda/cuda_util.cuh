@@ -69,6 +69,12 @@ struct cuda_buf {
     size_t nbytes;
 };
 
+/* GLIM_CUDA_DBG_SKIP bits: kernels a bench may leave out to see what they cost (wrong output) */
+#define CUDA_SKIP_PREP  1u   /* attn_prep */
+#define CUDA_SKIP_ATTN  2u   /* attention */
+#define CUDA_SKIP_NORM  4u   /* add_rmsnorm */
+#define CUDA_SKIP_QUANT 8u   /* quantize_x (GEMV inputs not made by add_rmsnorm) */
+
 struct cuda_ctx {
     int            device;
     cudaStream_t   stream;
@@ -88,6 +94,7 @@ struct cuda_ctx {
     int64_t         glu_k;
     bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
     bool            v5_nr;             /* 2..16 rows of Q4_K/Q6_K tiles on v5 (default; GLIM_CUDA_V5_NR=0: v2) */
+    unsigned        dbg_skip;          /* GLIM_CUDA_DBG_SKIP: CUDA_SKIP_* kernels not launched (bench only: wrong output) */
     bool            glu_fuse;          /* matmul_pair_glu asks for it (GLIM_CUDA_GLU_FUSE=1, backend_cuda_set_glu_fuse) */
     long            glu_used;          /* matmuls that took glu_q instead of quantizing (tests) */
     const float    *xq_src;        /* x that xq holds (NULL = none): reused by the next matmul of it */

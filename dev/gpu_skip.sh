@@ -1,0 +1,32 @@
+#!/bin/bash
+# dev/gpu_skip.sh — one device call (repo root on the GPU machine): the new defaults (NORM_EARLY=2,
+# GLU fold) through the goldens and the op tests, then what each small kernel costs in the decode
+# graph: tg128 with it left out (GLIM_CUDA_DBG_SKIP bits: 1 attn_prep, 2 attention, 4 add_rmsnorm,
+# 8 quantize_x; wrong output, timing only). 15 = the GEMVs alone: the floor of today's GEMVs.
+set -u
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
+cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 --target glim-cli test_golden_gpu test_cuda_ops >/tmp/build.log 2>&1 \
+  || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; exit 1; }
+el "build ok"
+( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+MK=$!
+for c in X=1 GLIM_CUDA_T16=1; do
+  env ${c//,/ } timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
+done
+for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
+  GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
+done
+wait $MK; tail -1 /tmp/mk.log
+el "tests, model"
+tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" >/tmp/tg.log 2>&1; local rc=$?
+  grep -E "^\| " /tmp/tg.log | grep -v -- "---" | grep -v "model  " | sed "s/^/$label: /" | sed "s/| muse-glimmer.*CUDA *| *16 |//"
+  [ $rc = 0 ] || { echo "$label: rc=$rc"; tail -5 /tmp/tg.log; }; }
+tg default X=1 -- -p 512 -n 128 -r 3
+tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
+for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -n 128 -r 3; done
+for e in ${EXTRA:-}; do tg "$e" ${e//,/ } -- -p 0 -n 128 -r 3; done
+tg default-again X=1 -- -p 0 -n 128 -r 3
+el "all done"
