@@ -4,6 +4,7 @@
 # graph: tg128 with it left out (GLIM_CUDA_DBG_SKIP bits: 1 attn_prep, 2 attention, 4 add_rmsnorm,
 # 8 quantize_x; wrong output, timing only). 15 = the GEMVs alone: the floor of today's GEMVs.
 set -u
+# GOLD, TESTS, SKIPS (" ": none), EXTRA (comma-joined env per run): lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
 cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
@@ -12,13 +13,14 @@ cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUI
 el "build ok"
 ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
 MK=$!
-for c in X=1 GLIM_CUDA_T16=1; do
+for c in ${GOLD:-X=1 GLIM_CUDA_T16=1}; do
   env ${c//,/ } timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
 done
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
   GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
 done
 wait $MK; tail -1 /tmp/mk.log
+python3 -c "import torch; p=torch.cuda.get_device_properties(0); print(\"L2 bytes\", p.L2_cache_size)" 2>/dev/null
 el "tests, model"
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" >/tmp/tg.log 2>&1; local rc=$?

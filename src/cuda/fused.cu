@@ -46,7 +46,7 @@ static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq
  * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve). */
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early)
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early, l2_pf pf)
 {
     __shared__ double red[32];
     int64_t row = (int64_t)blockIdx.x * n;
@@ -58,7 +58,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         if (early == 1)
             rms_vec_load(xv, x + row, n4, 0.0f);
     }
-    cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
+    cuda_pdl_enter_pf(pf);   /* and the GEMV that reads h may start its weight loads now */
     rms_vec_load(ov, o + row, n4, 0.0f);
     if (early != 1)
         rms_vec_load(xv, x + row, n4, 0.0f);
@@ -90,10 +90,10 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
 /* Other rows (rmsnorm_kernel's strided mapping, rms_threads(n) threads): each thread
  * only rereads elements it wrote itself, so no barrier is needed between the passes. */
 static __global__ void add_rmsnorm_kernel(float *x, float *h, float *o, const float *w_o, float eps_o,
-                                          const float *w_h, float eps_h, int n)
+                                          const float *w_h, float eps_h, int n, l2_pf pf)
 {
     __shared__ double red[32];
-    cuda_pdl_enter();
+    cuda_pdl_enter_pf(pf);
     int64_t row = (int64_t)blockIdx.x * n;
     float *xr = x + row, *hr = h + row, *orow = o + row;
     double ss = 0.0;
@@ -145,10 +145,10 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     }
     if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel, x, h, o, w_o,
-                        eps_o, w_h, eps_h, n, xq, xd, early);
+                        eps_o, w_h, eps_h, n, xq, xd, early, cuda_pf_take(c));
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
-                        w_h, eps_h, n);
+                        w_h, eps_h, n, cuda_pf_take(c));
     else {   /* one of them misaligned (no caller does this): the sequence itself */
         cuda_rmsnorm(c, o, o, w_o, n_rows, n, eps_o);
         cuda_add(c, x, o, n_rows * n);
@@ -182,11 +182,11 @@ struct prep_params {
  * first, then its key heads, which also store the value row of their head. The norm sums
  * in rmsnorm_kernel's order (rows of head_dim <= 256 never take the float4 kernel); the
  * row then goes through shared memory, since a RoPE pair spans two threads' elements. */
-static __global__ void attn_prep_kernel(prep_params p)
+static __global__ void attn_prep_kernel(prep_params p, l2_pf pf)
 {
     __shared__ double red[32];
     __shared__ float row[PREP_MAX_DIM];
-    cuda_pdl_enter();
+    cuda_pdl_enter_pf(pf);
     int per_token = p.n_qb + p.n_head_kv, D = p.head_dim;
     int t = blockIdx.x / per_token, hh = blockIdx.x % per_token, hk = hh - p.n_qb;
     bool is_q = hk < 0;
@@ -256,6 +256,6 @@ void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)
     p.head_dim = a->head_dim;
     p.n_qb = a->q && (a->q_norm || a->rope) ? a->n_head : 0;
     unsigned blocks = (unsigned)((int64_t)a->n_tokens * (p.n_qb + p.n_head_kv));
-    cuda_launch_dep(c, dim3(blocks), dim3(rms_threads(a->head_dim)), 0, attn_prep_kernel, p);
+    cuda_launch_dep(c, dim3(blocks), dim3(rms_threads(a->head_dim)), 0, attn_prep_kernel, p, cuda_pf_take(c));
     CUDA_LAUNCHED(c, "attn_prep");
 }

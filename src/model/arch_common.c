@@ -200,6 +200,8 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     float *ys[4] = {s->q, s->k, s->v, s->g};
     const struct be_weight *ws[4] = {&L->wq, &L->wk, &L->wv, o->gate};
     matmul_n(be, o->gate ? 4 : 3, ys, ws, s->h, T);
+    if (op->prefetch && o->next)   /* read while attention runs */
+        op->prefetch(be, 1, &o->next);
     struct kv_layer *c = &kv->layers[il];
     struct be_attn_prep_args p = {
         .q = s->q, .k = s->k, .v = s->v, .eps = hp->eps,
