@@ -57,6 +57,8 @@ int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_to
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
+int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
+long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
 #define DT_Q4_K_T16 0x103   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
 #define DT_Q6_K_T16 0x104
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -1809,6 +1811,118 @@ static void test_attn_prep(void)
 #undef PREP
 }
 
+/* matmul_attn_prep (q/k/v/gate GEMV + attn_prep; folded into the GEMV for one token) against
+ * matmul_n then attn_prep: q, k, v, gate and both caches bit for bit, and the fold taken where
+ * it should be (one token, GEMV v3) */
+static void check_prep_fold(uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms, int64_t k,
+                            int T, int32_t p0, uint32_t kv_type, bool want)
+{
+    struct glim_err err = {0};
+    int64_t rows[4] = {(int64_t)H * D, (int64_t)Hkv * D, (int64_t)Hkv * D, (int64_t)H * D};
+    uint32_t types[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, vtype, GLIM_TYPE_Q4_K};
+    struct be_weight hw[4], dw[4];
+    bool ok = true;
+    for (int i = 0; i < 4; i++) {
+        hw[i] = make_weight(types[i], k, rows[i]);
+        dw[i] = hw[i];
+        ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
+    }
+    CHECK(ok);
+    float *gq = rand_vec(D, 2.0f), *gk = rand_vec(D, 2.0f), *h = rand_vec(k * T, 1.0f);
+    struct be_weight hwq, dwq, hwk, dwk;
+    norm_weight(gq, D, &hwq, &dwq);
+    norm_weight(gk, D, &hwk, &dwk);
+    int64_t n_slots = 300;
+    size_t cb = (size_t)n_slots * Hkv * D * kv_elem(kv_type), yb[4];
+    uint8_t *cache0 = malloc(2 * cb);
+    for (size_t i = 0; i < 2 * cb; i++)
+        cache0[i] = (uint8_t)rnd();
+    int32_t pos[4];
+    for (int t = 0; t < T; t++)
+        pos[t] = p0 + t;
+    void *out[2][6];
+    long used[2];
+    for (int pass = 0; ok && pass < 2; pass++) {   /* folded, then the two ops */
+        CHECK_EQ(backend_cuda_set_prep_fold(be, pass == 0), GLIM_OK);
+        float *dh = to_dev(h, (size_t)k * T * 4), *ys[4];
+        for (int i = 0; i < 4; i++) {
+            yb[i] = (size_t)rows[i] * T * 4;
+            ys[i] = be->i->alloc(be, yb[i]);
+        }
+        void *dkc = to_dev(cache0, cb), *dvc = to_dev(cache0 + cb, cb);
+        int32_t *dpos = to_dev(pos, (size_t)T * 4);
+        struct be_attn_prep_args a = {
+            .q = ys[0], .k = ys[1], .v = ys[2], .q_norm = norms ? &dwq : NULL, .k_norm = norms ? &dwk : NULL,
+            .eps = 1e-6f, .rope = n_rot > 0, .neox = neox, .n_rot = n_rot, .rope_base = 10000.0f,
+            .k_cache = dkc, .v_cache = dvc, .kv_type = kv_type, .n_slots = n_slots, .n_tokens = T, .pos = dpos,
+            .n_head = H, .n_head_kv = Hkv, .head_dim = D,
+        };
+        const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]};
+        long used0 = backend_cuda_prep_used(be);
+        be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
+        used[pass] = backend_cuda_prep_used(be) - used0;
+        for (int i = 0; i < 4; i++) {
+            out[pass][i] = malloc(yb[i]);
+            from_dev(out[pass][i], ys[i], yb[i]);
+            be->i->release(be, ys[i]);
+        }
+        out[pass][4] = malloc(cb), out[pass][5] = malloc(cb);
+        from_dev(out[pass][4], dkc, cb);
+        from_dev(out[pass][5], dvc, cb);
+        be->i->release(be, dh), be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
+    }
+    CHECK_EQ(backend_cuda_set_prep_fold(be, true), GLIM_OK);
+    if (ok) {
+        char what[160];
+        snprintf(what, sizeof what, "prep_fold v %s heads %d/%d dim %d rot %d%s norms %d k %lld tokens %d p0 %d %s",
+                 quant_type_name(vtype), H, Hkv, D, n_rot, neox ? " neox" : "", norms, (long long)k, T, (int)p0,
+                 quant_type_name(kv_type));
+        CHECK_EQ(used[0], want ? 1 : 0);
+        CHECK_EQ(used[1], 0);
+        static const char *names[6] = {"q", "k", "v", "gate", "k cache", "v cache"};
+        size_t nb[6] = {yb[0], yb[1], yb[2], yb[3], cb, cb};
+        for (int i = 0; i < 6; i++) {
+            CHECK(same_bytes(out[0][i], out[1][i], nb[i], what, names[i]));
+            free(out[0][i]), free(out[1][i]);
+        }
+    }
+    be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
+    for (int i = 0; i < 4; i++) {
+        be->i->weight_clear(be, &dw[i]);
+        free((void *)hw[i].host);
+    }
+    free(gq), free(gk), free(h), free(cache0);
+}
+
+static void test_prep_fold(void)
+{
+    if (!be->i->matmul_attn_prep || exact_mode) {
+        printf("  matmul_attn_prep: not offered (GLIM_CUDA_FUSE=0?) or exact, skipped\n");
+        return;
+    }
+    int ver = backend_cuda_get_gemv(be), persist0 = backend_cuda_get_gemv_persist(be);
+    bool v3 = ver == 3;   /* the fold lives in GEMV v3 (plain and persistent) */
+    for (int p = 0; p <= 1; p++) {
+        CHECK_EQ(backend_cuda_set_gemv_persist(be, p ? (persist0 ? persist0 : 4) : 0), GLIM_OK);
+        /* Muse Glimmer: a sliding layer (QK-norm, NORM RoPE; v Q6_K: mixed kinds, the plain v3), a
+         * global one (NoPE), one kind (the persistent v3 when on) */
+        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, v3);
+        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 1024, 1, 299, GLIM_TYPE_BF16, v3);
+        check_prep_fold(GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 7, GLIM_TYPE_F16, v3);
+        /* head_dim 64 NEOX, 256, 80 (rows per warp divide it); no norms (llama); F32 cache */
+        check_prep_fold(GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_F32, v3);
+        check_prep_fold(GLIM_TYPE_Q6_K, 8, 2, 256, 256, false, true, 512, 1, 5, GLIM_TYPE_BF16, v3);
+        check_prep_fold(GLIM_TYPE_Q4_K, 10, 2, 80, 80, false, false, 256, 1, 77, GLIM_TYPE_F16, v3);
+        check_prep_fold(GLIM_TYPE_Q4_K, 8, 8, 128, 32, false, false, 256, 1, 3, GLIM_TYPE_F32, v3);
+        /* more than one token: the two ops */
+        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
+    }
+    CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
+    if (backend_cuda_set_gemv(be, 2) == GLIM_OK)   /* v2: no fold, same bits */
+        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, false);
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+}
+
 static void test_errors(void)
 {
     struct glim_err err = {0};
@@ -1858,6 +1972,7 @@ int main(void)
     RUN(test_add_rmsnorm);
     RUN(test_add_rmsnorm_xq);
     RUN(test_attn_prep);
+    RUN(test_prep_fold);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
     backend_free(be);

@@ -162,6 +162,9 @@ struct backend_i {
                         float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n);
     /* = rmsnorm(q), rmsnorm(k), rope(q), rope(k), kv_store as struct be_attn_prep_args says */
     void (*attn_prep)(struct backend *be, const struct be_attn_prep_args *a);
+    /* = matmul_n(n, ys, ws, x, n_rows) then attn_prep(a), where ys[0..2] are a's q, k, v */
+    void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
+                             const float *x, int n_rows, const struct be_attn_prep_args *a);
 
     /* ---- optional hint: NULL = none; never changes a result ----
      * The next matmul but one (after the op that follows this call) reads ws[0..n), in that

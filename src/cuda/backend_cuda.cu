@@ -383,6 +383,24 @@ static void be_attn_prep(struct backend *be, const struct be_attn_prep_args *a)
     cuda_attn_prep(ctx_of(be), a);
 }
 
+/* One token's q/k/v(/gate) GEMV (v3) runs attn_prep in the last warp of each head (ctx->prep_fold,
+ * the default; GLIM_CUDA_PREP_FOLD=0 off): no attn_prep launch. Else the two ops. */
+static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
+                                const float *x, int n_rows, const struct be_attn_prep_args *a)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    c->pf.n = 0;
+    c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? a : NULL;
+    c->prep_taken = false;
+    cuda_matmul_n(c, n, ys, ws, x, n_rows);
+    c->prep_req = NULL;
+    cuda_xq_forget(c);
+    if (!c->prep_taken)
+        cuda_attn_prep(c, a);
+    else
+        c->prep_used++;
+}
+
 /* Row-major weights (v3 reads them in row order, a grid's first wave the first rows) are
  * pulled into L2 in order, up to ctx->pf_budget bytes, by the next attn_prep or add_rmsnorm.
  * Tiles (v5) are left alone: each v5 warp starts at its own place in the matrix, and pulling
@@ -503,6 +521,7 @@ static void be_destroy(struct backend *be)
             cuda_buf_release(c, &c->v5_cnt);
             cuda_buf_release(c, &c->glu_q);
             cuda_buf_release(c, &c->glu_cnt);
+            cuda_buf_release(c, &c->prep_cnt);
             cudaStreamSynchronize(c->stream);
         }
         if (c->cublas)
@@ -548,6 +567,7 @@ static struct backend_i cuda_ops(bool fused)
         o.matmul_pair_glu = be_matmul_pair_glu;
         o.add_rmsnorm = be_add_rmsnorm;
         o.attn_prep = be_attn_prep;
+        o.matmul_attn_prep = be_matmul_attn_prep;
     }
     o.prefetch = be_prefetch;
     o.graph_begin = be_graph_begin;
@@ -637,6 +657,21 @@ extern "C" long backend_cuda_glu_used(struct backend *be)
 
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
  * GLIM_EINVAL if not a CUDA backend or out of range. */
+/* matmul_attn_prep folds attn_prep into the q/k/v GEMV (on, the default) or runs the two ops */
+extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
+{
+    if (!is_cuda(be))
+        return GLIM_EINVAL;
+    ctx_of(be)->prep_fold = on;
+    return GLIM_OK;
+}
+
+/* how many matmul_attn_prep calls the GEMV prepared (tests); -1 if not a CUDA backend */
+extern "C" long backend_cuda_prep_used(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->prep_used : -1;
+}
+
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
 {
     if (!is_cuda(be) || ctas_per_sm < 0 || ctas_per_sm > 8)
@@ -740,6 +775,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
+    const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
+    c->prep_fold = !(f_prep && strcmp(f_prep, "0") == 0);
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");

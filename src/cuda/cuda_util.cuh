@@ -106,6 +106,11 @@ struct cuda_ctx {
     int64_t         glu_k;
     bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
     bool            v5_nr;             /* 2..16 rows of Q4_K/Q6_K tiles on v5 (default; GLIM_CUDA_V5_NR=0: v2) */
+    struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
+    const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
+    bool            prep_taken;        /* ... and it did */
+    bool            prep_fold;         /* matmul_attn_prep folds (default; GLIM_CUDA_PREP_FOLD=0 off) */
+    long            prep_used;         /* ... times it did (tests) */
     struct l2_pf    pf;                /* pending prefetch (be_prefetch; taken by cuda_pf_take) */
     int             pf_mode;           /* 0 off, CUDA_PF_BULK, CUDA_PF_LINE (GLIM_CUDA_PF) */
     bool            pf_early;          /* issue before the PDL wait (GLIM_CUDA_PF_EARLY=1) */
@@ -256,7 +261,9 @@ extern "C" int backend_cuda_get_gemv_persist(struct backend *be);               
 extern "C" int backend_cuda_get_gemv(struct backend *be);                            /* -1: not CUDA */
 extern "C" int backend_cuda_set_t16(struct backend *be, bool on);
 extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matmul_pair_glu fuses SwiGLU */
-extern "C" long backend_cuda_glu_used(struct backend *be);   /* T16 layout for weights initialised from now */
+extern "C" long backend_cuda_glu_used(struct backend *be);
+extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
+extern "C" long backend_cuda_prep_used(struct backend *be);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

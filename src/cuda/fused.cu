@@ -3,13 +3,14 @@
  * where the model would launch several small ones (each launch costs ~2-3 us even
  * inside a CUDA graph, and a decode step had ~22 per layer).
  *   add_rmsnorm: rmsnorm(o -> o), add(x, o), rmsnorm(x -> h)      (3 -> 1)
- *   attn_prep:   rmsnorm q, rmsnorm k, rope q, rope k, kv_store   (up to 5 -> 1)
+ *   attn_prep:   rmsnorm q, rmsnorm k, rope q, rope k, kv_store   (up to 5 -> 1; a warp
+ *                per head, attn_prep.cuh, which the q/k/v GEMV can also run: 0 launches)
  * Each must be bit for bit the sequence it replaces (so GLIM_CUDA_FUSE=0 changes no
  * output): the arithmetic comes from rowops.cuh, as in the separate kernels, and every
  * double reduction uses the thread mapping and block size those kernels use.
  * Positions are read from device memory; nothing allocates: graph-capturable.
  */
-#include "rowops.cuh"
+#include "attn_prep.cuh"
 
 /* ---- add_rmsnorm ----------------------------------------------------------------- */
 
@@ -161,81 +162,24 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
 
 /* ---- attn_prep --------------------------------------------------------------------- */
 
-#define PREP_MAX_DIM 256   /* as attention (attn_decode.cu ATTN_MAX_DIM) */
+#define PREP_WARPS 4   /* warps per block of attn_prep_kernel, one (token, head) each */
 
-struct prep_params {
-    float         *q, *k;
-    const float   *v, *q_norm, *k_norm;
-    float          eps;
-    bool           rope, neox;
-    int            n_rot;
-    float          rope_base;
-    void          *k_cache, *v_cache;
-    uint32_t       kv_type;
-    int64_t        n_slots;
-    const int32_t *pos;
-    int            n_head, n_head_kv, head_dim;
-    int            n_qb;   /* query blocks per token: n_head, or 0 when q has nothing to do */
-};
-
-/* One block of rms_threads(head_dim) threads per (token, head): the token's query heads
- * first, then its key heads, which also store the value row of their head. The norm sums
- * in rmsnorm_kernel's order (rows of head_dim <= 256 never take the float4 kernel); the
- * row then goes through shared memory, since a RoPE pair spans two threads' elements. */
-static __global__ void attn_prep_kernel(prep_params p, l2_pf pf)
+/* The token's query heads first, then its key heads (which also store the value row of their
+ * head): attn_prep.cuh prep_head_warp. */
+static __global__ void __launch_bounds__(PREP_WARPS * 32) attn_prep_kernel(prep_params p, int n_items, l2_pf pf)
 {
-    __shared__ double red[32];
-    __shared__ float row[PREP_MAX_DIM];
+    __shared__ float row[PREP_WARPS][PREP_MAX_DIM];
     cuda_pdl_enter_pf(pf);
-    int per_token = p.n_qb + p.n_head_kv, D = p.head_dim;
-    int t = blockIdx.x / per_token, hh = blockIdx.x % per_token, hk = hh - p.n_qb;
-    bool is_q = hk < 0;
-    float *src = is_q ? p.q + ((int64_t)t * p.n_head + hh) * D : p.k + ((int64_t)t * p.n_head_kv + hk) * D;
-    const float *w = is_q ? p.q_norm : p.k_norm;
-    float r = 0.0f;
-    if (w) {   /* uniform over the block: block_sum's barriers are safe */
-        double ss = 0.0;
-        for (int i = threadIdx.x; i < D; i += blockDim.x)
-            ss += (double)src[i] * src[i];
-        r = rms_scale(block_sum(ss, red), D, p.eps);
-    }
-    for (int i = threadIdx.x; i < D; i += blockDim.x)
-        row[i] = w ? rms_apply(src[i], r, w, i) : src[i];
-    __syncthreads();
-    int32_t pos = p.pos[t];
-    if (p.rope) {
-        for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
-            float cs, sn;
-            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
-            rope_pair(row, i, p.n_rot, p.neox, cs, sn);
-        }
-        __syncthreads();
-    }
-    for (int i = threadIdx.x; i < D; i += blockDim.x)
-        src[i] = row[i];
-    if (is_q)
-        return;
-    int64_t kv_dim = (int64_t)p.n_head_kv * D, slot = (int64_t)pos % p.n_slots;
-    const float *vr = p.v + t * kv_dim + (int64_t)hk * D;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        int64_t at = slot * kv_dim + (int64_t)hk * D + i;
-        kv_put(p.k_cache, p.kv_type, at, row[i]);
-        kv_put(p.v_cache, p.kv_type, at, vr[i]);
-    }
+    int warp = threadIdx.x >> 5, item = blockIdx.x * PREP_WARPS + warp, per_token = p.n_qb + p.n_head_kv;
+    if (item < n_items)
+        prep_head_warp(p, item / per_token, item % per_token, row[warp], threadIdx.x & 31);
 }
 
-void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)
+bool cuda_prep_params(const struct be_attn_prep_args *a, prep_params *out)
 {
-    if (a->n_tokens <= 0)
-        return;
-    if (a->head_dim > PREP_MAX_DIM || !kv_type_ok(a->kv_type)) {
-        cuda_check(c, cudaErrorInvalidValue, "attn_prep: head_dim > 256 or kv_type not F32/F16/BF16", __FILE__,
-                   __LINE__);
-        return;
-    }
-    if (c->dbg_skip & CUDA_SKIP_PREP)
-        return;
-    prep_params p;
+    if (a->head_dim > PREP_MAX_DIM || !kv_type_ok(a->kv_type))
+        return false;
+    prep_params &p = *out;
     p.q = a->q;
     p.k = a->k;
     p.v = a->v;
@@ -255,7 +199,23 @@ void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)
     p.n_head_kv = a->n_head_kv;
     p.head_dim = a->head_dim;
     p.n_qb = a->q && (a->q_norm || a->rope) ? a->n_head : 0;
-    unsigned blocks = (unsigned)((int64_t)a->n_tokens * (p.n_qb + p.n_head_kv));
-    cuda_launch_dep(c, dim3(blocks), dim3(rms_threads(a->head_dim)), 0, attn_prep_kernel, p, cuda_pf_take(c));
+    return true;
+}
+
+void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)
+{
+    if (a->n_tokens <= 0)
+        return;
+    prep_params p;
+    if (!cuda_prep_params(a, &p)) {
+        cuda_check(c, cudaErrorInvalidValue, "attn_prep: head_dim > 256 or kv_type not F32/F16/BF16", __FILE__,
+                   __LINE__);
+        return;
+    }
+    if (c->dbg_skip & CUDA_SKIP_PREP)
+        return;
+    int n_items = a->n_tokens * (p.n_qb + p.n_head_kv);
+    cuda_launch_dep(c, dim3((unsigned)((n_items + PREP_WARPS - 1) / PREP_WARPS)), dim3(PREP_WARPS * 32), 0,
+                    attn_prep_kernel, p, n_items, cuda_pf_take(c));
     CUDA_LAUNCHED(c, "attn_prep");
 }

@@ -198,18 +198,18 @@ struct gemv_task {
     wview8  v;
     float  *y;
     int64_t row0;
-    int     kind, rw;
+    int     kind, rw, part;
 };
 
 static __device__ __forceinline__ gemv_task job_task(const gemv_job &job, int64_t task)
 {
-    gemv_task t = {job.p[0].v, job.p[0].y, 0, job.p[0].kind, job.p[0].rw};
+    gemv_task t = {job.p[0].v, job.p[0].y, 0, job.p[0].kind, job.p[0].rw, 0};
     int64_t task0 = 0;
 #pragma unroll
     for (int i = 1; i < GEMV_MAX_PARTS; i++)
         if (i < job.n_parts && task >= job.p[i].task0) {
             t.v = job.p[i].v, t.y = job.p[i].y, task0 = job.p[i].task0;
-            t.kind = job.p[i].kind, t.rw = job.p[i].rw;
+            t.kind = job.p[i].kind, t.rw = job.p[i].rw, t.part = i;
         }
     t.row0 = (task - task0) * t.rw;
     return t;
@@ -265,8 +265,13 @@ gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
     if (trig)   /* (pdl_all) the next kernel waits for this grid; it may be scheduled in the last wave */
         cuda_pdl_trigger();
     int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
-    if (task < job.n_tasks)
-        gemv3_task<NR, KS>(job, task, xq, xd, nr);
+    if (task >= job.n_tasks)
+        return;
+    gemv3_task<NR, KS>(job, task, xq, xd, nr);
+    if (job.prep_cnt) {
+        gemv_task t = job_task(job, task);
+        gemv_prep_arrive(job, t.part, t.row0, threadIdx.x & 31);
+    }
 }
 
 /* Persistent v3 (opt-in, GLIM_CUDA_GEMV_PERSIST=k: k CTAs per SM): a grid the GPU holds at
@@ -285,6 +290,8 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
     for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride) {
         gemv_task t = job_task(job, task);
         gemv3_rows<W, 1, RW, W::U / RW>(t.v, t.row0, xq, xd, t.y, 1, lane);
+        if (job.prep_cnt)
+            gemv_prep_arrive(job, t.part, t.row0, lane);
     }
 }
 
@@ -517,6 +524,26 @@ bool cuda_q8_batchable(int n, const struct be_weight *const *ws)
     return true;
 }
 
+/* In matmul_attn_prep (c->prep_req): when parts 0, 1, 2 of this one-token job are its q, k and v
+ * with whole heads per task, the job runs attn_prep itself (gemv_prep_arrive) and says so in
+ * c->prep_taken */
+static void prep_plan(struct cuda_ctx *c, gemv_job &job, int n, float *const *ys, const struct be_weight *const *ws)
+{
+    const struct be_attn_prep_args *a = c->prep_req;
+    if (!a || a->n_tokens != 1 || n < 3 || ys[0] != a->q || ys[1] != a->k || ys[2] != a->v)
+        return;
+    int64_t D = a->head_dim;
+    if (ws[0]->n != a->n_head * D || ws[1]->n != a->n_head_kv * D || ws[2]->n != a->n_head_kv * D ||
+        D % job.p[0].rw || D % job.p[1].rw || D % job.p[2].rw || !cuda_prep_params(a, &job.prep))
+        return;
+    size_t bytes = (size_t)(a->n_head + a->n_head_kv) * 4, had = c->prep_cnt.nbytes;
+    if (!cuda_buf_reserve(c, &c->prep_cnt, bytes) ||
+        (c->prep_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->prep_cnt.p, 0, c->prep_cnt.nbytes, c->stream))))
+        return;
+    job.prep_cnt = (unsigned *)c->prep_cnt.p;
+    c->prep_taken = true;
+}
+
 void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
                       const float *x, int n_rows, const float *g, int act)
 {
@@ -574,6 +601,8 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     }
     job.n_parts = n;
     job.n_tasks = tasks;
+    if (!v4 && n_rows == 1)
+        prep_plan(c, job, n, ys, ws);
     if (v4 && cuda_gemv4(c, job, xq, xd)) {
         CUDA_LAUNCHED(c, "matmul q8 v4");
         return;

@@ -10,6 +10,7 @@
 #ifndef GLIM_GEMV_SLOTS_CUH
 #define GLIM_GEMV_SLOTS_CUH
 
+#include "attn_prep.cuh"
 #include "cuda_util.cuh"
 
 #include <cuda_fp16.h>
@@ -417,10 +418,39 @@ struct gemv_part {
 };
 
 struct gemv_job {
-    gemv_part p[GEMV_MAX_PARTS];
-    int       n_parts;
-    int64_t   n_tasks;
+    gemv_part   p[GEMV_MAX_PARTS];
+    int         n_parts;
+    int64_t     n_tasks;
+    unsigned   *prep_cnt;   /* != NULL: parts 0, 1, 2 are q, k, v of one token, and the last warp to
+                             * finish a head's rows (q head; k and v head together) runs attn_prep
+                             * on it (gemv_prep_arrive); per head the tasks arrived, 0 between launches */
+    prep_params prep;
 };
+
+/* After a warp stored rows [row0, row0 + rw) of part `part` of a job with prep_cnt: count them
+ * for their head, and if they were the head's last, prepare it (attn_prep.cuh). rw divides
+ * head_dim (the launcher checks), so a task never spans two heads. */
+static __device__ __forceinline__ void gemv_prep_arrive(const gemv_job &job, int part, int64_t row0, int lane)
+{
+    __shared__ float prep_row[Q8_WARPS][PREP_MAX_DIM];
+    const prep_params &p = job.prep;
+    if (part > 2 || (part == 0 && p.n_qb == 0))
+        return;
+    int D = p.head_dim, head = (int)(row0 / D);
+    int slot = part == 0 ? head : p.n_head + head;
+    unsigned need = part == 0 ? (unsigned)(D / job.p[0].rw) : (unsigned)(D / job.p[1].rw + D / job.p[2].rw);
+    __threadfence();   /* the rows are visible before the count says so */
+    __syncwarp();
+    unsigned done = 0;
+    if (lane == 0)
+        done = atomicAdd(&job.prep_cnt[slot], 1u);
+    if (__shfl_sync(0xffffffffu, done, 0) != need - 1)
+        return;
+    __threadfence();
+    prep_head_warp(p, 0, part == 0 ? head : p.n_qb + head, prep_row[threadIdx.x >> 5], lane);
+    if (lane == 0)
+        job.prep_cnt[slot] = 0u;   /* for the next launch */
+}
 
 /* gemv_stream.cu: GEMV v4 for one activation row of a job of Q4_K/Q6_K weights with
  * rw = 1 (then task = row); false = not launched (other kinds, T16 ones too, or v4 is off) */

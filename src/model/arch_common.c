@@ -199,9 +199,6 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     /* q [T][H*D], k and v [T][Hkv*D], and the output gate [T][H*D] when there is one */
     float *ys[4] = {s->q, s->k, s->v, s->g};
     const struct be_weight *ws[4] = {&L->wq, &L->wk, &L->wv, o->gate};
-    matmul_n(be, o->gate ? 4 : 3, ys, ws, s->h, T);
-    if (op->prefetch && o->next)   /* read while attention runs */
-        op->prefetch(be, 1, &o->next);
     struct kv_layer *c = &kv->layers[il];
     struct be_attn_prep_args p = {
         .q = s->q, .k = s->k, .v = s->v, .eps = hp->eps,
@@ -211,7 +208,15 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type, .n_slots = c->n_slots,
         .n_tokens = T, .pos = s->pos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
     };
-    arch_attn_prep(be, &p);
+    int n = o->gate ? 4 : 3;
+    if (op->matmul_attn_prep) {
+        op->matmul_attn_prep(be, n, ys, ws, s->h, T, &p);
+    } else {
+        matmul_n(be, n, ys, ws, s->h, T);
+        arch_attn_prep(be, &p);
+    }
+    if (op->prefetch && o->next)   /* read while attention runs */
+        op->prefetch(be, 1, &o->next);
     struct be_attn_args a = {
         .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
         .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,

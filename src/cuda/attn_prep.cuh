@@ -1,0 +1,87 @@
+/*
+ * attn_prep.cuh — private to src/cuda: attn_prep's work for one (token, head) done by one
+ * warp: rmsnorm of the head (q or k), RoPE, and for a key head the store of its K and V rows.
+ * The fused attn_prep kernel (fused.cu) runs it a warp per head; the q/k/v GEMV (gemv_q8.cu)
+ * runs it in the last warp to finish a head's rows, so no kernel of its own is launched.
+ * Bit for bit the separate ops: the sum of squares is added in rmsnorm_kernel's order for
+ * rows of <= 256 (rms_threads: 64 threads, thread i takes elements i, i + 64, ..; block_sum
+ * adds the two warps' butterflies), which one warp reproduces as lanes l and l + 32.
+ */
+#ifndef GLIM_CUDA_ATTN_PREP_CUH
+#define GLIM_CUDA_ATTN_PREP_CUH
+
+#include "rowops.cuh"
+
+#define PREP_MAX_DIM 256   /* as attention (attn_decode.cu ATTN_MAX_DIM) */
+
+struct prep_params {
+    float         *q, *k;
+    const float   *v, *q_norm, *k_norm;
+    float          eps;
+    bool           rope, neox;
+    int            n_rot;
+    float          rope_base;
+    void          *k_cache, *v_cache;
+    uint32_t       kv_type;
+    int64_t        n_slots;
+    const int32_t *pos;
+    int            n_head, n_head_kv, head_dim;
+    int            n_qb;   /* query heads to prepare per token: n_head, or 0 when q has nothing to do */
+};
+
+/* fused.cu: p from a; false when the shapes are not attn_prep's (head_dim > 256, kv_type) */
+bool cuda_prep_params(const struct be_attn_prep_args *a, prep_params *out);
+
+/* the butterfly block_sum runs within a warp */
+static __device__ __forceinline__ double warp_sum_d(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Token t, head hh (< n_qb: query head hh, else key head hh - n_qb) by the calling warp;
+ * row: PREP_MAX_DIM floats of shared memory of this warp's own. Reads the head through L2
+ * (another SM may have written it just now). */
+static __device__ __forceinline__ void prep_head_warp(const prep_params &p, int t, int hh, float *row, int lane)
+{
+    int D = p.head_dim, hk = hh - p.n_qb;
+    bool is_q = hk < 0;
+    float *src = is_q ? p.q + ((int64_t)t * p.n_head + hh) * D : p.k + ((int64_t)t * p.n_head_kv + hk) * D;
+    const float *w = is_q ? p.q_norm : p.k_norm;
+    float r = 0.0f;
+    if (w) {
+        double s0 = 0.0, s1 = 0.0;   /* rmsnorm_kernel's threads l and l + 32 */
+        for (int i = lane; i < D; i += 64)
+            s0 += (double)__ldcg(src + i) * __ldcg(src + i);
+        for (int i = lane + 32; i < D; i += 64)
+            s1 += (double)__ldcg(src + i) * __ldcg(src + i);
+        r = rms_scale(warp_sum_d(s0) + warp_sum_d(s1), D, p.eps);
+    }
+    for (int i = lane; i < D; i += 32)
+        row[i] = w ? rms_apply(__ldcg(src + i), r, w, i) : __ldcg(src + i);
+    __syncwarp();
+    int32_t pos = p.pos[t];
+    if (p.rope) {
+        for (int i = lane; i < p.n_rot / 2; i += 32) {
+            float cs, sn;
+            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
+            rope_pair(row, i, p.n_rot, p.neox, cs, sn);
+        }
+        __syncwarp();
+    }
+    for (int i = lane; i < D; i += 32)
+        src[i] = row[i];
+    if (!is_q) {
+        int64_t kv_dim = (int64_t)p.n_head_kv * D, slot = (int64_t)pos % p.n_slots;
+        const float *vr = p.v + t * kv_dim + (int64_t)hk * D;
+        for (int i = lane; i < D; i += 32) {
+            int64_t at = slot * kv_dim + (int64_t)hk * D + i;
+            kv_put(p.k_cache, p.kv_type, at, row[i]);
+            kv_put(p.v_cache, p.kv_type, at, __ldcg(vr + i));
+        }
+    }
+    __syncwarp();   /* row is free for the warp's next head */
+}
+
+#endif
