@@ -638,15 +638,34 @@ extern "C" int backend_cuda_set_t16(struct backend *be, bool on)
     return GLIM_OK;
 }
 
-/* matmul_pair_glu lets the gate/up GEMV (v5, one row) quantize silu(gate) * up for the down
- * projection (on), or leaves it to matmul_glu's quantizer (off). Default: on, off when
- * GLIM_CUDA_GLU_FUSE is "0" at creation. GLIM_EINVAL if not a CUDA backend. */
-extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
+/* one of the context's on/off switches; GLIM_EINVAL if not a CUDA backend */
+static int set_switch(struct backend *be, bool cuda_ctx::*sw, bool on)
 {
     if (!is_cuda(be))
         return GLIM_EINVAL;
-    ctx_of(be)->glu_fuse = on;
+    ctx_of(be)->*sw = on;
     return GLIM_OK;
+}
+
+/* matmul_pair_glu lets the gate/up GEMV (v5, one row) quantize silu(gate) * up for the down
+ * projection (on), or leaves it to matmul_glu's quantizer (off). Default: on, off when
+ * GLIM_CUDA_GLU_FUSE is "0" at creation. */
+extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::glu_fuse, on);
+}
+
+/* matmul_attn_prep folds attn_prep into the q/k/v GEMV (on) or runs the two ops (off). Default:
+ * on, off when GLIM_CUDA_PREP_FOLD is "0" at creation. */
+extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::prep_fold, on);
+}
+
+/* how many matmul_attn_prep calls the GEMV prepared (tests); -1 if not a CUDA backend */
+extern "C" long backend_cuda_prep_used(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->prep_used : -1;
 }
 
 /* How many matmuls took the gate/up GEMV's SwiGLU copy instead of quantizing (tests) */
@@ -657,21 +676,6 @@ extern "C" long backend_cuda_glu_used(struct backend *be)
 
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
  * GLIM_EINVAL if not a CUDA backend or out of range. */
-/* matmul_attn_prep folds attn_prep into the q/k/v GEMV (on, the default) or runs the two ops */
-extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
-{
-    if (!is_cuda(be))
-        return GLIM_EINVAL;
-    ctx_of(be)->prep_fold = on;
-    return GLIM_OK;
-}
-
-/* how many matmul_attn_prep calls the GEMV prepared (tests); -1 if not a CUDA backend */
-extern "C" long backend_cuda_prep_used(struct backend *be)
-{
-    return is_cuda(be) ? ctx_of(be)->prep_used : -1;
-}
-
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
 {
     if (!is_cuda(be) || ctas_per_sm < 0 || ctas_per_sm > 8)

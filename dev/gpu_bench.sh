@@ -1,10 +1,12 @@
 #!/bin/bash
-# dev/gpu_skip.sh — one device call (repo root on the GPU machine): the new defaults (NORM_EARLY=2,
-# GLU fold) through the goldens and the op tests, then what each small kernel costs in the decode
-# graph: tg128 with it left out (GLIM_CUDA_DBG_SKIP bits: 1 attn_prep, 2 attention, 4 add_rmsnorm,
-# 8 quantize_x; wrong output, timing only). 15 = the GEMVs alone: the floor of today's GEMVs.
+# dev/gpu_bench.sh — one device call (repo root on the GPU machine): build the CLI, the GPU goldens
+# and the op test; the goldens and chosen op tests; then the 30B preset (glim mkmodel): pp512/tg128
+# by default with graphs, tg128 without, tg128 with kernels left out (GLIM_CUDA_DBG_SKIP bits:
+# 1 attn_prep, 2 attention, 4 add_rmsnorm, 8 quantize_x; wrong output, timing only; 15 = the
+# GEMVs alone), tg128 under extra settings, and the default again (the spread between runs).
 set -u
-# GOLD, TESTS, SKIPS (" ": none), EXTRA (comma-joined env per run): lists that replace the defaults.
+# GOLD (env per goldens run), TESTS (op tests), SKIPS (" ": none), EXTRA (comma-joined env per tg run):
+# lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
 cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
@@ -19,6 +21,10 @@ done
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
   GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
 done
+if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test, when the call has time for it
+  timeout $OPS_S stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
+  grep -m8 FAIL /tmp/ops.log; cp /tmp/ops.log $O/
+fi
 wait $MK; tail -1 /tmp/mk.log
 python3 -c "import torch; p=torch.cuda.get_device_properties(0); print(\"L2 bytes\", p.L2_cache_size)" 2>/dev/null
 el "tests, model"
