@@ -1871,7 +1871,7 @@ static void check_prep_fold(uint32_t vtype, int H, int Hkv, int D, int n_rot, bo
         from_dev(out[pass][5], dvc, cb);
         be->i->release(be, dh), be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
     }
-    CHECK_EQ(backend_cuda_set_prep_fold(be, true), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_prep_fold(be, false), GLIM_OK);   /* the default */
     if (ok) {
         char what[160];
         snprintf(what, sizeof what, "prep_fold v %s heads %d/%d dim %d rot %d%s norms %d k %lld tokens %d p0 %d %s",

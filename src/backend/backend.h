@@ -166,12 +166,6 @@ struct backend_i {
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
 
-    /* ---- optional hint: NULL = none; never changes a result ----
-     * The next matmul but one (after the op that follows this call) reads ws[0..n), in that
-     * order. A backend may pull them into a cache while the ops in between run (on a GPU
-     * they are latency-bound and leave the memory bus idle). */
-    void (*prefetch)(struct backend *be, int n, const struct be_weight *const *ws);
-
     /* ---- optional: graph capture of a whole decode step (CUDA graphs) ----
      * NULL on backends without it. Between graph_begin and graph_end only ops are
      * called (no upload/download/alloc); every per-step value they read (ids, pos,

@@ -42,7 +42,6 @@ struct attn_params {
     int            tpc, tile, min_chunk;   /* split plan (v2, v4): tokens sharing one, key rounding */
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
-    l2_pf          pf;        /* v4's main kernel issues it (be_prefetch: Wo into L2 meanwhile) */
 };
 
 /* visible positions [lo, hi] of query t, as cpu_ref.c attn_range: causal (with window), or
@@ -648,7 +647,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     typedef typename Tr::elem E;
     const int S = D + 8, DK = D / 16, STAGE = 2 * ATTN4_KT * S;
     extern __shared__ uint4 smem_mma[];
-    cuda_pdl_enter_pf(a.pf);
+    cuda_pdl_enter();
     E *kv_s = (E *)smem_mma;
 
     int tg = blockIdx.x, s = blockIdx.y, kvh = blockIdx.z;
@@ -977,7 +976,6 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid) : attn_mma_dispatch<attn4_f16>(c, a, grid);
     if (failed || n_splits == 1)
         return true;
-    a.pf.n = 0;   /* issued by the main kernel */
     cuda_launch_dep(c, dim3((unsigned)((int64_t)x->n_tokens * x->n_head)), dim3(32 * ATTN4_COMBINE_WARPS), 0,
                     attn_combine4_kernel, a);
     CUDA_LAUNCHED(c, "attention v4 combine");
@@ -1010,7 +1008,6 @@ void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
     a.window = x->window;
     a.block = x->block;
     a.scale = x->scale;
-    a.pf = cuda_pf_take(c);
     bool dec = x->n_tokens <= ATTN4_DEC_TOKENS;
     if ((dec ? c->attn_dec_tc : c->attn_tc) && attn_mma_launch(c, x, a))
         return;

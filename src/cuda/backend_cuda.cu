@@ -280,14 +280,12 @@ static void be_get_rows(struct backend *be, float *y, const struct be_weight *w,
 
 static void be_matmul(struct backend *be, float *y, const struct be_weight *w, const float *x, int n_rows)
 {
-    ctx_of(be)->pf.n = 0;   /* a hint not taken by now is stale */
     cuda_matmul(ctx_of(be), y, w, x, n_rows);
 }
 
 static void be_matmul_n(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                         const float *x, int n_rows)
 {
-    ctx_of(be)->pf.n = 0;   /* a hint not taken by now is stale */
     cuda_matmul_n(ctx_of(be), n, ys, ws, x, n_rows);
 }
 
@@ -297,7 +295,6 @@ static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struc
                                const float *x, int n_rows, int act)
 {
     struct cuda_ctx *c = ctx_of(be);
-    c->pf.n = 0;
     c->glu_req = c->glu_fuse && act == BE_GLU_SILU && n_rows == 1;
     c->glu_x = NULL;
     cuda_matmul_n(c, 2, ys, ws, x, n_rows);
@@ -307,7 +304,6 @@ static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struc
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
                           int n_rows)
 {
-    ctx_of(be)->pf.n = 0;
     cuda_matmul_glu(ctx_of(be), y, w, x, g, act, n_rows);
 }
 
@@ -384,12 +380,11 @@ static void be_attn_prep(struct backend *be, const struct be_attn_prep_args *a)
 }
 
 /* One token's q/k/v(/gate) GEMV (v3) runs attn_prep in the last warp of each head (ctx->prep_fold,
- * the default; GLIM_CUDA_PREP_FOLD=0 off): no attn_prep launch. Else the two ops. */
+ * opt-in GLIM_CUDA_PREP_FOLD=1): no attn_prep launch. Else the two ops. */
 static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                                 const float *x, int n_rows, const struct be_attn_prep_args *a)
 {
     struct cuda_ctx *c = ctx_of(be);
-    c->pf.n = 0;
     c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? a : NULL;
     c->prep_taken = false;
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
@@ -399,32 +394,6 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
         cuda_attn_prep(c, a);
     else
         c->prep_used++;
-}
-
-/* Row-major weights (v3 reads them in row order, a grid's first wave the first rows) are
- * pulled into L2 in order, up to ctx->pf_budget bytes, by the next attn_prep or add_rmsnorm.
- * Tiles (v5) are left alone: each v5 warp starts at its own place in the matrix, and pulling
- * every warp's start measured slower (docs/PERFORMANCE.md 2026-12-03 15:38). */
-static void be_prefetch(struct backend *be, int n, const struct be_weight *const *ws)
-{
-    struct cuda_ctx *c = ctx_of(be);
-    c->pf.n = 0;
-    if (!c->pf_mode)
-        return;
-    size_t left = c->pf_budget;
-    for (int i = 0; i < n && c->pf.n < CUDA_PF_MAX && left >= 16; i++) {
-        const struct be_weight *w = ws[i];
-        if (!w || !w->dev || w->dev_type == CUDA_DT_Q4_K_T16 || w->dev_type == CUDA_DT_Q6_K_T16 ||
-            ((uintptr_t)w->dev & 15))
-            continue;
-        size_t b = w->nbytes < left ? w->nbytes : left;
-        b &= ~(size_t)15;   /* the bulk request's unit */
-        c->pf.p[c->pf.n] = (const uint8_t *)w->dev;
-        c->pf.bytes[c->pf.n++] = (uint32_t)b;
-        left -= b;
-    }
-    c->pf.mode = c->pf_mode;
-    c->pf.early = c->pf_early;
 }
 
 /* ---- CUDA graphs ------------------------------------------------------------------
@@ -569,7 +538,6 @@ static struct backend_i cuda_ops(bool fused)
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
     }
-    o.prefetch = be_prefetch;
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
     o.graph_launch = be_graph_launch;
@@ -656,7 +624,7 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
 }
 
 /* matmul_attn_prep folds attn_prep into the q/k/v GEMV (on) or runs the two ops (off). Default:
- * on, off when GLIM_CUDA_PREP_FOLD is "0" at creation. */
+ * off, on when GLIM_CUDA_PREP_FOLD is "1" at creation. */
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
 {
     return set_switch(be, &cuda_ctx::prep_fold, on);
@@ -780,7 +748,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
-    c->prep_fold = !(f_prep && strcmp(f_prep, "0") == 0);
+    /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
+    c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
@@ -808,13 +777,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         c->gemv_ver = c->gemv_ver == 5 ? 3 : c->gemv_ver;   /* v5's int8 mma needs sm_80 */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);
     c->pdl_all = c->pdl && !(f_pdl && strcmp(f_pdl, "1") == 0);
-    /* L2 prefetch of the next GEMV's row-major weights by the small kernels before it
-     * (be_prefetch): GLIM_CUDA_PF=0 off, 1 bulk requests (sm_90), 2 lines; not yet measured */
-    const char *f_pf = getenv("GLIM_CUDA_PF"), *f_pf_mb = getenv("GLIM_CUDA_PF_MB"), *f_pf_e = getenv("GLIM_CUDA_PF_EARLY");
-    c->pf_mode = f_pf ? atoi(f_pf) : 0;
-    c->pf_mode = prop.major >= 9 && c->pdl_all && (c->pf_mode == CUDA_PF_BULK || c->pf_mode == CUDA_PF_LINE) ? c->pf_mode : 0;
-    c->pf_budget = (size_t)(f_pf_mb ? atoi(f_pf_mb) : 24) << 20;
-    c->pf_early = f_pf_e && strcmp(f_pf_e, "1") == 0;
     const char *f_tc = getenv("GLIM_CUDA_ATTN_TC"), *f_dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
     c->attn_tc = !(f_tc && strcmp(f_tc, "0") == 0);
     c->attn_dec_tc = !(f_dec_tc && strcmp(f_dec_tc, "0") == 0);

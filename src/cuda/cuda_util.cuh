@@ -75,18 +75,6 @@ struct cuda_buf {
 #define CUDA_SKIP_NORM  4u   /* add_rmsnorm */
 #define CUDA_SKIP_QUANT 8u   /* quantize_x (GEMV inputs not made by add_rmsnorm) */
 
-/* Weights to pull into L2 (be_prefetch): ranges, and how (CUDA_PF_*). The next latency-bound
- * kernel (attn_prep, add_rmsnorm) takes them as a parameter and issues them (l2_pf_issue). */
-#define CUDA_PF_MAX 4
-#define CUDA_PF_BULK 1   /* cp.async.bulk.prefetch.L2 (sm_90), 64 KiB a request */
-#define CUDA_PF_LINE 2   /* prefetch.global.L2, one a 128-byte line */
-struct l2_pf {
-    const uint8_t *p[CUDA_PF_MAX];
-    uint32_t       bytes[CUDA_PF_MAX];
-    int            n, mode;
-    bool           early;   /* before the kernel's PDL wait (else after it) */
-};
-
 struct cuda_ctx {
     int            device;
     cudaStream_t   stream;
@@ -109,12 +97,8 @@ struct cuda_ctx {
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
     const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
     bool            prep_taken;        /* ... and it did */
-    bool            prep_fold;         /* matmul_attn_prep folds (default; GLIM_CUDA_PREP_FOLD=0 off) */
+    bool            prep_fold;         /* matmul_attn_prep folds (opt-in GLIM_CUDA_PREP_FOLD=1: slower so far) */
     long            prep_used;         /* ... times it did (tests) */
-    struct l2_pf    pf;                /* pending prefetch (be_prefetch; taken by cuda_pf_take) */
-    int             pf_mode;           /* 0 off, CUDA_PF_BULK, CUDA_PF_LINE (GLIM_CUDA_PF) */
-    bool            pf_early;          /* issue before the PDL wait (GLIM_CUDA_PF_EARLY=1) */
-    size_t          pf_budget;         /* most bytes a window prefetches (GLIM_CUDA_PF_MB) */
     unsigned        dbg_skip;          /* GLIM_CUDA_DBG_SKIP: CUDA_SKIP_* kernels not launched (bench only: wrong output) */
     bool            glu_fuse;          /* matmul_pair_glu asks for it (GLIM_CUDA_GLU_FUSE=1, backend_cuda_set_glu_fuse) */
     long            glu_used;          /* matmuls that took glu_q instead of quantizing (tests) */
@@ -202,43 +186,6 @@ static inline int cuda_env_knob(const char *name, int *cache)
         *cache = v > 0 ? v : 0;
     }
     return *cache;
-}
-
-/* The pending prefetch, cleared: for the kernel about to be launched */
-static inline struct l2_pf cuda_pf_take(struct cuda_ctx *c)
-{
-    struct l2_pf pf = c->pf;
-    c->pf.n = 0;
-    return pf;
-}
-
-/* Spread over every thread of the grid: a request (or line) each, in order */
-static __device__ __forceinline__ void l2_pf_issue(const struct l2_pf &pf)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    unsigned tid = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
-    unsigned gran = pf.mode == CUDA_PF_BULK ? 65536u : 128u;
-    for (int r = 0; r < pf.n; r++)
-        for (unsigned i = tid; i < (pf.bytes[r] + gran - 1) / gran; i += nt) {
-            const uint8_t *a = pf.p[r] + (size_t)i * gran;
-            unsigned len = pf.bytes[r] - i * gran < gran ? pf.bytes[r] - i * gran : gran;
-            if (pf.mode == CUDA_PF_BULK)
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(len) : "memory");
-            else
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-        }
-#endif
-}
-
-/* cuda_pdl_enter with the prefetch issued before or after the wait (it reads nothing the
- * predecessor writes) */
-static __device__ __forceinline__ void cuda_pdl_enter_pf(const struct l2_pf &pf)
-{
-    if (pf.n && pf.early)
-        l2_pf_issue(pf);
-    cuda_pdl_enter();
-    if (pf.n && !pf.early)
-        l2_pf_issue(pf);
 }
 
 /* Any op that may write device memory makes the quantized copy of x stale. */

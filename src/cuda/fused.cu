@@ -3,8 +3,8 @@
  * where the model would launch several small ones (each launch costs ~2-3 us even
  * inside a CUDA graph, and a decode step had ~22 per layer).
  *   add_rmsnorm: rmsnorm(o -> o), add(x, o), rmsnorm(x -> h)      (3 -> 1)
- *   attn_prep:   rmsnorm q, rmsnorm k, rope q, rope k, kv_store   (up to 5 -> 1; a warp
- *                per head, attn_prep.cuh, which the q/k/v GEMV can also run: 0 launches)
+ *   attn_prep:   rmsnorm q, rmsnorm k, rope q, rope k, kv_store   (up to 5 -> 1; opt-in,
+ *                the q/k/v GEMV runs it itself, attn_prep.cuh: 0 launches)
  * Each must be bit for bit the sequence it replaces (so GLIM_CUDA_FUSE=0 changes no
  * output): the arithmetic comes from rowops.cuh, as in the separate kernels, and every
  * double reduction uses the thread mapping and block size those kernels use.
@@ -47,7 +47,7 @@ static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq
  * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve). */
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early, l2_pf pf)
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early)
 {
     __shared__ double red[32];
     int64_t row = (int64_t)blockIdx.x * n;
@@ -59,7 +59,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         if (early == 1)
             rms_vec_load(xv, x + row, n4, 0.0f);
     }
-    cuda_pdl_enter_pf(pf);   /* and the GEMV that reads h may start its weight loads now */
+    cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
     rms_vec_load(ov, o + row, n4, 0.0f);
     if (early != 1)
         rms_vec_load(xv, x + row, n4, 0.0f);
@@ -91,10 +91,10 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
 /* Other rows (rmsnorm_kernel's strided mapping, rms_threads(n) threads): each thread
  * only rereads elements it wrote itself, so no barrier is needed between the passes. */
 static __global__ void add_rmsnorm_kernel(float *x, float *h, float *o, const float *w_o, float eps_o,
-                                          const float *w_h, float eps_h, int n, l2_pf pf)
+                                          const float *w_h, float eps_h, int n)
 {
     __shared__ double red[32];
-    cuda_pdl_enter_pf(pf);
+    cuda_pdl_enter();
     int64_t row = (int64_t)blockIdx.x * n;
     float *xr = x + row, *hr = h + row, *orow = o + row;
     double ss = 0.0;
@@ -146,10 +146,10 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     }
     if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel, x, h, o, w_o,
-                        eps_o, w_h, eps_h, n, xq, xd, early, cuda_pf_take(c));
+                        eps_o, w_h, eps_h, n, xq, xd, early);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
-                        w_h, eps_h, n, cuda_pf_take(c));
+                        w_h, eps_h, n);
     else {   /* one of them misaligned (no caller does this): the sequence itself */
         cuda_rmsnorm(c, o, o, w_o, n_rows, n, eps_o);
         cuda_add(c, x, o, n_rows * n);
@@ -162,17 +162,52 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
 
 /* ---- attn_prep --------------------------------------------------------------------- */
 
-#define PREP_WARPS 4   /* warps per block of attn_prep_kernel, one (token, head) each */
-
-/* The token's query heads first, then its key heads (which also store the value row of their
- * head): attn_prep.cuh prep_head_warp. */
-static __global__ void __launch_bounds__(PREP_WARPS * 32) attn_prep_kernel(prep_params p, int n_items, l2_pf pf)
+/* One block of rms_threads(head_dim) threads per (token, head): the token's query heads
+ * first, then its key heads, which also store the value row of their head. The norm sums
+ * in rmsnorm_kernel's order (rows of head_dim <= 256 never take the float4 kernel); the
+ * row then goes through shared memory, since a RoPE pair spans two threads' elements.
+ * (A warp per head, attn_prep.cuh's prep_head_warp, measured slower as this op's kernel:
+ * a lane then computes two RoPE angles in double; tg128 158.5 vs 161.9 t/s, 2026-12-03.) */
+static __global__ void attn_prep_kernel(prep_params p)
 {
-    __shared__ float row[PREP_WARPS][PREP_MAX_DIM];
-    cuda_pdl_enter_pf(pf);
-    int warp = threadIdx.x >> 5, item = blockIdx.x * PREP_WARPS + warp, per_token = p.n_qb + p.n_head_kv;
-    if (item < n_items)
-        prep_head_warp(p, item / per_token, item % per_token, row[warp], threadIdx.x & 31);
+    __shared__ double red[32];
+    __shared__ float row[PREP_MAX_DIM];
+    cuda_pdl_enter();
+    int per_token = p.n_qb + p.n_head_kv, D = p.head_dim;
+    int t = blockIdx.x / per_token, hh = blockIdx.x % per_token, hk = hh - p.n_qb;
+    bool is_q = hk < 0;
+    float *src = is_q ? p.q + ((int64_t)t * p.n_head + hh) * D : p.k + ((int64_t)t * p.n_head_kv + hk) * D;
+    const float *w = is_q ? p.q_norm : p.k_norm;
+    float r = 0.0f;
+    if (w) {   /* uniform over the block: block_sum's barriers are safe */
+        double ss = 0.0;
+        for (int i = threadIdx.x; i < D; i += blockDim.x)
+            ss += (double)src[i] * src[i];
+        r = rms_scale(block_sum(ss, red), D, p.eps);
+    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x)
+        row[i] = w ? rms_apply(src[i], r, w, i) : src[i];
+    __syncthreads();
+    int32_t pos = p.pos[t];
+    if (p.rope) {
+        for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
+            float cs, sn;
+            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
+            rope_pair(row, i, p.n_rot, p.neox, cs, sn);
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x)
+        src[i] = row[i];
+    if (is_q)
+        return;
+    int64_t kv_dim = (int64_t)p.n_head_kv * D, slot = (int64_t)pos % p.n_slots;
+    const float *vr = p.v + t * kv_dim + (int64_t)hk * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        int64_t at = slot * kv_dim + (int64_t)hk * D + i;
+        kv_put(p.k_cache, p.kv_type, at, row[i]);
+        kv_put(p.v_cache, p.kv_type, at, vr[i]);
+    }
 }
 
 bool cuda_prep_params(const struct be_attn_prep_args *a, prep_params *out)
@@ -214,8 +249,7 @@ void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)
     }
     if (c->dbg_skip & CUDA_SKIP_PREP)
         return;
-    int n_items = a->n_tokens * (p.n_qb + p.n_head_kv);
-    cuda_launch_dep(c, dim3((unsigned)((n_items + PREP_WARPS - 1) / PREP_WARPS)), dim3(PREP_WARPS * 32), 0,
-                    attn_prep_kernel, p, n_items, cuda_pf_take(c));
+    unsigned blocks = (unsigned)((int64_t)a->n_tokens * (p.n_qb + p.n_head_kv));
+    cuda_launch_dep(c, dim3(blocks), dim3(rms_threads(a->head_dim)), 0, attn_prep_kernel, p);
     CUDA_LAUNCHED(c, "attn_prep");
 }

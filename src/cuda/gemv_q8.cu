@@ -258,7 +258,7 @@ static __device__ __forceinline__ void gemv3_task(const gemv_job &job, int64_t t
 
 /* One task per warp. (A grid-stride loop over tasks made ptxas spill 1.3-2.5 KB per
  * thread at the 128-register cap and halved decode speed: measured 2026-12-02.) */
-template <int NR, int KS>
+template <int NR, int KS, bool PREP = false>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, NR == 1 ? 4 : 2)
 gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig)
 {
@@ -268,7 +268,7 @@ gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
     if (task >= job.n_tasks)
         return;
     gemv3_task<NR, KS>(job, task, xq, xd, nr);
-    if (job.prep_cnt) {
+    if (PREP) {   /* a kernel of its own: the code alone slowed the plain one */
         gemv_task t = job_task(job, task);
         gemv_prep_arrive(job, t.part, t.row0, threadIdx.x & 31);
     }
@@ -278,7 +278,7 @@ gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
  * once walks the tasks, so no partial last wave and no CTA turnover. One weight kind per
  * kernel: with gemv3_task's kind switch inside a task loop ptxas spills at any register
  * budget (docs/CUDA.md); this one uses 98-120 registers, no spills. Same rows, same bits. */
-template <class W, int RW>
+template <class W, int RW, bool PREP>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, 4)
 gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -290,9 +290,19 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
     for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride) {
         gemv_task t = job_task(job, task);
         gemv3_rows<W, 1, RW, W::U / RW>(t.v, t.row0, xq, xd, t.y, 1, lane);
-        if (job.prep_cnt)
+        if (PREP)
             gemv_prep_arrive(job, t.part, t.row0, lane);
     }
+}
+
+template <class W, int RW>
+static void launch_v3p_of(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gemv_job &job, const int8_t *xq,
+                          const float2 *xd)
+{
+    if (job.prep_cnt)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<W, RW, true>, job, xq, xd, c->pdl_all));
+    else
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<W, RW, false>, job, xq, xd, c->pdl_all));
 }
 
 /* the persistent kernel for a job whose parts share one kind and rows per warp; false = none */
@@ -308,24 +318,15 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
                                              &attr);
     typedef slot_k45<false> k4;
+    bool two = job.p[0].rw == 2;
     switch (job.p[0].kind) {
-    case WK_Q4K:
-        if (job.p[0].rw == 2)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 2>, job, xq, xd, c->pdl_all));
-        else
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<k4, 1>, job, xq, xd, c->pdl_all));
-        return true;
-    case WK_Q6K: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6_k, 1>, job, xq, xd, c->pdl_all)); return true;
+    case WK_Q4K: two ? launch_v3p_of<k4, 2>(c, cfg, job, xq, xd) : launch_v3p_of<k4, 1>(c, cfg, job, xq, xd); return true;
+    case WK_Q6K: launch_v3p_of<slot_q6_k, 1>(c, cfg, job, xq, xd); return true;
     case WK_Q4K_T16:
-        if (job.p[0].rw == 2)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q4k_t16, 2>, job, xq, xd, c->pdl_all));
-        else
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q4k_t16, 1>, job, xq, xd, c->pdl_all));
+        two ? launch_v3p_of<slot_q4k_t16, 2>(c, cfg, job, xq, xd) : launch_v3p_of<slot_q4k_t16, 1>(c, cfg, job, xq, xd);
         return true;
-    case WK_Q6K_T16:
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q6k_t16, 1>, job, xq, xd, c->pdl_all));
-        return true;
-    case WK_Q80: CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<slot_q8_0, 1>, job, xq, xd, c->pdl_all)); return true;
+    case WK_Q6K_T16: launch_v3p_of<slot_q6k_t16, 1>(c, cfg, job, xq, xd); return true;
+    case WK_Q80: launch_v3p_of<slot_q8_0, 1>(c, cfg, job, xq, xd); return true;
     default: return false;
     }
 }
@@ -336,7 +337,10 @@ static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq,
     unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
     cudaLaunchAttribute attr;   /* PDL: the weight loads overlap the quantizer's tail */
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(Q8_WARPS * 32), 0, &attr);
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS>, job, xq, xd, 1, c->pdl_all));
+    if (job.prep_cnt)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS, true>, job, xq, xd, 1, c->pdl_all));
+    else
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS>, job, xq, xd, 1, c->pdl_all));
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
