@@ -161,6 +161,13 @@ V5_FN void v5_q4k_scmin(uint4 h, int j, int *sc, int *m)   /* sub-block j's 6-bi
     *m = (int)(j < 4 ? b4 & 63u : (b8 >> 4) | ((b4 >> 6) << 4));
 }
 
+/* Lane t's bytes of super-block sb in activation row col of an nr-row batch (row 0 stands in
+ * for col >= nr: the products of those columns are masked) */
+V5_FN const int8_t *v5_nr_xrow(const int8_t *xq, int64_t k, int nr, int col, int64_t sb, int t)
+{
+    return xq + (int64_t)(col < nr ? col : 0) * k + sb * 256 + 8 * t;
+}
+
 V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, int t16, const int8_t *xq, const float2 *xd, int64_t k,
                              int nr, int64_t sb, int g, int t, float acc[2][2][2])
 {
@@ -174,7 +181,7 @@ V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, int t16, const int8_t *
         if (8 * cb >= nr)   /* the same for the whole warp */
             break;
         int col = 8 * cb + g;
-        const int8_t *xr = xq + (int64_t)(col < nr ? col : 0) * k + sb * 256 + 8 * t;
+        const int8_t *xr = v5_nr_xrow(xq, k, nr, col, sb, t);
         V5_UNROLL
         for (int j = 0; j < 8; j++) {
             int c = j >> 1, hs = j & 1;
@@ -337,7 +344,7 @@ V5_FN void v5_q6k_compute_nr(const struct v5_q6k_nr_raw *R, int t16, const int8_
         if (8 * cb >= nr)   /* the same for the whole warp */
             break;
         int col = 8 * cb + g;
-        const int8_t *xr = xq + (int64_t)(col < nr ? col : 0) * k + sb * 256 + 8 * t;
+        const int8_t *xr = v5_nr_xrow(xq, k, nr, col, sb, t);
         V5_UNROLL
         for (int h = 0; h < 2; h++) {
             V5_UNROLL
