@@ -56,14 +56,15 @@ static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
     return ldw8(p);
 }
 
-static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p)
+/* activations: through the read-only cache, or (coh) from L2, when this grid wrote them */
+static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p, int coh)
 {
-    return __ldg((const uint2 *)p);
+    return coh ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
 }
 
-static __device__ __forceinline__ float2 v5_ldxd(const float2 *p)
+static __device__ __forceinline__ float2 v5_ldxd(const float2 *p, int coh)
 {
-    return __ldg(p);
+    return coh ? __ldcg(p) : __ldg(p);
 }
 
 static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
@@ -140,7 +141,7 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *, int),
           bool T16 = false, int UD = 2>
 struct v5_unit {
     typedef R raw;
@@ -151,10 +152,11 @@ struct v5_unit {
     {
         FETCH(&P, rg, rg8, n_sb, sb, t, &r);
     }
+    template <bool COH = false>
     static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
                                                    int t, float &acc_g, float &acc_g8)
     {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8, COH);
     }
 };
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
