@@ -59,6 +59,8 @@ int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_gl
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
+int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
+long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
 #define DT_Q4_K_T16 0x103   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
 #define DT_Q6_K_T16 0x104
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -862,6 +864,72 @@ static void test_glu_fuse(void)
     for (int i = 0; i < 24; i++)   /* ragged k; n a multiple of 256 (the down projection's k) */
         check_glu_fuse(i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), v5);
     check_glu_fuse(GLIM_TYPE_Q4_K, 4096, 4096, 512, v5);   /* more units than warps: uneven pieces */
+}
+
+/* matmul_ffn as one launch (gemv5_chain_kernel) against the two launches: gate, up and down
+ * outputs bit for bit (the same work split), and the chain taken where v5 runs */
+static void check_ffn_chain(uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
+{
+    CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
+    struct be_weight hw[3] = {make_weight(type, k, n), make_weight(type, k, n), make_weight(dtype, n, n2)};
+    struct be_weight dw[3] = {hw[0], hw[1], hw[2]};
+    struct glim_err err = {0};
+    bool ok = true;
+    for (int i = 0; i < 3; i++)
+        ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
+    CHECK(ok);
+    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
+    float *x = rand_vec(k, 1.0f), *out[2];
+    size_t fb = (size_t)n * sizeof(float), yb = (size_t)n2 * sizeof(float), all = 2 * fb + yb;
+    float *dx = to_dev(x, (size_t)k * sizeof(float)), *df1 = be->i->alloc(be, fb), *df2 = be->i->alloc(be, fb);
+    float *dy = be->i->alloc(be, yb);
+    long used[2];
+    for (int pass = 0; ok && pass < 2; pass++) {   /* one launch, then two */
+        CHECK_EQ(backend_cuda_set_ffn_chain(be, pass == 0), GLIM_OK);
+        long used0 = backend_cuda_chain_used(be);
+        float *fs[2] = {df1, df2};
+        const struct be_weight *ws[3] = {&dw[0], &dw[1], &dw[2]};
+        for (int rep = 0; rep < 2; rep++)   /* twice: the counts are back at 0 after a launch */
+            be->i->matmul_ffn(be, dy, fs, ws, dx, 1, BE_GLU_SILU);
+        out[pass] = malloc(all);
+        from_dev(out[pass], df1, fb);
+        from_dev(out[pass] + n, df2, fb);
+        from_dev(out[pass] + 2 * n, dy, yb);
+        used[pass] = backend_cuda_chain_used(be) - used0;
+    }
+    CHECK_EQ(backend_cuda_set_ffn_chain(be, false), GLIM_OK);
+    if (ok) {
+        CHECK_EQ(used[0], v5 ? 2 : 0);
+        CHECK_EQ(used[1], 0);
+        if (memcmp(out[0], out[1], all) != 0)
+            fprintf(stderr, "FAIL ffn_chain %s/%s k=%lld n=%lld n2=%lld\n", quant_type_name(type),
+                    quant_type_name(dtype), (long long)k, (long long)n, (long long)n2);
+        CHECK(memcmp(out[0], out[1], all) == 0);
+        free(out[0]), free(out[1]);
+    }
+    be->i->release(be, dx), be->i->release(be, df1), be->i->release(be, df2), be->i->release(be, dy);
+    for (int i = 0; i < 3; i++) {
+        be->i->weight_clear(be, &dw[i]);
+        free((void *)hw[i].host);
+    }
+    free(x);
+}
+
+static void test_ffn_chain(void)
+{
+    if (!be->i->matmul_ffn || exact_mode) {
+        fprintf(stderr, "  no matmul_ffn (GLIM_CUDA_FUSE=0) or exact: skipped\n");
+        return;
+    }
+    int ver = backend_cuda_get_gemv(be);
+    bool v5 = ver == 3 && backend_cuda_set_gemv(be, 5) == GLIM_OK;   /* v5 (sm_80+) takes tiles */
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+    for (int i = 0; i < 16; i++)   /* ragged k and n2; n a multiple of 256 (down's k) */
+        check_ffn_chain(i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, i % 3 ? GLIM_TYPE_Q4_K : GLIM_TYPE_Q6_K,
+                        256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), v5);
+    /* more units than warps (pieces merged by the last), the 30B FFN's shape */
+    check_ffn_chain(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
+    check_ffn_chain(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 6656, 19968, 6656, v5);
 }
 
 static void test_t16(void)
@@ -1958,6 +2026,7 @@ int main(void)
     RUN(test_k45_aux);
     RUN(test_t16);
     RUN(test_glu_fuse);
+    RUN(test_ffn_chain);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);
     RUN(test_graph);

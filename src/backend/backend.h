@@ -162,6 +162,9 @@ struct backend_i {
                         float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n);
     /* = rmsnorm(q), rmsnorm(k), rope(q), rope(k), kv_store as struct be_attn_prep_args says */
     void (*attn_prep)(struct backend *be, const struct be_attn_prep_args *a);
+    /* = matmul_pair_glu(fs, ws[0..1] (gate, up), x, act) then matmul_glu(y, ws[2] (down), fs[1], fs[0], act) */
+    void (*matmul_ffn)(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
+                       const float *x, int n_rows, int act);
     /* = matmul_n(n, ys, ws, x, n_rows) then attn_prep(a), where ys[0..2] are a's q, k, v */
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);

@@ -301,6 +301,28 @@ static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struc
     c->glu_req = false;
 }
 
+/* gate/up (with the GLU fold) and down in one v5 launch when ctx->ffn_chain (opt-in
+ * GLIM_CUDA_FFN_CHAIN=1) and the shapes allow (gemv_mma.cu v5_chain); else the two ops */
+static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
+                          const float *x, int n_rows, int act)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    c->glu_req = c->glu_fuse && act == BE_GLU_SILU && n_rows == 1;
+    c->chain_w = c->ffn_chain && c->glu_req ? ws[2] : NULL;
+    c->chain_y = y;
+    c->chain_done = false;
+    c->glu_x = NULL;
+    cuda_matmul_n(c, 2, fs, ws, x, n_rows);
+    c->glu_req = false;
+    c->chain_w = NULL;
+    if (c->chain_done) {
+        cuda_xq_forget(c);   /* y was written */
+        c->chain_used++;
+        return;
+    }
+    cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], act, n_rows);
+}
+
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
                           int n_rows)
 {
@@ -491,6 +513,9 @@ static void be_destroy(struct backend *be)
             cuda_buf_release(c, &c->glu_q);
             cuda_buf_release(c, &c->glu_cnt);
             cuda_buf_release(c, &c->prep_cnt);
+            cuda_buf_release(c, &c->v5_part2);
+            cuda_buf_release(c, &c->v5_cnt2);
+            cuda_buf_release(c, &c->chain_sync);
             cudaStreamSynchronize(c->stream);
         }
         if (c->cublas)
@@ -537,6 +562,7 @@ static struct backend_i cuda_ops(bool fused)
         o.add_rmsnorm = be_add_rmsnorm;
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
+        o.matmul_ffn = be_matmul_ffn;
     }
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
@@ -628,6 +654,19 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
 {
     return set_switch(be, &cuda_ctx::prep_fold, on);
+}
+
+/* matmul_ffn runs gate/up and down as one v5 launch (on) or two (off). Default: off, on when
+ * GLIM_CUDA_FFN_CHAIN is "1" at creation. */
+extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::ffn_chain, on);
+}
+
+/* how many matmul_ffn calls ran as one launch (tests); -1 if not a CUDA backend */
+extern "C" long backend_cuda_chain_used(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->chain_used : -1;
 }
 
 /* how many matmul_attn_prep calls the GEMV prepared (tests); -1 if not a CUDA backend */
@@ -747,6 +786,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
+    const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");   /* written 2026-12-03, not yet run on a GPU */
+    c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

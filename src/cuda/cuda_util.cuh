@@ -94,6 +94,12 @@ struct cuda_ctx {
     int64_t         glu_k;
     bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
     bool            v5_nr;             /* 2..16 rows of Q4_K/Q6_K tiles on v5 (default; GLIM_CUDA_V5_NR=0: v2) */
+    struct cuda_buf v5_part2, v5_cnt2, chain_sync;   /* the FFN chain's down job and its GLU count */
+    const struct be_weight *chain_w;   /* in matmul_ffn: the down weight the gate/up v5 launch may take on */
+    float          *chain_y;
+    bool            chain_done;        /* ... and it did */
+    bool            ffn_chain;         /* matmul_ffn chains (opt-in GLIM_CUDA_FFN_CHAIN=1) */
+    long            chain_used;        /* FFNs run as one launch (tests) */
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
     const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
     bool            prep_taken;        /* ... and it did */
@@ -210,7 +216,9 @@ extern "C" int backend_cuda_set_t16(struct backend *be, bool on);
 extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matmul_pair_glu fuses SwiGLU */
 extern "C" long backend_cuda_glu_used(struct backend *be);
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
-extern "C" long backend_cuda_prep_used(struct backend *be);   /* T16 layout for weights initialised from now */
+extern "C" long backend_cuda_prep_used(struct backend *be);
+extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
+extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

@@ -125,7 +125,14 @@ struct v5_job {
     float2   *glu_d;
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
+    unsigned *ready;           /* FFN chain (gemv5_chain_kernel): GLU blocks quantized so far, */
+    unsigned  ready_need;      /* ... and how many there are */
 };
+
+/* How a v5 job runs: alone (V5_PLAIN), or as the gate/up (V5_CHAIN_A: each quantized GLU block is
+ * counted in job.ready) or the down projection (V5_CHAIN_B: waits for job.ready_need blocks instead
+ * of the predecessor, and loads its activations, which this grid wrote, from L2) of one FFN launch */
+enum { V5_PLAIN, V5_CHAIN_A, V5_CHAIN_B };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
  * super-block and no warp idles on a wave tail */
@@ -183,6 +190,7 @@ static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t 
 /* After tile `tile` of part P (gate or up of a GLU job) was written: the last of the four tiles of
  * its 32-row block (two per part) quantizes silu(gate) * up of the block for the down projection,
  * as quantize_x_kernel<1 + BE_GLU_SILU> would (the same functions: the same bits). */
+template <int MODE>
 static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
 {
     int64_t blk = (tile - P.tile0) >> 1;
@@ -199,12 +207,35 @@ static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5
     quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
     if (lane == 0)
         job.glu_cnt[blk] = 0u;   /* for the next launch */
+    if (MODE == V5_CHAIN_A) {
+        __threadfence();   /* the block is visible before the count says so */
+        __syncwarp();
+        if (lane == 0)
+            atomicAdd(job.ready, 1u);
+    }
+}
+
+/* V5_CHAIN_B's wait: lane 0 until every GLU block is in (acquire), then the warp. Bounded, so a
+ * bug shows as wrong output in the tests rather than a hung device. */
+static __device__ __forceinline__ void v5_wait_ready(const v5_job &job, int lane)
+{
+    if (lane == 0) {
+        unsigned v = 0;
+        for (long spins = 0; spins < (1L << 22); spins++) {   /* ~1 s */
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(job.ready) : "memory");
+            if (v >= job.ready_need)
+                break;
+            __nanosleep(32);   /* 2000 warps poll one word */
+        }
+    }
+    __syncwarp();
 }
 
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
  * depend on timing. */
+template <int MODE>
 static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
                                                 int pieces, int stride, int64_t r0, int lane, float acc_g,
                                                 float acc_g8)
@@ -220,7 +251,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
         if (t == 0 && r0 + g + 8 < P.n)
             P.y[r0 + g + 8] = acc_g8;
         if (job.glu_cnt)
-            v5_glu_arrive(job, P, tile, lane);
+            v5_glu_arrive<MODE>(job, P, tile, lane);
         return;
     }
     float *pp = job.part + ((size_t)tile * stride + piece) * 16;
@@ -240,7 +271,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
     if (lane == 0)
         job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
     if (job.glu_cnt)
-        v5_glu_arrive(job, P, tile, lane);
+        v5_glu_arrive<MODE>(job, P, tile, lane);
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
@@ -264,18 +295,18 @@ static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg
             K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
 }
 
-template <class K, int U>
+template <class K, int U, bool COH = false>
 static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
                                                       int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
 {
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (s + u < sb1)
-            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+            K::template compute<COH>(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
 /* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
-template <class K, int U>
+template <class K, int U, int MODE>
 static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
                                                int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
                                                bool &waited, float &acc_g, float &acc_g8)
@@ -286,28 +317,27 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
     for (int64_t s = s0; s < sb1; s += U) {
         typename K::raw raw[U];
         v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
-        if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
-            cuda_pdl_wait();
+        if (!waited) {   /* the first codes are on their way; x is the previous kernel's (or the GLU's) */
+            if (MODE == V5_CHAIN_B)
+                v5_wait_ready(job, 4 * g + t);
+            else
+                cuda_pdl_wait();
             waited = true;
         }
-        v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+        v5_compute_set<K, U, MODE == V5_CHAIN_B>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
     }
 }
 
 /* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
  * in flight per lane */
-template <class KA, int UA, class KB, int UB>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
+/* warp w's units of job */
+template <class KA, int UA, class KB, int UB, int MODE>
+static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
+                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
+    int g = lane >> 2, t = lane & 3;
+    int64_t units = v5_units(job);
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    bool waited = job.wait_first != 0;
-    if (waited)
-        cuda_pdl_wait();
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
@@ -315,33 +345,84 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
+            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
         else
-            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
+            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
     }
+}
+
+template <class KA, int UA, class KB, int UB>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
+{
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
+    bool waited = job.wait_first != 0;
+    if (waited)
+        cuda_pdl_wait();
+    v5_run<KA, UA, KB, UB, V5_PLAIN>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
 }
 
-/* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
- * tiles; false (error recorded in the context) when the scratch cannot be had */
-static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
+/* The FFN in one launch (opt-in GLIM_CUDA_FFN_CHAIN=1, matmul_ffn): the gate/up job ja with the GLU
+ * fold, then the down job jb on ja's quantized silu(gate) * up. A warp done with its gate/up units
+ * issues the first loads of its down units and waits for the GLU blocks (sync[0]) instead of a
+ * kernel boundary. Every CTA is resident at once (the grid is the v5 grid, 4 CTAs of 128 threads
+ * and <= 128 registers per SM, no shared memory), so no CTA spins on work of one not yet started.
+ * The last warp out resets sync (sync[1] counts the warps out) for the next launch. Same split as
+ * the two launches, so the same bits. */
+template <class KA, int UA, class KB, int UB>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+gemv5_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+                   unsigned *sync, bool trig)
 {
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
+    bool waited = false;
+    v5_run<KA, UA, KA, UA, V5_CHAIN_A>(ja, xq, xd, w, lane, waited);
+    if (!waited)
+        cuda_pdl_wait();   /* jb writes y, which the predecessor may still read */
+    waited = false;
+    v5_run<KB, UB, KB, UB, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, w, lane, waited);
+    __syncwarp();
+    if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * V5_WARPS - 1u) {
+        sync[0] = 0u;
+        sync[1] = 0u;
+    }
+}
+
+/* A counter buffer of at least nbytes, zeroed when new (every launch leaves its counts at 0) */
+static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
+{
+    size_t had = b->nbytes;
+    return cuda_buf_reserve(c, b, nbytes) &&
+           !(b->nbytes != had && CUDA_TRY(c, cudaMemsetAsync(b->p, 0, b->nbytes, c->stream)));
+}
+
+/* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
+ * tiles (in part / cnt: c->v5_part / c->v5_cnt unless given); false (error recorded in the
+ * context) when the scratch cannot be had */
+static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16, struct cuda_buf *part = NULL,
+                    struct cuda_buf *cnt = NULL)
+{
+    part = part ? part : &c->v5_part;
+    cnt = cnt ? cnt : &c->v5_cnt;
     int64_t units = job.n_tiles * job.n_sb;
     job.n_warps = warps < units ? warps : units;
     job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
-    size_t cnt_bytes = (size_t)job.n_tiles * 4;
-    size_t had = c->v5_cnt.nbytes;
-    /* a new count buffer starts at 0; after that every launch leaves it so */
-    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_reserve(c, &c->v5_cnt, cnt_bytes) ||
-        (c->v5_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->v5_cnt.p, 0, c->v5_cnt.nbytes, c->stream))))
+    if (!cuda_buf_reserve(c, part, part_bytes) || !v5_counts(c, cnt, (size_t)job.n_tiles * 4))
         return false;
-    job.part = (float *)c->v5_part.p;
-    job.cnt = (unsigned *)c->v5_cnt.p;
+    job.part = (float *)part->p;
+    job.cnt = (unsigned *)cnt->p;
     return true;
 }
 
@@ -354,10 +435,8 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
         ws[0]->k != ws[1]->k)
         return false;
     int64_t k = ws[0]->n, blocks = k / 32;
-    size_t had = c->glu_cnt.nbytes;
     if (!cuda_buf_reserve(c, &c->glu_q, (size_t)k + (size_t)blocks * sizeof(float2)) ||
-        !cuda_buf_reserve(c, &c->glu_cnt, (size_t)blocks * 4) ||
-        (c->glu_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->glu_cnt.p, 0, c->glu_cnt.nbytes, c->stream))))
+        !v5_counts(c, &c->glu_cnt, (size_t)blocks * 4))
         return false;
     job.glu_cnt = (unsigned *)c->glu_cnt.p;
     job.glu_q = (int8_t *)c->glu_q.p;
@@ -393,6 +472,46 @@ static int v5_collect(v5_job &job, uint32_t dta, uint32_t dtb, int n, float *con
     return m;
 }
 
+/* the FFN chain kernel: gate/up of weight type KA (UA in flight), down of KB (its default U) */
+template <class KA, int UA, class KB>
+static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v5_job &jb, const int8_t *xq,
+                        const float2 *xd, unsigned *sync)
+{
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, grid, dim3(V5_WARPS * 32), 0, &attr);
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_chain_kernel<KA, UA, KB, KB::U_DEF>, ja, jb, xq, xd, sync, c->pdl_all));
+}
+
+/* In matmul_ffn (c->chain_w: the down weight, c->chain_y its output): launch the gate/up job ja (its
+ * GLU fold planned) and the down projection as one kernel; false = not this shape (nothing launched) */
+template <class KA>
+static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd)
+{
+    const struct be_weight *wd = c->chain_w;
+    float *yd = c->chain_y;
+    uint32_t dt = wd->dev_type;
+    static int u_forced = -1;
+    if (wd->k != ja.p[0].n || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) ||
+        cuda_env_knob("GLIM_CUDA_V5_U", &u_forced) || ja.wait_first)
+        return false;   /* (the bench knobs: the plain launches) */
+    v5_job jb;
+    bool taken = false, mine;
+    v5_collect(jb, dt, 0, 1, &yd, &wd, &taken, &mine);
+    if (!v5_plan(c, jb, v5_warps(c, 16), 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 8))
+        return false;
+    unsigned *sync = (unsigned *)c->chain_sync.p;
+    ja.ready = jb.ready = sync;
+    ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
+    int64_t warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
+    dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
+    if (dt == CUDA_DT_Q4_K_T16)
+        v5_chain_go<KA, KA::U_DEF, v5_q4k_t16>(c, grid, ja, jb, xq, xd, sync);
+    else
+        v5_chain_go<KA, KA::U_DEF, v5_q6k_t16>(c, grid, ja, jb, xq, xd, sync);
+    c->chain_done = c->first_err == cudaSuccess;
+    return true;
+}
+
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
  * of dtb (KB; dtb = 0: none); returns how many parts it took */
 template <class KA, class KB = KA>
@@ -409,6 +528,11 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
+    if (glu && c->chain_w && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd)) {
+        for (int i = 0; i < n; i++)
+            taken[i] = taken[i] || mine[i];
+        return m;
+    }
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);

@@ -254,6 +254,11 @@ void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
 
     float *ys[2] = {s->f1, s->f2};
     const struct be_weight *ws[2] = {&L->ffn_gate, &L->ffn_up};
+    if (op->matmul_ffn) {   /* the backend may run the whole FFN as one launch */
+        const struct be_weight *w3[3] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        op->matmul_ffn(be, s->o, ys, w3, s->h, T, BE_GLU_SILU);
+        return;
+    }
     if (op->matmul_glu) {   /* SwiGLU folded into the down projection's input */
         if (op->matmul_pair_glu)
             op->matmul_pair_glu(be, ys, ws, s->h, T, BE_GLU_SILU);
