@@ -21,7 +21,7 @@ done
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
   GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
 done
-if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test, when the call has time for it
+if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test (GLIM_TEST_QUICK=1: without the caches past 10000 slots)
   timeout $OPS_S stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
   grep -m8 FAIL /tmp/ops.log; cp /tmp/ops.log $O/
 fi

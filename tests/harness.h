@@ -18,6 +18,13 @@ static int t_fail __attribute__((unused)), t_run __attribute__((unused));
 #define RUN(fn) do { const char *o_ = getenv("GLIM_TEST_ONLY"); if (o_ && !strstr(#fn, o_)) break; \
     int f_ = t_fail; fn(); printf("%-40s %s\n", #fn, t_fail == f_ ? "ok" : "FAIL"); } while (0)
 #define DONE() (printf("%d checks, %d failed\n", t_run, t_fail), t_fail != 0)
+/* GLIM_TEST_QUICK=1: tests may leave out their slowest cases (a device call with little time);
+ * the default runs everything */
+static inline int test_quick(void)
+{
+    const char *q = getenv("GLIM_TEST_QUICK");
+    return q && strcmp(q, "0") != 0;
+}
 /* Path under the shared test data folder. */
 static inline const char *testdata(const char *rel)
 {

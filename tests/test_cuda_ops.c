@@ -1320,8 +1320,19 @@ static size_t kv_elem(uint32_t t)
     return t == GLIM_TYPE_F32 ? 4 : 2;
 }
 
+/* GLIM_TEST_QUICK: the caches past 10000 slots (their CPU references take minutes) are left out */
+static bool attn_quick_skip(int64_t n_slots)
+{
+    if (!test_quick() || n_slots <= 10000)
+        return false;
+    printf("  %lld slots: left out (GLIM_TEST_QUICK)\n", (long long)n_slots);
+    return true;
+}
+
 static void check_attention(struct attn_case ac)
 {
+    if (attn_quick_skip(ac.n_slots))
+        return;
     int kv_dim = ac.n_head_kv * ac.head_dim, q_dim = ac.n_head * ac.head_dim;
     size_t cache_bytes = (size_t)ac.n_slots * kv_dim * kv_elem(ac.kv_type);
     void *hk = calloc(1, cache_bytes), *hv = calloc(1, cache_bytes);
@@ -1511,6 +1522,8 @@ static void test_attention_v4(void)
 static void check_attention_graph(uint32_t kt, int64_t n_slots, int window, int n_tokens, int32_t n_fill,
                                   const int32_t *ps, int n_ps)
 {
+    if (attn_quick_skip(n_slots))
+        return;
     const int H = 32, HKV = 2, D = 128, kv_dim = HKV * D, q_dim = H * D;
     struct glim_err err = {0};
     size_t cache_bytes = (size_t)n_slots * kv_dim * kv_elem(kt), out_bytes = (size_t)n_tokens * q_dim * 4;
