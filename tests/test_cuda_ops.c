@@ -802,13 +802,37 @@ static void check_t16_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int a
     free(x), free(g), free(a), free(b), free((void *)hw.host);
 }
 
-/* matmul_pair_glu + matmul_glu (the FFN): with glu_fuse the gate/up GEMV (v5 on tiles, one row)
- * quantizes silu(gate) * up itself and matmul_glu launches no quantizer; every output must be the
- * bits of the unfused pair */
-static void check_glu_fuse(uint32_t type, int64_t k, int64_t n, int64_t n2, bool v5)
+/* The FFN (gate/up Q4_K or Q6_K tiles k -> n, down dtype n -> n2, one row) run with a switch on,
+ * then off, every output bit for bit the same, and the switch's counter moved only when on:
+ *   FFN_GLU_FUSE: matmul_pair_glu + matmul_glu; the gate/up GEMV (v5) quantizes silu(gate) * up
+ *                 itself and matmul_glu launches no quantizer (taken once where v5 runs)
+ *   FFN_CHAIN:    matmul_ffn twice (the counts are back at 0 after a launch); gate/up and down
+ *                 in one launch (gemv5_chain_kernel, the same work split: the same bits) */
+enum { FFN_GLU_FUSE, FFN_CHAIN };
+
+static int ffn_switch(int what, bool on)
+{
+    return what == FFN_CHAIN ? backend_cuda_set_ffn_chain(be, on) : backend_cuda_set_glu_fuse(be, on);
+}
+
+static long ffn_used(int what)
+{
+    return what == FFN_CHAIN ? backend_cuda_chain_used(be) : backend_cuda_glu_used(be);
+}
+
+/* does the default GEMV (v3) hand one-row tiles to v5 here (sm_80+)? */
+static bool v5_takes_tiles(void)
+{
+    int ver = backend_cuda_get_gemv(be);
+    bool v5 = ver == 3 && backend_cuda_set_gemv(be, 5) == GLIM_OK;
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+    return v5;
+}
+
+static void check_ffn(int what, uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
 {
     CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
-    struct be_weight hw[3] = {make_weight(type, k, n), make_weight(type, k, n), make_weight(GLIM_TYPE_Q6_K, n, n2)};
+    struct be_weight hw[3] = {make_weight(type, k, n), make_weight(type, k, n), make_weight(dtype, n, n2)};
     struct be_weight dw[3] = {hw[0], hw[1], hw[2]};
     struct glim_err err = {0};
     bool ok = true;
@@ -821,26 +845,31 @@ static void check_glu_fuse(uint32_t type, int64_t k, int64_t n, int64_t n2, bool
     float *dx = to_dev(x, (size_t)k * sizeof(float)), *df1 = be->i->alloc(be, fb), *df2 = be->i->alloc(be, fb);
     float *dy = be->i->alloc(be, yb);
     long used[2];
-    for (int pass = 0; ok && pass < 2; pass++) {   /* fused, then not */
-        CHECK_EQ(backend_cuda_set_glu_fuse(be, pass == 0), GLIM_OK);
-        long used0 = backend_cuda_glu_used(be);
-        float *ys[2] = {df1, df2};
-        const struct be_weight *ws[2] = {&dw[0], &dw[1]};
-        be->i->matmul_pair_glu(be, ys, ws, dx, 1, BE_GLU_SILU);
-        be->i->matmul_glu(be, dy, &dw[2], df2, df1, BE_GLU_SILU, 1);
+    for (int pass = 0; ok && pass < 2; pass++) {   /* on, then off */
+        CHECK_EQ(ffn_switch(what, pass == 0), GLIM_OK);
+        long used0 = ffn_used(what);
+        float *fs[2] = {df1, df2};
+        const struct be_weight *ws[3] = {&dw[0], &dw[1], &dw[2]};
+        if (what == FFN_CHAIN) {
+            for (int rep = 0; rep < 2; rep++)
+                be->i->matmul_ffn(be, dy, fs, ws, dx, 1, BE_GLU_SILU);
+        } else {
+            be->i->matmul_pair_glu(be, fs, ws, dx, 1, BE_GLU_SILU);
+            be->i->matmul_glu(be, dy, &dw[2], df2, df1, BE_GLU_SILU, 1);
+        }
         out[pass] = malloc(all);
         from_dev(out[pass], df1, fb);
         from_dev(out[pass] + n, df2, fb);
         from_dev(out[pass] + 2 * n, dy, yb);
-        used[pass] = backend_cuda_glu_used(be) - used0;
+        used[pass] = ffn_used(what) - used0;
     }
-    CHECK_EQ(backend_cuda_set_glu_fuse(be, false), GLIM_OK);
+    CHECK_EQ(ffn_switch(what, what == FFN_GLU_FUSE), GLIM_OK);   /* the defaults */
     if (ok) {
-        CHECK_EQ(used[0], v5 ? 1 : 0);   /* the fused copy was made and taken where v5 runs */
+        CHECK_EQ(used[0], v5 ? (what == FFN_CHAIN ? 2 : 1) : 0);
         CHECK_EQ(used[1], 0);
         if (memcmp(out[0], out[1], all) != 0)
-            fprintf(stderr, "FAIL glu_fuse %s k=%lld n=%lld n2=%lld\n", quant_type_name(type), (long long)k,
-                    (long long)n, (long long)n2);
+            fprintf(stderr, "FAIL %s %s/%s k=%lld n=%lld n2=%lld\n", what == FFN_CHAIN ? "ffn_chain" : "glu_fuse",
+                    quant_type_name(type), quant_type_name(dtype), (long long)k, (long long)n, (long long)n2);
         CHECK(memcmp(out[0], out[1], all) == 0);
         free(out[0]), free(out[1]);
     }
@@ -858,61 +887,12 @@ static void test_glu_fuse(void)
         fprintf(stderr, "  no matmul_pair_glu (GLIM_CUDA_FUSE=0) or exact: skipped\n");
         return;
     }
-    int ver = backend_cuda_get_gemv(be);
-    bool v5 = ver == 3 && backend_cuda_set_gemv(be, 5) == GLIM_OK;   /* v5 (sm_80+) takes tiles */
-    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+    bool v5 = v5_takes_tiles();
     for (int i = 0; i < 24; i++)   /* ragged k; n a multiple of 256 (the down projection's k) */
-        check_glu_fuse(i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), v5);
-    check_glu_fuse(GLIM_TYPE_Q4_K, 4096, 4096, 512, v5);   /* more units than warps: uneven pieces */
-}
-
-/* matmul_ffn as one launch (gemv5_chain_kernel) against the two launches: gate, up and down
- * outputs bit for bit (the same work split), and the chain taken where v5 runs */
-static void check_ffn_chain(uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
-{
-    CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
-    struct be_weight hw[3] = {make_weight(type, k, n), make_weight(type, k, n), make_weight(dtype, n, n2)};
-    struct be_weight dw[3] = {hw[0], hw[1], hw[2]};
-    struct glim_err err = {0};
-    bool ok = true;
-    for (int i = 0; i < 3; i++)
-        ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
-    CHECK(ok);
-    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
-    float *x = rand_vec(k, 1.0f), *out[2];
-    size_t fb = (size_t)n * sizeof(float), yb = (size_t)n2 * sizeof(float), all = 2 * fb + yb;
-    float *dx = to_dev(x, (size_t)k * sizeof(float)), *df1 = be->i->alloc(be, fb), *df2 = be->i->alloc(be, fb);
-    float *dy = be->i->alloc(be, yb);
-    long used[2];
-    for (int pass = 0; ok && pass < 2; pass++) {   /* one launch, then two */
-        CHECK_EQ(backend_cuda_set_ffn_chain(be, pass == 0), GLIM_OK);
-        long used0 = backend_cuda_chain_used(be);
-        float *fs[2] = {df1, df2};
-        const struct be_weight *ws[3] = {&dw[0], &dw[1], &dw[2]};
-        for (int rep = 0; rep < 2; rep++)   /* twice: the counts are back at 0 after a launch */
-            be->i->matmul_ffn(be, dy, fs, ws, dx, 1, BE_GLU_SILU);
-        out[pass] = malloc(all);
-        from_dev(out[pass], df1, fb);
-        from_dev(out[pass] + n, df2, fb);
-        from_dev(out[pass] + 2 * n, dy, yb);
-        used[pass] = backend_cuda_chain_used(be) - used0;
-    }
-    CHECK_EQ(backend_cuda_set_ffn_chain(be, false), GLIM_OK);
-    if (ok) {
-        CHECK_EQ(used[0], v5 ? 2 : 0);
-        CHECK_EQ(used[1], 0);
-        if (memcmp(out[0], out[1], all) != 0)
-            fprintf(stderr, "FAIL ffn_chain %s/%s k=%lld n=%lld n2=%lld\n", quant_type_name(type),
-                    quant_type_name(dtype), (long long)k, (long long)n, (long long)n2);
-        CHECK(memcmp(out[0], out[1], all) == 0);
-        free(out[0]), free(out[1]);
-    }
-    be->i->release(be, dx), be->i->release(be, df1), be->i->release(be, df2), be->i->release(be, dy);
-    for (int i = 0; i < 3; i++) {
-        be->i->weight_clear(be, &dw[i]);
-        free((void *)hw[i].host);
-    }
-    free(x);
+        check_ffn(FFN_GLU_FUSE, i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 256 * rndi(1, 8),
+                  256 * rndi(1, 4), rndi(1, 300), v5);
+    /* more units than warps: uneven pieces */
+    check_ffn(FFN_GLU_FUSE, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
 }
 
 static void test_ffn_chain(void)
@@ -921,15 +901,13 @@ static void test_ffn_chain(void)
         fprintf(stderr, "  no matmul_ffn (GLIM_CUDA_FUSE=0) or exact: skipped\n");
         return;
     }
-    int ver = backend_cuda_get_gemv(be);
-    bool v5 = ver == 3 && backend_cuda_set_gemv(be, 5) == GLIM_OK;   /* v5 (sm_80+) takes tiles */
-    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+    bool v5 = v5_takes_tiles();
     for (int i = 0; i < 16; i++)   /* ragged k and n2; n a multiple of 256 (down's k) */
-        check_ffn_chain(i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, i % 3 ? GLIM_TYPE_Q4_K : GLIM_TYPE_Q6_K,
-                        256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), v5);
+        check_ffn(FFN_CHAIN, i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, i % 3 ? GLIM_TYPE_Q4_K : GLIM_TYPE_Q6_K,
+                  256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), v5);
     /* more units than warps (pieces merged by the last), the 30B FFN's shape */
-    check_ffn_chain(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
-    check_ffn_chain(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 6656, 19968, 6656, v5);
+    check_ffn(FFN_CHAIN, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
+    check_ffn(FFN_CHAIN, GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 6656, 19968, 6656, v5);
 }
 
 static void test_t16(void)

@@ -105,8 +105,8 @@ struct cuda_ctx {
     bool            prep_taken;        /* ... and it did */
     bool            prep_fold;         /* matmul_attn_prep folds (opt-in GLIM_CUDA_PREP_FOLD=1: slower so far) */
     long            prep_used;         /* ... times it did (tests) */
-    unsigned        dbg_skip;          /* GLIM_CUDA_DBG_SKIP: CUDA_SKIP_* kernels not launched (bench only: wrong output) */
-    bool            glu_fuse;          /* matmul_pair_glu asks for it (GLIM_CUDA_GLU_FUSE=1, backend_cuda_set_glu_fuse) */
+    unsigned        dbg_skip;          /* GLIM_CUDA_DBG_SKIP: CUDA_SKIP_* not launched (bench: wrong output) */
+    bool            glu_fuse;          /* matmul_pair_glu asks for it (default; GLIM_CUDA_GLU_FUSE=0 off) */
     long            glu_used;          /* matmuls that took glu_q instead of quantizing (tests) */
     const float    *xq_src;        /* x that xq holds (NULL = none): reused by the next matmul of it */
     int64_t         xq_k;

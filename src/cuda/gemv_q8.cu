@@ -320,7 +320,9 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
     typedef slot_k45<false> k4;
     bool two = job.p[0].rw == 2;
     switch (job.p[0].kind) {
-    case WK_Q4K: two ? launch_v3p_of<k4, 2>(c, cfg, job, xq, xd) : launch_v3p_of<k4, 1>(c, cfg, job, xq, xd); return true;
+    case WK_Q4K:
+        two ? launch_v3p_of<k4, 2>(c, cfg, job, xq, xd) : launch_v3p_of<k4, 1>(c, cfg, job, xq, xd);
+        return true;
     case WK_Q6K: launch_v3p_of<slot_q6_k, 1>(c, cfg, job, xq, xd); return true;
     case WK_Q4K_T16:
         two ? launch_v3p_of<slot_q4k_t16, 2>(c, cfg, job, xq, xd) : launch_v3p_of<slot_q4k_t16, 1>(c, cfg, job, xq, xd);
