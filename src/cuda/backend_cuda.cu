@@ -503,19 +503,12 @@ static void be_destroy(struct backend *be)
     struct cuda_ctx *c = ctx_of(be);
     if (c) {
         cudaSetDevice(c->device);
-        if (c->stream) {
-            cuda_buf_release(c, &c->wtile);
-            cuda_buf_release(c, &c->xbf);
-            cuda_buf_release(c, &c->attn_part);
-            cuda_buf_release(c, &c->xq);
-            cuda_buf_release(c, &c->v5_part);
-            cuda_buf_release(c, &c->v5_cnt);
-            cuda_buf_release(c, &c->glu_q);
-            cuda_buf_release(c, &c->glu_cnt);
-            cuda_buf_release(c, &c->prep_cnt);
-            cuda_buf_release(c, &c->v5_part2);
-            cuda_buf_release(c, &c->v5_cnt2);
-            cuda_buf_release(c, &c->chain_sync);
+        if (c->stream) {   /* every scratch buffer of the context */
+            struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
+                                       &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
+                                       &c->v5_cnt2, &c->chain_sync};
+            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+                cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
         }
         if (c->cublas)
