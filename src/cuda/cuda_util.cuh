@@ -136,6 +136,10 @@ struct cuda_ctx {
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
+    int64_t         pf_bytes;      /* prefetch hint: bytes per v5 warp range (GLIM_CUDA_PF=KiB; 0: off) */
+    cudaStream_t    side;          /* ... issued on this stream, forked from `stream` by pf_fork */
+    cudaEvent_t     pf_fork, pf_join;
+    bool            side_open;     /* a capture forked to `side`: graph_end joins it */
 };
 
 /* Programmatic dependent launch (sm_90; no-ops elsewhere and when the launch did not ask for
@@ -217,6 +221,9 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matm
 extern "C" long backend_cuda_glu_used(struct backend *be);
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
 extern "C" long backend_cuda_prep_used(struct backend *be);
+/* gemv_mma.cu: bulk L2 prefetch of ws on stream (f_bytes per v5 warp range; other layouts whole) */
+void cuda_v5_prefetch(struct cuda_ctx *c, cudaStream_t stream, int n, const struct be_weight *const *ws,
+                      int64_t f_bytes);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
 

@@ -734,3 +734,94 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     }
     return m;
 }
+
+/* ---- the prefetch hint (backend.h prefetch) for the v5 matrices and the others ----
+ * A v5 grid starts with every warp at the first unit of its range, so what helps it first is
+ * the first bytes of each range, not the first bytes of the matrix: per warp of the coming
+ * launch, its first f_bytes (T16 parts, grouped by weight type as cuda_gemv5 groups them). A
+ * matrix of another layout is pulled whole. Bulk L2 prefetches (sm_90): fire and forget. */
+struct pf_part {
+    const uint8_t *p;
+    int64_t        tile0, n_tiles, bytes;   /* T16 parts: first tile in the job, tiles; others: bytes */
+    int            ub;                      /* T16: bytes per (tile, super-block) unit */
+};
+
+struct pf_job {
+    pf_part t[GEMV_MAX_PARTS], r[GEMV_MAX_PARTS];
+    int     n_t, n_r;
+    int64_t n_sb, units, n_warps, f_bytes;
+};
+
+static __device__ __forceinline__ void pf_bulk(const uint8_t *p, int64_t bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)15, e = ((uintptr_t)p + (uintptr_t)bytes + 15) & ~(uintptr_t)15;
+    if (e > a)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
+#endif
+}
+
+static __global__ void pf_kernel(const pf_job j)
+{
+    const int64_t CH = 32768;
+    int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, G = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t w = g; w < j.n_warps; w += G) {
+        int64_t x = v5_split_lo(w, j.units, j.n_warps), e = v5_split_lo(w + 1, j.units, j.n_warps);
+        int64_t tile = x / j.n_sb;
+        int i = 0;
+        while (i + 1 < j.n_t && tile >= j.t[i + 1].tile0)
+            i++;
+        const pf_part &P = j.t[i];
+        int64_t end = (P.tile0 + P.n_tiles) * j.n_sb, n = (e < end ? e : end) - x;
+        int64_t len = n * P.ub < j.f_bytes ? n * P.ub : j.f_bytes;
+        pf_bulk(P.p + (x - P.tile0 * j.n_sb) * P.ub, len);
+    }
+    for (int i = 0; i < j.n_r; i++) {
+        int64_t nch = (j.r[i].bytes + CH - 1) / CH;
+        for (int64_t c = g; c < nch; c += G)
+            pf_bulk(j.r[i].p + c * CH, j.r[i].bytes - c * CH < CH ? j.r[i].bytes - c * CH : CH);
+    }
+}
+
+/* one T16 weight type's v5 ranges (f_bytes each) and, with dt == 0, the other layouts whole */
+static void pf_collect(struct cuda_ctx *c, pf_job &j, uint32_t dt, int n, const struct be_weight *const *ws)
+{
+    for (int i = 0; i < n; i++) {
+        const struct be_weight *w = ws[i];
+        if (!w || !w->dev)
+            continue;
+        bool t16 = w->dev_type == CUDA_DT_Q4_K_T16 || w->dev_type == CUDA_DT_Q6_K_T16;
+        if (!dt && !t16) {
+            j.r[j.n_r++] = (pf_part){(const uint8_t *)w->dev, 0, 0, (int64_t)w->nbytes, 0};
+        } else if (dt && w->dev_type == dt && w->k % 256 == 0 && (!j.n_t || w->k / 256 == j.n_sb)) {
+            int64_t tiles = (w->n + 15) / 16, tile0 = j.n_t ? j.t[j.n_t - 1].tile0 + j.t[j.n_t - 1].n_tiles : 0;
+            j.n_sb = w->k / 256;
+            j.t[j.n_t++] = (pf_part){(const uint8_t *)w->dev, tile0, tiles, 0, dt == CUDA_DT_Q4_K_T16 ? 2304 : 3360};
+        }
+    }
+}
+
+/* Launch the prefetch of ws on `stream` (the caller's side stream): f_bytes per v5 warp range */
+void cuda_v5_prefetch(struct cuda_ctx *c, cudaStream_t stream, int n, const struct be_weight *const *ws,
+                      int64_t f_bytes)
+{
+    if (c->cc_major < 9 || n < 1 || n > GEMV_MAX_PARTS)
+        return;
+    const uint32_t dts[3] = {CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, 0};
+    for (int d = 0; d < 3; d++) {
+        pf_job j;
+        memset(&j, 0, sizeof j);
+        pf_collect(c, j, dts[d], n, ws);
+        if (j.n_t) {
+            const pf_part &L = j.t[j.n_t - 1];
+            j.units = (L.tile0 + L.n_tiles) * j.n_sb;
+            int64_t warps = v5_warps(c, 16);
+            j.n_warps = warps < j.units ? warps : j.units;
+            j.f_bytes = f_bytes;
+        }
+        if (j.n_t || j.n_r) {
+            pf_kernel<<<c->n_sm, 128, 0, stream>>>(j);
+            CUDA_TRY(c, cudaGetLastError());
+        }
+    }
+}
