@@ -36,5 +36,9 @@ tg default X=1 -- -p 512 -n 128 -r 3
 tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
 for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -n 128 -r 3; done
 for e in ${EXTRA:-}; do tg "$e" ${e//,/ } -- -p 0 -n 128 -r 3; done
+if [ -n "${TRACE:-}" ]; then   # TRACE=1: per-warp times of the v5 launches of one graph replay (docs in gemv_mma.cu)
+  GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
+  grep "v5 trace" /tmp/trace.log >$O/trace.txt; echo "trace: $(wc -l <$O/trace.txt) lines"; head -12 $O/trace.txt
+fi
 tg default-again X=1 -- -p 0 -n 128 -r 3
 el "all done"

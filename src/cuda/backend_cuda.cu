@@ -447,6 +447,7 @@ static int be_graph_begin(struct backend *be, struct glim_err *err)
     if (c->capturing)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_begin: a capture is already open");
     cuda_xq_forget(c);
+    c->v5_trace_n = 0;   /* the trace keeps the graph's launches (the last replay) */
     if (CUDA_TRY(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed)))
         return ctx_status(c, err);
     c->capturing = true;
@@ -527,6 +528,11 @@ static void be_destroy(struct backend *be)
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
+        }
+        if (c->v5_trace) {
+            cudaStreamSynchronize(c->stream);
+            cuda_v5_trace_dump(c);
+            cudaFree(c->v5_trace);
         }
         if (c->side) {
             cudaStreamSynchronize(c->side);
@@ -820,6 +826,13 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         return rc;
     }
     c->pf_bytes = c->pf_bytes < 0 ? 0 : c->pf_bytes;
+    const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
+    if (f_trace && strcmp(f_trace, "1") == 0 &&
+        CUDA_TRY(c, cudaMalloc(&c->v5_trace, (size_t)512 * 16 * c->n_sm * 3 * sizeof(unsigned long long)))) {
+        int rc = ctx_status(c, err);
+        be_destroy(be);
+        return rc;
+    }
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");

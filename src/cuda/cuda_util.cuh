@@ -140,6 +140,9 @@ struct cuda_ctx {
     cudaStream_t    side;          /* ... issued on this stream, forked from `stream` by pf_fork */
     cudaEvent_t     pf_fork, pf_join;
     bool            side_open;     /* a capture forked to `side`: graph_end joins it */
+    void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
+    int             v5_trace_n;    /* launches traced since graph_begin */
+    int64_t         v5_trace_meta[512][2];   /* per launch: warps, bytes */
 };
 
 /* Programmatic dependent launch (sm_90; no-ops elsewhere and when the launch did not ask for
@@ -221,6 +224,8 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matm
 extern "C" long backend_cuda_glu_used(struct backend *be);
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
 extern "C" long backend_cuda_prep_used(struct backend *be);
+/* gemv_mma.cu: print the v5 trace (GLIM_CUDA_V5_TRACE=1) */
+void cuda_v5_trace_dump(struct cuda_ctx *c);
 /* gemv_mma.cu: bulk L2 prefetch of ws on stream (f_bytes per v5 warp range; other layouts whole) */
 void cuda_v5_prefetch(struct cuda_ctx *c, cudaStream_t stream, int n, const struct be_weight *const *ws,
                       int64_t f_bytes);

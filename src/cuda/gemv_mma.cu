@@ -125,6 +125,7 @@ struct v5_job {
     float2   *glu_d;
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
+    unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
     unsigned *ready;           /* FFN chain (gemv5_chain_kernel): GLU blocks quantized so far, */
     unsigned  ready_need;      /* ... and how many there are */
 };
@@ -285,6 +286,14 @@ static __device__ __forceinline__ v5_part v5_pick(const v5_job &job, int64_t til
     return P;
 }
 
+/* the trace (diagnosis): this warp's stamp `which` (0 entry, 1 wait done, 2 end) from the global timer */
+static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
+{
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    job.trace[((int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5)) * 3 + which] = ns;
+}
+
 template <class K, int U>
 static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
                                                     int64_t sb1, int t, typename K::raw *r)
@@ -323,6 +332,8 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
             else
                 cuda_pdl_wait();
             waited = true;
+            if (job.trace && g == 0 && t == 0)
+                v5_stamp(job, 1);
         }
         v5_compute_set<K, U, MODE == V5_CHAIN_B>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
     }
@@ -362,12 +373,16 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
+    if (job.trace && lane == 0)
+        v5_stamp(job, 0);
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
     v5_run<KA, UA, KB, UB, V5_PLAIN>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
+    if (job.trace && lane == 0)
+        v5_stamp(job, 2);
 }
 
 /* The FFN in one launch (opt-in GLIM_CUDA_FFN_CHAIN=1, matmul_ffn): the gate/up job ja with the GLU
@@ -472,6 +487,71 @@ static int v5_collect(v5_job &job, uint32_t dta, uint32_t dtb, int n, float *con
     return m;
 }
 
+/* ---- the trace (GLIM_CUDA_V5_TRACE=1, diagnosis): per v5 launch since the last graph_begin (a
+ * slot each, V5_TRACE_CAP at most), per warp its entry, its PDL wait's end and its end in ns of
+ * the global timer; backend_destroy prints them (cuda_v5_trace_dump) */
+#define V5_TRACE_CAP 512
+static unsigned long long *v5_trace_slot(struct cuda_ctx *c, const v5_job &job, int n, const struct be_weight *const *ws,
+                                         const bool *mine)
+{
+    if (!c->v5_trace || c->v5_trace_n >= V5_TRACE_CAP || job.n_warps > 16 * c->n_sm)
+        return NULL;
+    int i = c->v5_trace_n++;
+    int64_t bytes = 0;
+    for (int p = 0; p < n; p++)
+        bytes += mine[p] ? (int64_t)ws[p]->nbytes : 0;
+    c->v5_trace_meta[i][0] = job.n_warps;
+    c->v5_trace_meta[i][1] = bytes;
+    return (unsigned long long *)c->v5_trace + (size_t)i * 16 * c->n_sm * 3;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One line per traced launch, times in us from the first launch's first entry: entry (first),
+ * wait done (first, last), end (first, median, 90%, last), MB and GB/s from the first wait's end
+ * to the last end; then the gap from each launch's last end to the next one's first wait end. */
+void cuda_v5_trace_dump(struct cuda_ctx *c)
+{
+    if (!c->v5_trace || !c->v5_trace_n)
+        return;
+    size_t per = (size_t)16 * c->n_sm * 3, n = (size_t)c->v5_trace_n * per;
+    unsigned long long *h = (unsigned long long *)malloc(n * sizeof *h), *e = (unsigned long long *)malloc(per / 3 * sizeof *e);
+    if (!h || !e || cudaMemcpy(h, c->v5_trace, n * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        free(h);
+        free(e);
+        return;
+    }
+    unsigned long long t0 = ~0ull, prev_end = 0;
+    for (size_t w = 0; w < (size_t)c->v5_trace_meta[0][0]; w++)
+        t0 = h[w * 3] < t0 ? h[w * 3] : t0;
+    fprintf(stderr, "v5 trace: launch warps MB | entry0 wait0 waitN | end0 end50 end90 endN | GB/s | gap_prev\n");
+    for (int i = 0; i < c->v5_trace_n; i++) {
+        const unsigned long long *r = h + (size_t)i * per;
+        int64_t nw = c->v5_trace_meta[i][0];
+        unsigned long long en = ~0ull, w0 = ~0ull, wn = 0;
+        for (int64_t w = 0; w < nw; w++) {
+            en = r[w * 3] < en ? r[w * 3] : en;
+            w0 = r[w * 3 + 1] < w0 ? r[w * 3 + 1] : w0;
+            wn = r[w * 3 + 1] > wn ? r[w * 3 + 1] : wn;
+            e[w] = r[w * 3 + 2];
+        }
+        qsort(e, (size_t)nw, sizeof *e, cmp_u64);
+        double us = 1e-3, mb = c->v5_trace_meta[i][1] / 1e6;
+        double span = (double)(e[nw - 1] - w0) * us;
+        fprintf(stderr, "v5 trace: %3d %5lld %7.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %6.0f | %6.2f\n", i,
+                (long long)nw, mb, (en - t0) * us, (w0 - t0) * us, (wn - t0) * us, (e[0] - t0) * us,
+                (e[nw / 2] - t0) * us, (e[nw * 9 / 10] - t0) * us, (e[nw - 1] - t0) * us, span > 0 ? mb / span * 1e-3 * 1e3 : 0.0,
+                prev_end ? ((double)w0 - (double)prev_end) * us : 0.0);
+        prev_end = e[nw - 1];
+    }
+    free(h);
+    free(e);
+}
+
 /* the FFN chain kernel: gate/up of weight type KA (UA in flight), down of KB (its default U) */
 template <class KA, int UA, class KB>
 static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v5_job &jb, const int8_t *xq,
@@ -533,6 +613,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
             taken[i] = taken[i] || mine[i];
         return m;
     }
+    job.trace = v5_trace_slot(c, job, n, ws, mine);
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
