@@ -5,7 +5,7 @@
 # 1 attn_prep, 2 attention, 4 add_rmsnorm, 8 quantize_x; wrong output, timing only; 15 = the
 # GEMVs alone), tg128 under extra settings, and the default again (the spread between runs).
 set -u
-# GOLD (env per goldens run), TESTS (op tests), SKIPS (" ": none), EXTRA (comma-joined env per tg run):
+# GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -19,7 +19,7 @@ for c in ${GOLD:-X=1 GLIM_CUDA_T16=1}; do
   env ${c//,/ } timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
 done
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
-  GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
+  env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
 done
 if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test (GLIM_TEST_QUICK=1: without the caches past 10000 slots)
   timeout $OPS_S stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
@@ -36,9 +36,9 @@ tg default X=1 -- -p 512 -n 128 -r 3
 tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
 for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -n 128 -r 3; done
 for e in ${EXTRA:-}; do tg "$e" ${e//,/ } -- -p 0 -n 128 -r 3; done
-if [ -n "${TRACE:-}" ]; then   # TRACE=1: per-warp times of the v5 launches of one graph replay (docs in gemv_mma.cu)
-  GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
-  grep "v5 trace" /tmp/trace.log >$O/trace.txt; echo "trace: $(wc -l <$O/trace.txt) lines"; head -12 $O/trace.txt
-fi
+for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launches of one graph replay (gemv_mma.cu)
+  env ${e//,/ } GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
+  f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "v5 trace" /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f
+done
 tg default-again X=1 -- -p 0 -n 128 -r 3
 el "all done"
