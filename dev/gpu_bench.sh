@@ -38,7 +38,7 @@ for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -
 for e in ${EXTRA:-}; do tg "$e" ${e//,/ } -- -p 0 -n 128 -r 3; done
 for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launches of one graph replay (gemv_mma.cu)
   env ${e//,/ } GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
-  f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "v5 trace" /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f
+  f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "^v5 " /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f
 done
 tg default-again X=1 -- -p 0 -n 128 -r 3
 el "all done"

@@ -828,7 +828,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->pf_bytes = c->pf_bytes < 0 ? 0 : c->pf_bytes;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 &&
-        CUDA_TRY(c, cudaMalloc(&c->v5_trace, (size_t)512 * 16 * c->n_sm * 3 * sizeof(unsigned long long)))) {
+        CUDA_TRY(c, cudaMalloc(&c->v5_trace, (size_t)512 * 16 * c->n_sm * 5 * sizeof(unsigned long long)))) {
         int rc = ctx_status(c, err);
         be_destroy(be);
         return rc;

@@ -289,12 +289,20 @@ static __device__ __forceinline__ v5_part v5_pick(const v5_job &job, int64_t til
     return P;
 }
 
-/* the trace (diagnosis): this warp's stamp `which` (0 entry, 1 wait done, 2 end) from the global timer */
+/* the trace (diagnosis): this warp's stamp `which` (0 entry, 1 wait done, 2 end, 3 its last
+ * span streamed) from the global timer; at the entry also its SM (slot 4) */
+#define V5_TRACE_PER 5
 static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
 {
     unsigned long long ns;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-    job.trace[((int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5)) * 3 + which] = ns;
+    unsigned long long *r = job.trace + ((int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5)) * V5_TRACE_PER;
+    r[which] = ns;
+    if (which == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        r[4] = sm;
+    }
 }
 
 template <class K, int U>
@@ -402,6 +410,8 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
             v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
         else
             v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
+        if (job.trace && lane == 0)
+            v5_stamp(job, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
         v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
@@ -563,7 +573,7 @@ static unsigned long long *v5_trace_slot(struct cuda_ctx *c, const v5_job &job, 
         bytes += mine[p] ? (int64_t)ws[p]->nbytes : 0;
     c->v5_trace_meta[i][0] = job.n_warps;
     c->v5_trace_meta[i][1] = bytes;
-    return (unsigned long long *)c->v5_trace + (size_t)i * 16 * c->n_sm * 3;
+    return (unsigned long long *)c->v5_trace + (size_t)i * 16 * c->n_sm * V5_TRACE_PER;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -579,26 +589,34 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
 {
     if (!c->v5_trace || !c->v5_trace_n)
         return;
-    size_t per = (size_t)16 * c->n_sm * 3, n = (size_t)c->v5_trace_n * per;
-    unsigned long long *h = (unsigned long long *)malloc(n * sizeof *h), *e = (unsigned long long *)malloc(per / 3 * sizeof *e);
+    size_t per = (size_t)16 * c->n_sm * V5_TRACE_PER, n = (size_t)c->v5_trace_n * per;
+    unsigned long long *h = (unsigned long long *)malloc(n * sizeof *h), *e = (unsigned long long *)malloc(per * sizeof *e);
     if (!h || !e || cudaMemcpy(h, c->v5_trace, n * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
         free(h);
         free(e);
         return;
     }
     unsigned long long t0 = ~0ull, prev_end = 0;
+    const char *raw_env = getenv("GLIM_CUDA_V5_TRACE_RAW");
+    bool raw = raw_env != NULL;
+    int raw_i = raw ? atoi(raw_env) : -1;
     for (size_t w = 0; w < (size_t)c->v5_trace_meta[0][0]; w++)
-        t0 = h[w * 3] < t0 ? h[w * 3] : t0;
+        t0 = h[w * V5_TRACE_PER] < t0 ? h[w * V5_TRACE_PER] : t0;
     fprintf(stderr, "v5 trace: launch warps MB | entry0 wait0 waitN | end0 end50 end90 endN | GB/s | gap_prev\n");
     for (int i = 0; i < c->v5_trace_n; i++) {
         const unsigned long long *r = h + (size_t)i * per;
         int64_t nw = c->v5_trace_meta[i][0];
         unsigned long long en = ~0ull, w0 = ~0ull, wn = 0;
         for (int64_t w = 0; w < nw; w++) {
-            en = r[w * 3] < en ? r[w * 3] : en;
-            w0 = r[w * 3 + 1] < w0 ? r[w * 3 + 1] : w0;
-            wn = r[w * 3 + 1] > wn ? r[w * 3 + 1] : wn;
-            e[w] = r[w * 3 + 2];
+            const unsigned long long *q = r + w * V5_TRACE_PER;
+            en = q[0] < en ? q[0] : en;
+            w0 = q[1] < w0 ? q[1] : w0;
+            wn = q[1] > wn ? q[1] : wn;
+            e[w] = q[2];
+            if (raw)   /* GLIM_CUDA_V5_TRACE_RAW=i: launches i and i + 1, a line per warp */
+                if (i == raw_i || i == raw_i + 1)
+                    fprintf(stderr, "v5 raw: %lld %llu %.3f %.3f %.3f %.3f\n", (long long)w, q[4], (q[0] - t0) * 1e-3,
+                            (q[1] - t0) * 1e-3, (q[3] - t0) * 1e-3, (q[2] - t0) * 1e-3);
         }
         qsort(e, (size_t)nw, sizeof *e, cmp_u64);
         double us = 1e-3, mb = c->v5_trace_meta[i][1] / 1e6;
