@@ -979,13 +979,7 @@ void cuda_v5_prefetch(struct cuda_ctx *c, cudaStream_t stream, int n, const stru
             j.n_warps = warps < j.units ? warps : j.units;
             j.f_bytes = f_bytes;
         }
-        static int mode_forced = -1;   /* GLIM_CUDA_PF_MODE bits (bench): 1 tiles, 2 others, 4 launch only */
-        int mode = cuda_env_knob("GLIM_CUDA_PF_MODE", &mode_forced);
-        mode = mode ? mode : 3;
-        j.n_t = mode & 1 ? j.n_t : 0;
-        j.n_warps = j.n_t ? j.n_warps : 0;
-        j.n_r = mode & 2 ? j.n_r : 0;
-        if (j.n_t || j.n_r || (mode & 4)) {
+        if (j.n_t || j.n_r) {
             pf_kernel<<<c->n_sm, 128, 0, stream>>>(j);
             CUDA_TRY(c, cudaGetLastError());
         }
