@@ -169,11 +169,6 @@ struct backend_i {
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
 
-    /* ---- optional hint: NULL = none; never changes a result ----
-     * The next matmul reads ws[0..n). A backend may start pulling them into a cache now,
-     * beside the ops before it (on a GPU those are latency-bound and leave the memory bus idle). */
-    void (*prefetch)(struct backend *be, int n, const struct be_weight *const *ws);
-
     /* ---- optional: graph capture of a whole decode step (CUDA graphs) ----
      * NULL on backends without it. Between graph_begin and graph_end only ops are
      * called (no upload/download/alloc); every per-step value they read (ids, pos,

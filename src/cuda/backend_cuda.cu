@@ -426,18 +426,6 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
  * ran nothing on the device, so it is reported once and not kept sticky: the caller
  * can fall back to running the step op by op. */
 
-/* The prefetch hint (backend.h): a side branch off the stream, so that nothing waits for it */
-static void be_prefetch(struct backend *be, int n, const struct be_weight *const *ws)
-{
-    struct cuda_ctx *c = ctx_of(be);
-    if (!c->pf_bytes || c->first_err != cudaSuccess)
-        return;
-    if (CUDA_TRY(c, cudaEventRecord(c->pf_fork, c->stream)) || CUDA_TRY(c, cudaStreamWaitEvent(c->side, c->pf_fork, 0)))
-        return;
-    c->side_open = c->capturing;
-    cuda_v5_prefetch(c, c->side, n, ws, c->pf_bytes);
-}
-
 static int be_graph_begin(struct backend *be, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
@@ -462,11 +450,6 @@ static int be_graph_end(struct backend *be, void **graph, struct glim_err *err)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_end without graph_begin");
     c->capturing = false;
     cuda_xq_forget(c);
-    if (c->side_open) {   /* a capture must end with every forked stream joined */
-        CUDA_TRY(c, cudaEventRecord(c->pf_join, c->side));
-        CUDA_TRY(c, cudaStreamWaitEvent(c->stream, c->pf_join, 0));
-        c->side_open = false;
-    }
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(c->stream, &g);
     cudaGraphExec_t exec = NULL;
@@ -534,14 +517,6 @@ static void be_destroy(struct backend *be)
             cuda_v5_trace_dump(c);
             cudaFree(c->v5_trace);
         }
-        if (c->side) {
-            cudaStreamSynchronize(c->side);
-            cudaStreamDestroy(c->side);
-        }
-        if (c->pf_fork)
-            cudaEventDestroy(c->pf_fork);
-        if (c->pf_join)
-            cudaEventDestroy(c->pf_join);
         if (c->cublas)
             cublasDestroy(c->cublas);
         if (c->stream)
@@ -588,7 +563,6 @@ static struct backend_i cuda_ops(bool fused)
         o.matmul_attn_prep = be_matmul_attn_prep;
         o.matmul_ffn = be_matmul_ffn;
     }
-    o.prefetch = be_prefetch;   /* a hint, no result changes with it */
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
     o.graph_launch = be_graph_launch;
@@ -816,16 +790,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;
-    const char *f_pf = getenv("GLIM_CUDA_PF");   /* written 2026-12-03, not yet timed: opt-in */
-    c->pf_bytes = f_pf && prop.major >= 9 ? (int64_t)atoi(f_pf) * 1024 : 0;
-    if (c->pf_bytes > 0 && (CUDA_TRY(c, cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking)) ||
-                            CUDA_TRY(c, cudaEventCreateWithFlags(&c->pf_fork, cudaEventDisableTiming)) ||
-                            CUDA_TRY(c, cudaEventCreateWithFlags(&c->pf_join, cudaEventDisableTiming)))) {
-        int rc = ctx_status(c, err);
-        be_destroy(be);
-        return rc;
-    }
-    c->pf_bytes = c->pf_bytes < 0 ? 0 : c->pf_bytes;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 &&
         CUDA_TRY(c, cudaMalloc(&c->v5_trace, (size_t)512 * 16 * c->n_sm * 5 * sizeof(unsigned long long)))) {

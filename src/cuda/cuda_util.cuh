@@ -137,10 +137,6 @@ struct cuda_ctx {
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
-    int64_t         pf_bytes;      /* prefetch hint: bytes per v5 warp range (GLIM_CUDA_PF=KiB; 0: off) */
-    cudaStream_t    side;          /* ... issued on this stream, forked from `stream` by pf_fork */
-    cudaEvent_t     pf_fork, pf_join;
-    bool            side_open;     /* a capture forked to `side`: graph_end joins it */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[512][2];   /* per launch: warps, bytes */
@@ -227,9 +223,6 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* mat
 extern "C" long backend_cuda_prep_used(struct backend *be);
 /* gemv_mma.cu: print the v5 trace (GLIM_CUDA_V5_TRACE=1) */
 void cuda_v5_trace_dump(struct cuda_ctx *c);
-/* gemv_mma.cu: bulk L2 prefetch of ws on stream (f_bytes per v5 warp range; other layouts whole) */
-void cuda_v5_prefetch(struct cuda_ctx *c, cudaStream_t stream, int n, const struct be_weight *const *ws,
-                      int64_t f_bytes);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
 

@@ -213,10 +213,8 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         op->matmul_attn_prep(be, n, ys, ws, s->h, T, &p);
     } else {
         matmul_n(be, n, ys, ws, s->h, T);
-    }
-    arch_prefetch(be, o->next ? 1 : 0, &o->next);   /* Wo, while attention runs */
-    if (!op->matmul_attn_prep)
         arch_attn_prep(be, &p);
+    }
     struct be_attn_args a = {
         .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
         .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
@@ -224,12 +222,6 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .window = o->window, .scale = hp->attn_scale, .block = o->block,
     };
     op->attention(be, &a);
-}
-
-void arch_prefetch(struct backend *be, int n, const struct be_weight *const *ws)
-{
-    if (n && be->i->prefetch)
-        be->i->prefetch(be, n, ws);
 }
 
 void arch_attn_prep(struct backend *be, const struct be_attn_prep_args *p)

@@ -61,7 +61,6 @@ struct attend_opts {
     int   window;      /* 0 = global */
     int   block;       /* DFlash bidirectional block rows, 0 = causal */
     const struct be_weight *gate;   /* optional 4th projection of h (output gate) → s->g */
-    const struct be_weight *next;   /* optional: the matmul after attention (Wo), a prefetch hint */
 };
 /* From s->h: q, k, v projections, per-head q/k RMSNorm when the layer has those
  * weights, RoPE, store K/V in layer il's cache, attention into s->a. */
@@ -69,8 +68,6 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
                  struct fwd_scratch *s, const struct attend_opts *o);
 /* q/k norm, RoPE and K/V store (struct be_attn_prep_args): the backend's fused attn_prep
  * when it has one, else the ops one by one. */
-/* The backend's prefetch hint (backend.h) for the next matmul's weights, if it has one */
-void arch_prefetch(struct backend *be, int n, const struct be_weight *const *ws);
 void arch_attn_prep(struct backend *be, const struct be_attn_prep_args *p);
 /* s->o = Wdown · (silu(Wgate h) ⊙ Wup h) from s->h (the caller normed it with ffn_norm). */
 void arch_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s);

@@ -140,7 +140,7 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
     bool swa = hp->is_swa[il];
     /* RoPE only on sliding layers; global layers are NoPE and see the whole context */
     struct attend_opts o = {.rope = swa, .rope_base = hp->rope_base_swa, .neox = hp->rope_neox,
-                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate, .next = &L->wo};
+                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate};
 
     arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
     const struct backend_i *op = be->i;
@@ -156,12 +156,11 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
  * x += rmsnorm(o) · post;  h = rmsnorm(x) · next (none when next is NULL).
  * One backend call when it fuses this (add_rmsnorm), else the three ops. */
 static void residual_norm(struct glim_model *m, int T, struct fwd_scratch *s, const struct be_weight *post,
-                          const struct be_weight *next, int n_pf, const struct be_weight *const *pf)
+                          const struct be_weight *next)
 {
     const struct model_hparams *hp = &m->hp;
     struct backend *be = m->be;
     int E = hp->n_embd;
-    arch_prefetch(be, n_pf, pf);   /* the next matmul's weights, while this runs */
     if (next && be->i->add_rmsnorm) {
         be->i->add_rmsnorm(be, s->x, s->h, s->o, post, hp->post_eps, next, hp->eps, T, E);
         return;
@@ -190,13 +189,9 @@ static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_b
         if ((rc = arch_tap(m, b, il, s, err)))   /* x entering layer il (h is its norm) */
             return rc;
         attention_block(m, kv, il, T, b->pos0, s);
-        const struct be_weight *ffn[2] = {&L->ffn_gate, &L->ffn_up};
-        residual_norm(m, T, s, &L->post_attn_norm, &L->ffn_norm, 2, ffn);
+        residual_norm(m, T, s, &L->post_attn_norm, &L->ffn_norm);
         arch_ffn(m, il, T, s);
-        const struct model_layer *N = il + 1 < hp->n_layer ? &m->layers[il + 1] : NULL;
-        const struct be_weight *qkv[4] = {N ? &N->wq : NULL, N ? &N->wk : NULL, N ? &N->wv : NULL,
-                                          N ? &N->attn_gate : NULL};
-        residual_norm(m, T, s, &L->post_ffw_norm, N ? &N->attn_norm : NULL, N ? 4 : 0, qkv);
+        residual_norm(m, T, s, &L->post_ffw_norm, il + 1 < hp->n_layer ? &m->layers[il + 1].attn_norm : NULL);
     }
     return arch_tap(m, b, hp->n_layer, s, err);
 }
