@@ -126,9 +126,8 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    int64_t   s_units;         /* units split evenly over the warps (the first s_units / n_sb tiles) */
-    int       dyn;             /* > 0: the tiles after them in chunks of dyn units, taken by whichever */
-    unsigned *dyn_cnt;         /* ... warp is free first: [0] chunks handed out, [1] warps out (0 between launches) */
+    int       skew;            /* > 0: shares weighted by CTA slot (gemv_mma_lane.h v5_split_*) */
+    int       fence_ar;        /* merges fence with fence.acq_rel.gpu, not __threadfence (fence.sc) */
     unsigned *ready;           /* FFN chain (gemv5_chain_kernel): GLU blocks quantized so far, */
     unsigned  ready_need;      /* ... and how many there are */
 };
@@ -142,12 +141,12 @@ enum { V5_PLAIN, V5_CHAIN_A, V5_CHAIN_B };
  * super-block and no warp idles on a wave tail */
 static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
 {
-    return job.s_units;
+    return job.n_tiles * job.n_sb;
 }
 
 static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t x)
 {
-    return v5_split_warp_of(x, v5_units(job), job.n_warps);
+    return v5_split_warp_of(x, v5_units(job), job.n_warps, job.skew);
 }
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
@@ -175,11 +174,20 @@ typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
 typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
 
+/* the fence of a merge's release (before its count) and acquire (after it) */
+static __device__ __forceinline__ void v5_fence(const v5_job &job)
+{
+    if (job.fence_ar)
+        asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    else
+        __threadfence();
+}
+
 /* after a warp wrote its piece of a tile's partial sums: true (for the whole warp) when it was the
  * last of the tile's pieces to arrive, and then every partial is visible to it */
 static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t tile, int pieces, int lane)
 {
-    __threadfence();   /* the partials are visible before the count says so */
+    v5_fence(job);   /* the partials are visible before the count says so */
     __syncwarp();
     unsigned done = 0;
     if (lane == 0)
@@ -187,7 +195,7 @@ static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t 
     done = __shfl_sync(0xffffffffu, done, 0);
     if (done != (unsigned)pieces - 1)
         return false;
-    __threadfence();   /* the last piece in: every partial of the tile is visible */
+    v5_fence(job);   /* the last piece in: every partial of the tile is visible */
     return true;
 }
 
@@ -198,21 +206,21 @@ template <int MODE>
 static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
 {
     int64_t blk = (tile - P.tile0) >> 1;
-    __threadfence();   /* this tile's y is visible before the count says so */
+    v5_fence(job);   /* this tile's y is visible before the count says so */
     __syncwarp();
     unsigned done = 0;
     if (lane == 0)
         done = atomicAdd(&job.glu_cnt[blk], 1u);
     if (__shfl_sync(0xffffffffu, done, 0) != 3u)
         return;
-    __threadfence();
+    v5_fence(job);
     int64_t n = blk * 32 + lane;
     float v = glu_apply<1 + BE_GLU_SILU>(__ldcg(job.p[1].y + n), __ldcg(job.p[0].y + n));   /* up, gate: L2 */
     quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
     if (lane == 0)
         job.glu_cnt[blk] = 0u;   /* for the next launch */
     if (MODE == V5_CHAIN_A) {
-        __threadfence();   /* the block is visible before the count says so */
+        v5_fence(job);   /* the block is visible before the count says so */
         __syncwarp();
         if (lane == 0)
             atomicAdd(job.ready, 1u);
@@ -350,46 +358,6 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
     }
 }
 
-/* The tiles past s_units in chunks of job.dyn units, each taken by the next warp to ask (the even
- * split leaves a tail: the last warp of a launch ends ~5.5 us after the median one, 2026-12-03
- * trace). A chunk is a piece of its tile by its place in it, so the sums do not depend on who
- * took it. The last warp out resets the counts for the next launch. */
-template <class KA, int UA, class KB, int UB, int MODE>
-static __device__ __forceinline__ void v5_run_dyn(const v5_job &job, const int8_t *__restrict__ xq,
-                                               const float2 *__restrict__ xd, int lane, bool &waited)
-{
-    int g = lane >> 2, t = lane & 3;
-    int64_t tile0 = job.s_units / job.n_sb;
-    int per_tile = (int)((job.n_sb + job.dyn - 1) / job.dyn);
-    unsigned n_ch = (unsigned)((job.n_tiles - tile0) * per_tile), ch = 0;
-    if (lane == 0)
-        ch = atomicAdd(&job.dyn_cnt[0], 1u);
-    ch = __shfl_sync(0xffffffffu, ch, 0);
-#pragma unroll 1
-    while (ch < n_ch) {
-        unsigned nxt = 0;
-        if (lane == 0)
-            nxt = atomicAdd(&job.dyn_cnt[0], 1u);   /* in flight while this chunk streams */
-        int64_t tile = tile0 + ch / per_tile;
-        int piece = (int)(ch % per_tile);
-        int64_t s0 = (int64_t)piece * job.dyn, sb1 = s0 + job.dyn < job.n_sb ? s0 + job.dyn : job.n_sb;
-        v5_part P = v5_pick(job, tile);
-        int64_t r0 = (tile - P.tile0) * 16;
-        float acc_g = 0.0f, acc_g8 = 0.0f;
-        if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
-        else
-            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
-        v5_store<MODE>(job, P, tile, piece, per_tile, job.stride, r0, lane, acc_g, acc_g8);
-        ch = __shfl_sync(0xffffffffu, nxt, 0);
-    }
-    __threadfence();   /* this warp's last take is done before it counts itself out */
-    if (lane == 0 && atomicAdd(&job.dyn_cnt[1], 1u) == gridDim.x * V5_WARPS - 1u) {
-        job.dyn_cnt[0] = 0u;
-        job.dyn_cnt[1] = 0u;
-    }
-}
-
 /* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
  * in flight per lane */
 /* warp w's units of job */
@@ -399,7 +367,7 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    int64_t a = v5_split_lo(w, units, job.n_warps, job.skew), b = v5_split_lo(w + 1, units, job.n_warps, job.skew);
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
@@ -416,8 +384,6 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
     }
-    if (job.dyn)
-        v5_run_dyn<KA, UA, KB, UB, MODE>(job, xq, xd, lane, waited);
 }
 
 template <class KA, int UA, class KB, int UB>
@@ -487,22 +453,16 @@ static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piec
     cnt = cnt ? cnt : &c->v5_cnt;
     int64_t units = job.n_tiles * job.n_sb;
     job.n_warps = warps < units ? warps : units;
-    job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
-    job.s_units = units;
-    job.dyn = 0;
-    static int pct_forced = -1, ch_forced = -1;   /* GLIM_CUDA_V5_DYN=percent of the tiles taken in */
-    int64_t pct = per_piece == 16 && !c->chain_w ? cuda_env_knob("GLIM_CUDA_V5_DYN", &pct_forced) : 0;
-    int64_t dyn_tiles = job.n_tiles * (pct < 100 ? pct : 100) / 100, ch = cuda_env_knob("GLIM_CUDA_V5_CH", &ch_forced);
-    ch = ch ? ch : 2;   /* ... chunks of GLIM_CUDA_V5_CH units (default 2) */
-    if (dyn_tiles > 0 && (job.n_tiles - dyn_tiles) * job.n_sb >= job.n_warps) {
-        job.s_units = (job.n_tiles - dyn_tiles) * job.n_sb;
-        job.stride = v5_split_stride(job.n_sb, job.s_units, job.n_warps);
-        int per_tile = (int)((job.n_sb + ch - 1) / ch);
-        job.stride = job.stride > per_tile ? job.stride : per_tile;
-        job.dyn = (int)ch;
-        if (!v5_counts(c, &c->v5_dyn, 8))
-            return false;
-        job.dyn_cnt = (unsigned *)c->v5_dyn.p;
+    job.stride = v5_split_stride(job.n_sb, units, job.n_warps, 0);
+    static int fence_forced = -1;   /* GLIM_CUDA_V5_FENCE=1: acq_rel fences in the merges */
+    job.fence_ar = cuda_env_knob("GLIM_CUDA_V5_FENCE", &fence_forced);
+    job.skew = 0;
+    static int skew_forced = -1;   /* GLIM_CUDA_V5_SKEW=1..10: a CTA's share by its slot on the SM */
+    int skew = per_piece == 16 ? cuda_env_knob("GLIM_CUDA_V5_SKEW", &skew_forced) : 0;
+    skew = skew > V5_SKEW_MAX ? V5_SKEW_MAX : skew;
+    if (skew && job.n_warps == warps && warps % 4 == 0 && v5_split_stride(job.n_sb, units, job.n_warps, skew) > 0) {
+        job.skew = skew;
+        job.stride = v5_split_stride(job.n_sb, units, job.n_warps, skew);
     }
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
     if (!cuda_buf_reserve(c, part, part_bytes) || !v5_counts(c, cnt, (size_t)job.n_tiles * 4))
@@ -787,7 +747,7 @@ gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job), k = job.n_sb * 256;
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    int64_t a = v5_split_lo(w, units, job.n_warps, job.skew), b = v5_split_lo(w + 1, units, job.n_warps, job.skew);
     bool waited = false;
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
