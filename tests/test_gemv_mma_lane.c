@@ -500,69 +500,54 @@ static void test_t16_fetch(void)
  * first n_warps warps gets at least one; the warps that meet a tile are exactly warp_of(its
  * first unit) .. warp_of(its last), each piece index below the stride; this is what lets the
  * last piece to arrive find every partial sum (gemv_mma.cu v5_store). */
-static void check_split(int64_t n_tiles, int64_t n_sb, int64_t warps, int skew)
+static void check_split(int64_t n_tiles, int64_t n_sb, int64_t warps)
 {
     int64_t units = n_tiles * n_sb, n_warps = warps < units ? warps : units;
-    if (skew && (n_warps % 4 || v5_split_stride(n_sb, units, n_warps, skew) == 0))
-        skew = 0;   /* as v5_plan: a skew only where every warp keeps a unit */
-    int stride = v5_split_stride(n_sb, units, n_warps, skew);
+    int stride = v5_split_stride(n_sb, units, n_warps);
     int64_t grid = (n_warps + 3) / 4 * 4;   /* whole CTAs of 4 warps: some past n_warps */
     int *seen = calloc((size_t)n_tiles, sizeof(int));
     int64_t next = 0;
-    bool ok = stride > 0;
+    bool ok = true;
     for (int64_t w = 0; w < grid && ok; w++) {
-        int64_t a = v5_split_lo(w, units, n_warps, skew), b = v5_split_lo(w + 1, units, n_warps, skew);
+        int64_t a = v5_split_lo(w, units, n_warps), b = v5_split_lo(w + 1, units, n_warps);
         ok = a == next && (w < n_warps ? b > a : b == a);
         next = b;
         for (int64_t x = a; x < b && ok;) {   /* the kernel's loop over its tiles */
             int64_t tile = x / n_sb, tend = (tile + 1) * n_sb, e = tend < b ? tend : b;
-            int64_t w0 = v5_split_warp_of(tile * n_sb, units, n_warps, skew);
-            int64_t w1 = v5_split_warp_of(tend - 1, units, n_warps, skew);
+            int64_t w0 = v5_split_warp_of(tile * n_sb, units, n_warps), w1 = v5_split_warp_of(tend - 1, units, n_warps);
             int piece = (int)(w - w0), pieces = (int)(w1 - w0 + 1);
-            ok = ok && v5_split_warp_of(x, units, n_warps, skew) == w && piece >= 0 && piece < pieces &&
-                 pieces <= stride;
-            ok = ok && v5_split_warp_of(e - 1, units, n_warps, skew) == w;
+            ok = ok && v5_split_warp_of(x, units, n_warps) == w && piece >= 0 && piece < pieces && pieces <= stride;
             ok = ok && seen[tile] == piece;   /* the pieces of a tile come from consecutive warps */
             seen[tile]++;
             x = e;
         }
     }
     for (int64_t t = 0; t < n_tiles && ok; t++) {
-        int64_t w0 = v5_split_warp_of(t * n_sb, units, n_warps, skew);
-        int64_t w1 = v5_split_warp_of((t + 1) * n_sb - 1, units, n_warps, skew);
+        int64_t w0 = v5_split_warp_of(t * n_sb, units, n_warps), w1 = v5_split_warp_of((t + 1) * n_sb - 1, units, n_warps);
         ok = seen[t] == (int)(w1 - w0 + 1);
     }
     if (!ok || next != units)
-        fprintf(stderr, "FAIL split tiles=%lld n_sb=%lld warps=%lld skew=%d\n", (long long)n_tiles, (long long)n_sb,
-                (long long)warps, skew);
+        fprintf(stderr, "FAIL split tiles=%lld n_sb=%lld warps=%lld\n", (long long)n_tiles, (long long)n_sb,
+                (long long)warps);
     CHECK(ok && next == units);
     free(seen);
 }
 
 static void test_split(void)
 {
-    /* the 30B shapes on 132 SMs x 16 warps, then small and ragged jobs, more warps than units;
-     * even shares and shares skewed by CTA slot */
-    static const int skews[4] = {0, 1, 9, V5_SKEW_MAX};
-    for (int i = 0; i < 4; i++) {
-        check_split(2 * 1248, 26, 2112, skews[i]);   /* FFN gate/up */
-        check_split(416, 78, 2112, skews[i]);        /* FFN down */
-        check_split(12628, 26, 2112, skews[i]);      /* output head */
-        check_split(256 + 16 + 256, 26, 2112, skews[i]);
-        check_split(1, 1, 2112, skews[i]);
-        check_split(3, 1, 4, skews[i]);
-    }
-    /* the slot weights do move work: the first slot's warps get more than the last slot's */
-    CHECK(v5_split_lo(1, 64896, 2112, 9) - v5_split_lo(0, 64896, 2112, 9) >
-          v5_split_lo(2112, 64896, 2112, 9) - v5_split_lo(2111, 64896, 2112, 9));
+    /* the 30B shapes on 132 SMs x 16 warps, then small and ragged jobs, more warps than units */
+    check_split(2 * 1248, 26, 2112);   /* FFN gate/up */
+    check_split(416, 78, 2112);        /* FFN down */
+    check_split(12628, 26, 2112);      /* output head */
+    check_split(256 + 16 + 256, 26, 2112);
+    check_split(1, 1, 2112);
+    check_split(3, 1, 4);
     unsigned r = 12345;
     for (int i = 0; i < 2000; i++) {
         r = r * 1103515245u + 12345u;
         int64_t tiles = 1 + (r >> 8) % 300, n_sb = 1 + (r >> 4) % 80;
         r = r * 1103515245u + 12345u;
-        int64_t warps = 1 + (r >> 8) % 3000;
-        check_split(tiles, n_sb, warps, 0);
-        check_split(tiles, n_sb, warps / 4 * 4 + 4, 1 + (int)((r >> 4) % V5_SKEW_MAX));
+        check_split(tiles, n_sb, 1 + (r >> 8) % 3000);
     }
 }
 

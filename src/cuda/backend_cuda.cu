@@ -785,14 +785,16 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
-    const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");   /* written 2026-12-03, not yet run on a GPU */
+    /* opt-in: right (goldens, test_ffn_chain) but slower, tg128 154.0 vs 162.5 t/s (2026-12-03): the
+     * boundary it removes costs ~0.3 us; the wait for the last GLU block stays */
+    const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");
     c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 &&
-        CUDA_TRY(c, cudaMalloc(&c->v5_trace, (size_t)512 * 16 * c->n_sm * 5 * sizeof(unsigned long long)))) {
+        !cuda_v5_trace_init(c)) {
         int rc = ctx_status(c, err);
         be_destroy(be);
         return rc;

@@ -75,6 +75,8 @@ struct cuda_buf {
 #define CUDA_SKIP_NORM  4u   /* add_rmsnorm */
 #define CUDA_SKIP_QUANT 8u   /* quantize_x (GEMV inputs not made by add_rmsnorm) */
 
+#define V5_TRACE_CAP 512   /* v5 launches the trace keeps (a decode step of the 30B preset: 105) */
+
 struct cuda_ctx {
     int            device;
     cudaStream_t   stream;
@@ -138,7 +140,7 @@ struct cuda_ctx {
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
-    int64_t         v5_trace_meta[512][2];   /* per launch: warps, bytes */
+    int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
 };
 
 /* Programmatic dependent launch (sm_90; no-ops elsewhere and when the launch did not ask for
@@ -220,7 +222,8 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matm
 extern "C" long backend_cuda_glu_used(struct backend *be);
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
 extern "C" long backend_cuda_prep_used(struct backend *be);
-/* gemv_mma.cu: print the v5 trace (GLIM_CUDA_V5_TRACE=1) */
+/* gemv_mma.cu: the v5 trace (GLIM_CUDA_V5_TRACE=1, diagnosis): its buffer, and printing it */
+bool cuda_v5_trace_init(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */

@@ -126,8 +126,6 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    int       skew;            /* > 0: shares weighted by CTA slot (gemv_mma_lane.h v5_split_*) */
-    int       fence_ar;        /* merges fence with fence.acq_rel.gpu, not __threadfence (fence.sc) */
     unsigned *ready;           /* FFN chain (gemv5_chain_kernel): GLU blocks quantized so far, */
     unsigned  ready_need;      /* ... and how many there are */
 };
@@ -146,7 +144,7 @@ static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
 
 static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t x)
 {
-    return v5_split_warp_of(x, v5_units(job), job.n_warps, job.skew);
+    return v5_split_warp_of(x, v5_units(job), job.n_warps);
 }
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
@@ -174,20 +172,11 @@ typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
 typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
 
-/* the fence of a merge's release (before its count) and acquire (after it) */
-static __device__ __forceinline__ void v5_fence(const v5_job &job)
-{
-    if (job.fence_ar)
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    else
-        __threadfence();
-}
-
 /* after a warp wrote its piece of a tile's partial sums: true (for the whole warp) when it was the
  * last of the tile's pieces to arrive, and then every partial is visible to it */
 static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t tile, int pieces, int lane)
 {
-    v5_fence(job);   /* the partials are visible before the count says so */
+    __threadfence();   /* the partials are visible before the count says so */
     __syncwarp();
     unsigned done = 0;
     if (lane == 0)
@@ -195,7 +184,7 @@ static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t 
     done = __shfl_sync(0xffffffffu, done, 0);
     if (done != (unsigned)pieces - 1)
         return false;
-    v5_fence(job);   /* the last piece in: every partial of the tile is visible */
+    __threadfence();   /* the last piece in: every partial of the tile is visible */
     return true;
 }
 
@@ -206,21 +195,21 @@ template <int MODE>
 static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
 {
     int64_t blk = (tile - P.tile0) >> 1;
-    v5_fence(job);   /* this tile's y is visible before the count says so */
+    __threadfence();   /* this tile's y is visible before the count says so */
     __syncwarp();
     unsigned done = 0;
     if (lane == 0)
         done = atomicAdd(&job.glu_cnt[blk], 1u);
     if (__shfl_sync(0xffffffffu, done, 0) != 3u)
         return;
-    v5_fence(job);
+    __threadfence();
     int64_t n = blk * 32 + lane;
     float v = glu_apply<1 + BE_GLU_SILU>(__ldcg(job.p[1].y + n), __ldcg(job.p[0].y + n));   /* up, gate: L2 */
     quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
     if (lane == 0)
         job.glu_cnt[blk] = 0u;   /* for the next launch */
     if (MODE == V5_CHAIN_A) {
-        v5_fence(job);   /* the block is visible before the count says so */
+        __threadfence();   /* the block is visible before the count says so */
         __syncwarp();
         if (lane == 0)
             atomicAdd(job.ready, 1u);
@@ -367,7 +356,7 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
-    int64_t a = v5_split_lo(w, units, job.n_warps, job.skew), b = v5_split_lo(w + 1, units, job.n_warps, job.skew);
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
@@ -453,17 +442,7 @@ static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piec
     cnt = cnt ? cnt : &c->v5_cnt;
     int64_t units = job.n_tiles * job.n_sb;
     job.n_warps = warps < units ? warps : units;
-    job.stride = v5_split_stride(job.n_sb, units, job.n_warps, 0);
-    static int fence_forced = -1;   /* GLIM_CUDA_V5_FENCE=1: acq_rel fences in the merges */
-    job.fence_ar = cuda_env_knob("GLIM_CUDA_V5_FENCE", &fence_forced);
-    job.skew = 0;
-    static int skew_forced = -1;   /* GLIM_CUDA_V5_SKEW=1..10: a CTA's share by its slot on the SM */
-    int skew = per_piece == 16 ? cuda_env_knob("GLIM_CUDA_V5_SKEW", &skew_forced) : 0;
-    skew = skew > V5_SKEW_MAX ? V5_SKEW_MAX : skew;
-    if (skew && job.n_warps == warps && warps % 4 == 0 && v5_split_stride(job.n_sb, units, job.n_warps, skew) > 0) {
-        job.skew = skew;
-        job.stride = v5_split_stride(job.n_sb, units, job.n_warps, skew);
-    }
+    job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
     if (!cuda_buf_reserve(c, part, part_bytes) || !v5_counts(c, cnt, (size_t)job.n_tiles * 4))
         return false;
@@ -521,7 +500,13 @@ static int v5_collect(v5_job &job, uint32_t dta, uint32_t dtb, int n, float *con
 /* ---- the trace (GLIM_CUDA_V5_TRACE=1, diagnosis): per v5 launch since the last graph_begin (a
  * slot each, V5_TRACE_CAP at most), per warp its entry, its PDL wait's end and its end in ns of
  * the global timer; backend_destroy prints them (cuda_v5_trace_dump) */
-#define V5_TRACE_CAP 512
+/* GLIM_CUDA_V5_TRACE=1 at backend creation: the trace's device buffer; false (recorded) on failure */
+bool cuda_v5_trace_init(struct cuda_ctx *c)
+{
+    size_t bytes = (size_t)V5_TRACE_CAP * 16 * c->n_sm * V5_TRACE_PER * sizeof(unsigned long long);
+    return !CUDA_TRY(c, cudaMalloc(&c->v5_trace, bytes));
+}
+
 static unsigned long long *v5_trace_slot(struct cuda_ctx *c, const v5_job &job, int n, const struct be_weight *const *ws,
                                          const bool *mine)
 {
@@ -562,7 +547,7 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
     int raw_i = raw ? atoi(raw_env) : -1;
     for (size_t w = 0; w < (size_t)c->v5_trace_meta[0][0]; w++)
         t0 = h[w * V5_TRACE_PER] < t0 ? h[w * V5_TRACE_PER] : t0;
-    fprintf(stderr, "v5 trace: launch warps MB | entry0 wait0 waitN | end0 end50 end90 endN | GB/s | gap_prev\n");
+    fprintf(stderr, "v5 trace: launch warps MB | entry0 wait0 waitN | end0 end50 end90 endN | TB/s | gap_prev\n");
     for (int i = 0; i < c->v5_trace_n; i++) {
         const unsigned long long *r = h + (size_t)i * per;
         int64_t nw = c->v5_trace_meta[i][0];
@@ -581,9 +566,9 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
         qsort(e, (size_t)nw, sizeof *e, cmp_u64);
         double us = 1e-3, mb = c->v5_trace_meta[i][1] / 1e6;
         double span = (double)(e[nw - 1] - w0) * us;
-        fprintf(stderr, "v5 trace: %3d %5lld %7.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %6.0f | %6.2f\n", i,
+        fprintf(stderr, "v5 trace: %3d %5lld %7.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %6.2f | %6.2f\n", i,
                 (long long)nw, mb, (en - t0) * us, (w0 - t0) * us, (wn - t0) * us, (e[0] - t0) * us,
-                (e[nw / 2] - t0) * us, (e[nw * 9 / 10] - t0) * us, (e[nw - 1] - t0) * us, span > 0 ? mb / span * 1e-3 * 1e3 : 0.0,
+                (e[nw / 2] - t0) * us, (e[nw * 9 / 10] - t0) * us, (e[nw - 1] - t0) * us, span > 0 ? mb / span : 0.0,
                 prev_end ? ((double)w0 - (double)prev_end) * us : 0.0);
         prev_end = e[nw - 1];
     }
@@ -747,7 +732,7 @@ gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job), k = job.n_sb * 256;
-    int64_t a = v5_split_lo(w, units, job.n_warps, job.skew), b = v5_split_lo(w + 1, units, job.n_warps, job.skew);
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
     bool waited = false;
 #pragma unroll 1
     for (int64_t x = a; x < b;) {

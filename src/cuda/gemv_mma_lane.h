@@ -38,63 +38,26 @@ V5_HD int64_t v5_row_loaded(int64_t r, int64_t n, int tiled)
     return tiled || r < n ? r : n - 1;
 }
 
-/* ---- the work split: a job's (tile, super-block) units, tile-major, cut over n_warps warps
- * (n_warps <= units, so each gets at least one): warp w takes [v5_split_lo(w), v5_split_lo(w + 1)).
- * A tile cut between warps is merged from pieces, piece = warp - the first warp holding one of its
- * units; stride bounds the pieces of any tile. skew = 0: even shares. skew > 0 (n_warps % 4 == 0:
- * four CTA slots of n_warps / 4 warps, slot s = the s-th CTA each SM received): warp w's share is
- * V5_SHARE + skew (3 - 2s), since an SM's later CTAs stream slower (2026-12-03 trace: the last
- * slot's warps end ~2.5 us after the first slot's in a 35 us launch). */
-#define V5_SHARE 256
-#define V5_SKEW_MAX 40
-
-V5_HD int64_t v5_share_q(int s, int skew)
+/* ---- the work split: a job's (tile, super-block) units, tile-major, cut evenly over n_warps
+ * warps (n_warps <= units, so each gets at least one): warp w takes [v5_split_lo(w),
+ * v5_split_lo(w + 1)). A tile cut between warps is merged from pieces, piece = warp - the first
+ * warp holding one of its units; stride bounds the pieces of any tile. */
+V5_HD int64_t v5_split_lo(int64_t w, int64_t units, int64_t n_warps)
 {
-    return V5_SHARE + (int64_t)skew * (3 - 2 * s);
-}
-
-/* the shares of warps [0, w), w <= 4 slot */
-V5_HD int64_t v5_share_before(int64_t w, int64_t slot, int skew)
-{
-    int64_t q = 0;
-    for (int s = 0; s < 4; s++) {
-        int64_t n = w - s * slot;
-        n = n < 0 ? 0 : n > slot ? slot : n;
-        q += n * v5_share_q(s, skew);
-    }
-    return q;
-}
-
-V5_HD int64_t v5_split_lo(int64_t w, int64_t units, int64_t n_warps, int skew)
-{
-    w = w < n_warps ? w : n_warps;
-    if (!skew)
-        return w * units / n_warps;
-    int64_t slot = n_warps / 4;
-    return units * v5_share_before(w, slot, skew) / (slot * 4 * V5_SHARE);
+    return (w < n_warps ? w : n_warps) * units / n_warps;
 }
 
 /* the warp whose range holds unit x */
-V5_HD int64_t v5_split_warp_of(int64_t x, int64_t units, int64_t n_warps, int skew)
+V5_HD int64_t v5_split_warp_of(int64_t x, int64_t units, int64_t n_warps)
 {
-    if (!skew)
-        return ((x + 1) * n_warps + units - 1) / units - 1;
-    int64_t slot = n_warps / 4, qt = slot * 4 * V5_SHARE;
-    int s = 3;
-    while (s > 0 && v5_split_lo(s * slot, units, n_warps, skew) > x)
-        s--;
-    /* the last warp s slot + j of the slot with units (before + q j) < (x + 1) qt */
-    int64_t num = (x + 1) * qt - units * v5_share_before(s * slot, slot, skew), den = units * v5_share_q(s, skew);
-    int64_t j = (num - 1) / den;
-    return s * slot + (j < slot - 1 ? j : slot - 1);
+    return ((x + 1) * n_warps + units - 1) / units - 1;
 }
 
-/* most pieces a tile of n_sb units is cut into: every warp has at least m units (0: with this
- * skew some warp may get none) */
-V5_HD int v5_split_stride(int64_t n_sb, int64_t units, int64_t n_warps, int skew)
+/* most pieces a tile of n_sb units is cut into: every warp has at least units / n_warps units */
+V5_HD int v5_split_stride(int64_t n_sb, int64_t units, int64_t n_warps)
 {
-    int64_t m = skew ? units * v5_share_q(3, skew) / (n_warps * V5_SHARE) - 1 : units / n_warps;
-    return m < 1 ? 0 : (int)((n_sb + m - 1) / m) + 2;
+    int64_t m = units / n_warps;
+    return (int)((n_sb + m - 1) / m) + 2;
 }
 
 /* ---- Q4_K: one super-block's bytes of rows g and g+8 as loaded (4 x 8 code bytes, header) */
