@@ -5,7 +5,8 @@
 # 1 attn_prep, 2 attention, 4 add_rmsnorm, 8 quantize_x; wrong output, timing only; 15 = the
 # GEMVs alone), tg128 under extra settings, and the default again (the spread between runs).
 set -u
-# GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run):
+# GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
+# TRACE (v5 per-warp trace per env), TL (nsys timeline per env):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -40,5 +41,16 @@ for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launch
   env ${e//,/ } GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
   f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "^v5 " /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f
 done
+if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): nsys timeline, each kernel's exposed time (dev/cuda/timeline.py)
+  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  [ -n "$NSYS" ] || echo "TL: no nsys on this machine"
+  for e in ${NSYS:+$TL}; do
+    env ${e//,/ } timeout 120 $NSYS profile -t cuda --cuda-graph-trace=node -o /tmp/tl -f true $B bench -m $M \
+      --device cuda -p 0 -n 48 -r 1 >/tmp/tl.out 2>&1 || { echo "TL $e: nsys failed"; tail -3 /tmp/tl.out; continue; }
+    timeout 120 $NSYS stats -r cuda_gpu_trace -f csv -o /tmp/tl /tmp/tl.nsys-rep >/dev/null 2>&1
+    echo "== timeline $e"; python3 dev/cuda/timeline.py /tmp/tl_cuda_gpu_trace.csv 2>&1 | head -24
+    cp /tmp/tl_cuda_gpu_trace.csv "$O/tl-${e//[^A-Za-z0-9]/_}.csv" 2>/dev/null
+  done
+fi
 tg default-again X=1 -- -p 0 -n 128 -r 3
 el "all done"
