@@ -793,8 +793,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
-    if (f_trace && strcmp(f_trace, "1") == 0 &&
-        !cuda_v5_trace_init(c)) {
+    if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);
         be_destroy(be);
         return rc;
