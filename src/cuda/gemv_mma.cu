@@ -498,9 +498,9 @@ static int v5_collect(v5_job &job, uint32_t dta, uint32_t dtb, int n, float *con
 }
 
 /* ---- the trace (GLIM_CUDA_V5_TRACE=1, diagnosis): per v5 launch since the last graph_begin (a
- * slot each, V5_TRACE_CAP at most), per warp its entry, its PDL wait's end and its end in ns of
- * the global timer; backend_destroy prints them (cuda_v5_trace_dump) */
-/* GLIM_CUDA_V5_TRACE=1 at backend creation: the trace's device buffer; false (recorded) on failure */
+ * slot each, V5_TRACE_CAP at most), per warp the v5_stamp times in ns of the global timer;
+ * backend_destroy prints them (cuda_v5_trace_dump). The device buffer, made at backend creation;
+ * false (recorded) on failure: */
 bool cuda_v5_trace_init(struct cuda_ctx *c)
 {
     size_t bytes = (size_t)V5_TRACE_CAP * 16 * c->n_sm * V5_TRACE_PER * sizeof(unsigned long long);
@@ -528,8 +528,10 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* One line per traced launch, times in us from the first launch's first entry: entry (first),
- * wait done (first, last), end (first, median, 90%, last), MB and GB/s from the first wait's end
- * to the last end; then the gap from each launch's last end to the next one's first wait end. */
+ * wait done (first, last), end (first, median, 90%, last), MB and TB/s from the first wait's end
+ * to the last end; then the gap from the previous launch's last end to this one's first wait end.
+ * With GLIM_CUDA_V5_TRACE_RAW=i also launches i and i + 1 warp by warp: warp, SM, entry, wait
+ * done, end of its last span, end. */
 void cuda_v5_trace_dump(struct cuda_ctx *c)
 {
     if (!c->v5_trace || !c->v5_trace_n)
@@ -558,9 +560,8 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
             w0 = q[1] < w0 ? q[1] : w0;
             wn = q[1] > wn ? q[1] : wn;
             e[w] = q[2];
-            if (raw)   /* GLIM_CUDA_V5_TRACE_RAW=i: launches i and i + 1, a line per warp */
-                if (i == raw_i || i == raw_i + 1)
-                    fprintf(stderr, "v5 raw: %lld %llu %.3f %.3f %.3f %.3f\n", (long long)w, q[4], (q[0] - t0) * 1e-3,
+            if (raw && (i == raw_i || i == raw_i + 1))
+                fprintf(stderr, "v5 raw: %lld %llu %.3f %.3f %.3f %.3f\n", (long long)w, q[4], (q[0] - t0) * 1e-3,
                             (q[1] - t0) * 1e-3, (q[3] - t0) * 1e-3, (q[2] - t0) * 1e-3);
         }
         qsort(e, (size_t)nw, sizeof *e, cmp_u64);
