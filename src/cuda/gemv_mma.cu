@@ -562,7 +562,7 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
             e[w] = q[2];
             if (raw && (i == raw_i || i == raw_i + 1))
                 fprintf(stderr, "v5 raw: %lld %llu %.3f %.3f %.3f %.3f\n", (long long)w, q[4], (q[0] - t0) * 1e-3,
-                            (q[1] - t0) * 1e-3, (q[3] - t0) * 1e-3, (q[2] - t0) * 1e-3);
+                        (q[1] - t0) * 1e-3, (q[3] - t0) * 1e-3, (q[2] - t0) * 1e-3);
         }
         qsort(e, (size_t)nw, sizeof *e, cmp_u64);
         double us = 1e-3, mb = c->v5_trace_meta[i][1] / 1e6;
