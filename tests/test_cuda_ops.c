@@ -61,6 +61,8 @@ int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_pr
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
 int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
+int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
+                                const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 #define DT_Q4_K_T16 0x103   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
 #define DT_Q6_K_T16 0x104
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -1984,6 +1986,103 @@ static void test_prep_fold(void)
     CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
 }
 
+/* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode
+ * token gives the output and both caches bit for bit as attn_prep then attention do; shapes v4
+ * does not take are refused with nothing launched */
+static void check_attention_prep(uint32_t kv_type, int H, int Hkv, int D, int n_rot, bool neox, bool norms,
+                                 int64_t n_slots, int window, int32_t p, bool want)
+{
+    struct glim_err err = {0};
+    int kv_dim = Hkv * D, q_dim = H * D;
+    size_t cb = (size_t)n_slots * kv_dim * kv_elem(kv_type);
+    uint8_t *hc = malloc(2 * cb);
+    float *fk = rand_vec(n_slots * kv_dim, 3.0f), *fv = rand_vec(n_slots * kv_dim, 2.0f);
+    int32_t *fill = malloc((size_t)n_slots * 4);
+    for (int64_t i = 0; i < n_slots; i++)
+        fill[i] = (int32_t)i;
+    cpu_ref_kv_store(hc, hc + cb, kv_type, n_slots, fk, fv, (int)n_slots, fill, kv_dim);
+    float *q = rand_vec(q_dim, 2.0f), *k = rand_vec(kv_dim, 2.0f), *v = rand_vec(kv_dim, 2.0f);
+    float *gq = rand_vec(D, 2.0f), *gk = rand_vec(D, 2.0f);
+    struct be_weight hwq, dwq, hwk, dwk;
+    norm_weight(gq, D, &hwq, &dwq);
+    norm_weight(gk, D, &hwk, &dwk);
+    uint8_t *got[2][3];
+    size_t nb[3] = {(size_t)q_dim * 4, cb, cb};
+    int ran = -1;
+    for (int pass = 0; pass < 2; pass++) {   /* one launch, then the two ops */
+        float *dq = to_dev(q, (size_t)q_dim * 4), *dk = to_dev(k, (size_t)kv_dim * 4), *dv = to_dev(v, (size_t)kv_dim * 4);
+        void *dkc = to_dev(hc, cb), *dvc = to_dev(hc + cb, cb);
+        int32_t *dpos = to_dev(&p, 4);
+        float *dout = be->i->alloc(be, (size_t)q_dim * 4);
+        CHECK_EQ(be->i->upload(be, dout, q, (size_t)q_dim * 4, &err), GLIM_OK);   /* not zeros */
+        struct be_attn_prep_args pa = {
+            .q = dq, .k = dk, .v = dv, .q_norm = norms ? &dwq : NULL, .k_norm = norms ? &dwk : NULL, .eps = 1e-6f,
+            .rope = n_rot > 0, .neox = neox, .n_rot = n_rot, .rope_base = 10000.0f, .k_cache = dkc, .v_cache = dvc,
+            .kv_type = kv_type, .n_slots = n_slots, .n_tokens = 1, .pos = dpos, .n_head = H, .n_head_kv = Hkv,
+            .head_dim = D,
+        };
+        struct be_attn_args aa = {.out = dout, .q = dq, .k_cache = dkc, .v_cache = dvc, .kv_type = kv_type,
+                                  .n_slots = n_slots, .n_tokens = 1, .pos = dpos, .pos_host0 = p, .n_head = H,
+                                  .n_head_kv = Hkv, .head_dim = D, .window = window,
+                                  .scale = 1.0f / sqrtf((float)D), .block = 0};
+        if (pass == 0) {
+            ran = backend_cuda_attention_prep(be, &pa, &aa);
+        } else {
+            be->i->attn_prep(be, &pa);
+            be->i->attention(be, &aa);
+        }
+        void *src[3] = {dout, dkc, dvc};
+        for (int i = 0; i < 3; i++) {
+            got[pass][i] = malloc(nb[i]);
+            from_dev(got[pass][i], src[i], nb[i]);
+        }
+        be->i->release(be, dq), be->i->release(be, dk), be->i->release(be, dv), be->i->release(be, dkc);
+        be->i->release(be, dvc), be->i->release(be, dpos), be->i->release(be, dout);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "attention_prep %s heads %d/%d dim %d rot %d%s norms %d slots %lld window %d p %d",
+             quant_type_name(kv_type), H, Hkv, D, n_rot, neox ? " neox" : "", norms, (long long)n_slots, window,
+             (int)p);
+    CHECK_EQ(ran, want ? 1 : 0);
+    if (ran == 1) {
+        static const char *names[3] = {"out", "k cache", "v cache"};
+        for (int i = 0; i < 3; i++)
+            CHECK(same_bytes(got[0][i], got[1][i], nb[i], what, names[i]));
+    } else {   /* refused: nothing ran (the output is still q, the caches as they were) */
+        CHECK(same_bytes(got[0][0], q, nb[0], what, "out untouched"));
+        CHECK(same_bytes(got[0][1], hc, cb, what, "k cache untouched"));
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < 3; i++)
+            free(got[pass][i]);
+    be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
+    free(hc), free(fk), free(fv), free(fill), free(q), free(k), free(v), free(gq), free(gk);
+}
+
+static void test_attention_prep(void)
+{
+    const char *dec_tc = getenv("GLIM_CUDA_ATTN_DEC_TC");
+    bool v4 = !(dec_tc && strcmp(dec_tc, "0") == 0);
+    static const uint32_t KV[2] = {GLIM_TYPE_F16, GLIM_TYPE_BF16};
+    for (int i = 0; i < 2; i++) {
+        uint32_t kt = KV[i];
+        /* Muse Glimmer: a sliding layer (QK-norm, NORM RoPE) on a ring that wrapped, a global
+         * layer (QK-norm, NoPE) at the first position, a few keys, and many splits */
+        check_attention_prep(kt, 32, 2, 128, 128, false, true, 64, 64, 500, v4);
+        check_attention_prep(kt, 32, 2, 128, 128, false, true, 64, 64, 63, v4);
+        check_attention_prep(kt, 32, 2, 128, 0, false, true, 3000, 0, 0, v4);
+        check_attention_prep(kt, 32, 2, 128, 0, false, true, 3000, 0, 37, v4);
+        check_attention_prep(kt, 32, 2, 128, 0, false, true, 3000, 0, 2999, v4);
+        /* NEOX RoPE, partial rotation, no norms; head_dim 64 with 4 heads a group */
+        check_attention_prep(kt, 32, 2, 128, 64, true, false, 3000, 0, 1234, v4);
+        check_attention_prep(kt, 8, 2, 64, 64, false, true, 500, 0, 321, v4);
+    }
+    /* refused: F32 cache (v4 needs F16/BF16), head_dim 96, nothing to prepare in q */
+    check_attention_prep(GLIM_TYPE_F32, 32, 2, 128, 128, false, true, 64, 64, 100, false);
+    check_attention_prep(GLIM_TYPE_F16, 8, 2, 96, 96, false, true, 300, 0, 50, false);
+    check_attention_prep(GLIM_TYPE_F16, 8, 2, 64, 0, false, false, 300, 0, 50, false);
+}
+
 static void test_errors(void)
 {
     struct glim_err err = {0};
@@ -2035,6 +2134,7 @@ int main(void)
     RUN(test_add_rmsnorm_xq);
     RUN(test_attn_prep);
     RUN(test_prep_fold);
+    RUN(test_attention_prep);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
     backend_free(be);

@@ -165,6 +165,9 @@ struct backend_i {
     /* = matmul_pair_glu(fs, ws[0..1] (gate, up), x, act) then matmul_glu(y, ws[2] (down), fs[1], fs[0], act) */
     void (*matmul_ffn)(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
                        const float *x, int n_rows, int act);
+    /* = attn_prep(p) then attention(a), where a reads p's q and caches; the one exception to the
+     * bit-for-bit rule: p's q and k are scratch afterwards (a backend may leave them unprepared) */
+    void (*attention_prep)(struct backend *be, const struct be_attn_prep_args *p, const struct be_attn_args *a);
     /* = matmul_n(n, ys, ws, x, n_rows) then attn_prep(a), where ys[0..2] are a's q, k, v */
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);

@@ -21,6 +21,7 @@
  *   v1 (attn_split_kernel, the first version; GLIM_CUDA_NEW=0 or GLIM_CUDA_NEW_ATTN=0,
  *      and the fallback for head_dim % 8 != 0 or unaligned pointers).
  */
+#include "attn_prep.cuh"
 #include "rowops.cuh"
 
 #include <limits.h>
@@ -42,6 +43,7 @@ struct attn_params {
     int            tpc, tile, min_chunk;   /* split plan (v2, v4): tokens sharing one, key rounding */
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
+    prep_params    pp;        /* attn_mma_kernel<.., PREP = true>: attn_prep's work, done by the CTAs */
 };
 
 /* visible positions [lo, hi] of query t, as cpu_ref.c attn_range: causal (with window), or
@@ -639,9 +641,44 @@ static __device__ __forceinline__ void attn4_load(E *st, const E *kg, const E *v
     }
 }
 
+/* attn_prep's work for one decode token inside attention (attn_mma_kernel<.., true>): each CTA
+ * prepares its KV group's query heads into shared memory (every split the same bits, none writes
+ * q back), and the split holding the token's position prepares the key head and stores its K
+ * and V rows in the cache before loading keys. Returns the prepared rows (the q rows to read). */
+template <int D>
+static __device__ __forceinline__ const float *attn4_prep(const attn_params &a, int kvh, int k_begin, int k_end,
+                                                          int warp, int lane)
+{
+    extern __shared__ uint4 smem_mma[];
+    const prep_params &p = a.pp;
+    float *rows = (float *)smem_mma;                        /* group query rows, then the key row */
+    float2 *cs = (float2 *)(rows + (a.group + 1) * D);
+    int32_t pos = a.pos[0];
+    bool mine_k = k_begin <= pos && pos < k_end;
+    if (p.rope)
+        for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
+            float c, sn;
+            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &c, &sn);
+            cs[i] = make_float2(c, sn);
+        }
+    __syncthreads();
+    int n_rows = a.group + (mine_k ? 1 : 0);
+    prep_group_warp(p, kvh, a.group, n_rows, rows, p.rope ? cs : NULL, warp, ATTN4_WARPS, lane);
+    if (mine_k && warp == a.group % ATTN4_WARPS) {          /* the warp that prepared the key row */
+        int64_t kv_dim = (int64_t)p.n_head_kv * D, at0 = (int64_t)pos % p.n_slots * kv_dim + (int64_t)kvh * D;
+        const float *vr = p.v + (int64_t)kvh * D, *kr = rows + (int64_t)a.group * D;
+        for (int i = lane; i < D; i += 32) {
+            kv_put(p.k_cache, p.kv_type, at0 + i, kr[i]);
+            kv_put(p.v_cache, p.kv_type, at0 + i, __ldcg(vr + i));
+        }
+    }
+    __syncthreads();   /* the rows, and the cache row for this CTA's own key loads */
+    return rows;
+}
+
 /* grid: x = token group, y = split, z = KV head.  block: 32 * ATTN4_WARPS.
  * smem: ATTN4_STAGES x (K, V)[ATTN4_KT][D + 8] elements; reused by the final merge. */
-template <class Tr, int D>
+template <class Tr, int D, bool PREP = false>
 static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) attn_mma_kernel(attn_params a)
 {
     typedef typename Tr::elem E;
@@ -672,6 +709,8 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     /* q rows g, g + 8 (heads kvh * group + row) as the A fragments of every term */
     uint32_t qf[2][DK][4];
     const float *q0 = a.q + ((int64_t)(tok_ok ? t : 0) * a.n_head + (int64_t)kvh * a.group) * D;
+    if (PREP)
+        q0 = attn4_prep<D>(a, kvh, k_begin, k_end, warp, lane);
     bool r0_ok = tok_ok && g < a.group, r1_ok = tok_ok && g + 8 < a.group;
 #pragma unroll
     for (int kk = 0; kk < DK; kk++)
@@ -690,6 +729,8 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
             }
         }
 
+    if (PREP)
+        __syncthreads();   /* the prepared rows are read: the stages may take their memory */
     float o[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++)
@@ -923,19 +964,21 @@ template <class Tr, int D> static size_t attn_mma_smem(void)
     return stages > merge ? stages : merge;
 }
 
-template <class Tr, int D> static bool attn_mma_run(struct cuda_ctx *c, const attn_params &a, dim3 grid)
+template <class Tr, int D, bool PREP = false> static bool attn_mma_run(struct cuda_ctx *c, const attn_params &a, dim3 grid)
 {
     size_t smem = attn_mma_smem<Tr, D>();
-    if (CUDA_TRY(c, cudaFuncSetAttribute(attn_mma_kernel<Tr, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (CUDA_TRY(c, cudaFuncSetAttribute(attn_mma_kernel<Tr, D, PREP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem)))
         return true;
-    cuda_launch_dep(c, grid, dim3(32 * ATTN4_WARPS), smem, attn_mma_kernel<Tr, D>, a);
+    cuda_launch_dep(c, grid, dim3(32 * ATTN4_WARPS), smem, attn_mma_kernel<Tr, D, PREP>, a);
     return CUDA_LAUNCHED(c, "attention v4");
 }
 
-/* the instantiation for a.head_dim (64..ATTN4_MAX_DIM, a multiple of 16) */
-template <class Tr> static bool attn_mma_dispatch(struct cuda_ctx *c, const attn_params &a, dim3 grid)
+/* the instantiation for a.head_dim (64..ATTN4_MAX_DIM, a multiple of 16); with prep, 64 or 128 */
+template <class Tr> static bool attn_mma_dispatch(struct cuda_ctx *c, const attn_params &a, dim3 grid, bool prep)
 {
+    if (prep)
+        return a.head_dim == 64 ? attn_mma_run<Tr, 64, true>(c, a, grid) : attn_mma_run<Tr, 128, true>(c, a, grid);
     switch (a.head_dim) {
     case 64: return attn_mma_run<Tr, 64>(c, a, grid);
     case 80: return attn_mma_run<Tr, 80>(c, a, grid);
@@ -945,8 +988,9 @@ template <class Tr> static bool attn_mma_dispatch(struct cuda_ctx *c, const attn
     }
 }
 
-/* v4 launch: false when the shapes need v2/v1 (nothing launched) */
-static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_params a)
+/* v4 launch: false when the shapes need v2/v1 (nothing launched). prep (a.pp set): the kernel
+ * runs attn_prep's work too (attn4_prep; the caller checked cuda_attention_prep's conditions) */
+static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_params a, bool prep = false)
 {
     uintptr_t align = (uintptr_t)x->q | (uintptr_t)x->out | (uintptr_t)x->k_cache | (uintptr_t)x->v_cache;
     bool bf16 = x->kv_type == GLIM_TYPE_BF16;
@@ -973,7 +1017,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
         a.part = (float *)c->attn_part.p;
     }
     dim3 grid((unsigned)n_groups, (unsigned)n_splits, (unsigned)x->n_head_kv);
-    bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid) : attn_mma_dispatch<attn4_f16>(c, a, grid);
+    bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid, prep) : attn_mma_dispatch<attn4_f16>(c, a, grid, prep);
     if (failed || n_splits == 1)
         return true;
     cuda_launch_dep(c, dim3((unsigned)((int64_t)x->n_tokens * x->n_head)), dim3(32 * ATTN4_COMBINE_WARPS), 0,
@@ -982,16 +1026,10 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     return true;
 }
 
-void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
+static attn_params attn_fill(const struct be_attn_args *x)
 {
-    if (x->n_tokens <= 0 || (c->dbg_skip & CUDA_SKIP_ATTN))
-        return;
-    if (x->head_dim > ATTN_MAX_DIM || x->n_head_kv <= 0 || x->n_head % x->n_head_kv != 0) {
-        cuda_check(c, cudaErrorInvalidValue, "attention: head_dim > 256 or n_head % n_head_kv != 0", __FILE__,
-                   __LINE__);
-        return;
-    }
     attn_params a;
+    memset(&a, 0, sizeof a);
     a.out = x->out;
     a.q = x->q;
     a.k_cache = x->k_cache;
@@ -1008,6 +1046,39 @@ void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
     a.window = x->window;
     a.block = x->block;
     a.scale = x->scale;
+    return a;
+}
+
+/* attn_prep(p) then attention(x) as one v4 launch (attn4_prep): one decode token, v4's shapes
+ * with head_dim 64 or 128, query heads that need prep, and p preparing x's q into x's caches.
+ * False: not these shapes (nothing launched; the caller runs the two ops). */
+bool cuda_attention_prep(struct cuda_ctx *c, const struct be_attn_prep_args *p, const struct be_attn_args *x)
+{
+    if (x->n_head_kv <= 0 || x->n_head % x->n_head_kv != 0)
+        return false;
+    attn_params a = attn_fill(x);
+    if (!c->attn_dec_tc || (c->dbg_skip & (CUDA_SKIP_ATTN | CUDA_SKIP_PREP)) || x->n_tokens != 1 || p->n_tokens != 1 ||
+        x->block != 0 || (x->head_dim != 64 && x->head_dim != 128) || !cuda_prep_params(p, &a.pp) ||
+        a.pp.n_qb != x->n_head || p->q != x->q || p->k_cache != x->k_cache || p->v_cache != x->v_cache ||
+        p->kv_type != x->kv_type || p->n_slots != x->n_slots || p->pos != x->pos || p->n_head != x->n_head ||
+        p->n_head_kv != x->n_head_kv || p->head_dim != x->head_dim || a.group + 1 > ATTN4_WARPS * PREP_ROWS_MAX)
+        return false;
+    if (!attn_mma_launch(c, x, a, true))
+        return false;
+    c->attn_prep_used++;
+    return true;
+}
+
+void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)
+{
+    if (x->n_tokens <= 0 || (c->dbg_skip & CUDA_SKIP_ATTN))
+        return;
+    if (x->head_dim > ATTN_MAX_DIM || x->n_head_kv <= 0 || x->n_head % x->n_head_kv != 0) {
+        cuda_check(c, cudaErrorInvalidValue, "attention: head_dim > 256 or n_head % n_head_kv != 0", __FILE__,
+                   __LINE__);
+        return;
+    }
+    attn_params a = attn_fill(x);
     bool dec = x->n_tokens <= ATTN4_DEC_TOKENS;
     if ((dec ? c->attn_dec_tc : c->attn_tc) && attn_mma_launch(c, x, a))
         return;

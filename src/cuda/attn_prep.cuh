@@ -84,4 +84,56 @@ static __device__ __forceinline__ void prep_head_warp(const prep_params &p, int 
     __syncwarp();   /* row is free for the warp's next head */
 }
 
+/* Attention's own prep (attn_decode.cu, one decode token, head_dim <= 128): rows r = r0, r0 +
+ * step, .. < n_rows of a KV group's prep, r < group being query head kvh * group + r of token 0,
+ * r == group key head kvh, normed and roped into rows + r * D (shared memory) as prep_head_warp
+ * computes them; every row's loads are in flight at once, and cs holds the n_rot / 2 (cos, sin)
+ * of rope_cos_sin for token 0 (NULL: no RoPE). Writes nothing else. */
+#define PREP_ROWS_MAX 5
+static __device__ __forceinline__ void prep_group_warp(const prep_params &p, int kvh, int group, int n_rows,
+                                                       float *rows, const float2 *cs, int r0, int step, int lane)
+{
+    int D = p.head_dim;
+    float v[PREP_ROWS_MAX][4];
+#pragma unroll
+    for (int j = 0; j < PREP_ROWS_MAX; j++) {
+        int r = r0 + j * step;
+        const float *src = r < group ? p.q + ((int64_t)kvh * group + r) * D : p.k + (int64_t)kvh * D;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            v[j][e] = r < n_rows && lane + 32 * e < D ? __ldcg(src + lane + 32 * e) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < PREP_ROWS_MAX; j++) {
+        int r = r0 + j * step;
+        if (r >= n_rows)
+            break;
+        const float *w = r < group ? p.q_norm : p.k_norm;
+        float rs = 0.0f;
+        if (w) {   /* rmsnorm_kernel's 64 threads: l sums elements l, l + 64; l + 32 sums l + 32, l + 96 */
+            double s0 = 0.0, s1 = 0.0;
+#pragma unroll
+            for (int e = 0; e < 4; e += 2)
+                if (lane + 32 * e < D)
+                    s0 += (double)v[j][e] * v[j][e];
+#pragma unroll
+            for (int e = 1; e < 4; e += 2)
+                if (lane + 32 * e < D)
+                    s1 += (double)v[j][e] * v[j][e];
+            rs = rms_scale(warp_sum_d(s0) + warp_sum_d(s1), D, p.eps);
+        }
+        float *row = rows + (int64_t)r * D;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (lane + 32 * e < D)
+                row[lane + 32 * e] = w ? rms_apply(v[j][e], rs, w, lane + 32 * e) : v[j][e];
+        __syncwarp();
+        if (cs) {
+            for (int i = lane; i < p.n_rot / 2; i += 32)
+                rope_pair(row, i, p.n_rot, p.neox, cs[i].x, cs[i].y);
+            __syncwarp();
+        }
+    }
+}
+
 #endif

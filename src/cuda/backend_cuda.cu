@@ -401,6 +401,18 @@ static void be_attn_prep(struct backend *be, const struct be_attn_prep_args *a)
     cuda_attn_prep(ctx_of(be), a);
 }
 
+/* attn_prep then attention: one attention v4 launch that also does the prep (attn4_prep) for a
+ * decode token; else the two ops. Offered only with GLIM_CUDA_ATTN_PREP=1 (opt-in until timed). */
+static void be_attention_prep(struct backend *be, const struct be_attn_prep_args *p, const struct be_attn_args *a)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    cuda_xq_forget(c);
+    if (cuda_attention_prep(c, p, a))
+        return;
+    cuda_attn_prep(c, p);
+    cuda_attention(c, a);
+}
+
 /* One token's q/k/v(/gate) GEMV (v3) runs attn_prep in the last warp of each head (ctx->prep_fold,
  * opt-in GLIM_CUDA_PREP_FOLD=1): no attn_prep launch. Else the two ops. */
 static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
@@ -529,7 +541,7 @@ static void be_destroy(struct backend *be)
 /* Filled by member name, so a new member of backend_i (NULL = not offered) cannot
  * shift the others (C++ has no out-of-order designated initializers).
  * fused: offer the fused ops (fused.cu); without them the model runs the sequences. */
-static struct backend_i cuda_ops(bool fused)
+static struct backend_i cuda_ops(bool fused, bool attn_prep = false)
 {
     struct backend_i o;
     memset(&o, 0, sizeof o);
@@ -562,6 +574,8 @@ static struct backend_i cuda_ops(bool fused)
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
         o.matmul_ffn = be_matmul_ffn;
+        if (attn_prep)
+            o.attention_prep = be_attention_prep;
     }
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
@@ -575,10 +589,21 @@ static struct backend_i cuda_ops(bool fused)
  * the table) */
 static const struct backend_i CUDA_I = cuda_ops(true);
 static const struct backend_i CUDA_I_UNFUSED = cuda_ops(false);
+static const struct backend_i CUDA_I_ATTN_PREP = cuda_ops(true, true);   /* GLIM_CUDA_ATTN_PREP=1 */
 
 static bool is_cuda(const struct backend *be)
 {
-    return be && (be->i == &CUDA_I || be->i == &CUDA_I_UNFUSED);
+    return be && (be->i == &CUDA_I || be->i == &CUDA_I_UNFUSED || be->i == &CUDA_I_ATTN_PREP);
+}
+
+/* tests: the fused path alone; 1 = it ran, 0 = not these shapes (nothing launched) */
+extern "C" int backend_cuda_attention_prep(struct backend *be, const struct be_attn_prep_args *p,
+                                           const struct be_attn_args *a)
+{
+    if (!is_cuda(be))
+        return 0;
+    cuda_xq_forget(ctx_of(be));
+    return cuda_attention_prep(ctx_of(be), p, a) ? 1 : 0;
 }
 
 /* Exact mode: quantized matmuls of <= 16 rows use the f32 GEMV (bit-for-bit the CPU
@@ -750,7 +775,10 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         return glim_fail(err, GLIM_ENOMEM, "cuda: backend context");
     }
     const char *fuse = getenv("GLIM_CUDA_FUSE");
-    be->i = fuse && strcmp(fuse, "0") == 0 ? &CUDA_I_UNFUSED : &CUDA_I;
+    const char *f_ap = getenv("GLIM_CUDA_ATTN_PREP");   /* written 2026-12-03, not yet run on a GPU */
+    be->i = fuse && strcmp(fuse, "0") == 0      ? &CUDA_I_UNFUSED
+            : f_ap && strcmp(f_ap, "1") == 0 ? &CUDA_I_ATTN_PREP
+                                             : &CUDA_I;
     be->ctx = c;
     c->device = device;
     cudaDeviceProp prop;

@@ -138,6 +138,7 @@ struct cuda_ctx {
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
+    long            attn_prep_used;   /* attention_prep ops run as one launch (tests) */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
@@ -308,6 +309,8 @@ void cuda_k45_aux_build(uint32_t type, const void *src, uint8_t *dst, int64_t k,
 
 /* ---- attn_decode.cu ---- */
 void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *a);
+/* attn_prep(p) then attention(a) in one launch where the shapes allow; false: nothing launched */
+bool cuda_attention_prep(struct cuda_ctx *c, const struct be_attn_prep_args *p, const struct be_attn_args *a);
 void cuda_kv_store(struct cuda_ctx *c, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
                    const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim);
 

@@ -209,11 +209,13 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .n_tokens = T, .pos = s->pos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
     };
     int n = o->gate ? 4 : 3;
-    if (op->matmul_attn_prep) {
+    bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */
+    if (op->matmul_attn_prep && !in_attn) {
         op->matmul_attn_prep(be, n, ys, ws, s->h, T, &p);
     } else {
         matmul_n(be, n, ys, ws, s->h, T);
-        arch_attn_prep(be, &p);
+        if (!in_attn)
+            arch_attn_prep(be, &p);
     }
     struct be_attn_args a = {
         .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
@@ -221,7 +223,10 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .n_head = H, .n_head_kv = Hkv, .head_dim = D,
         .window = o->window, .scale = hp->attn_scale, .block = o->block,
     };
-    op->attention(be, &a);
+    if (in_attn)
+        op->attention_prep(be, &p, &a);   /* q and k are not read again */
+    else
+        op->attention(be, &a);
 }
 
 void arch_attn_prep(struct backend *be, const struct be_attn_prep_args *p)
