@@ -44,6 +44,7 @@ struct attn_params {
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
     prep_params    pp;        /* attn_mma_kernel<.., PREP = true>: attn_prep's work, done by the CTAs */
+    int            early;     /* attn_mma_kernel: load the first key tiles before the PDL wait */
 };
 
 /* visible positions [lo, hi] of query t, as cpu_ref.c attn_range: causal (with window), or
@@ -642,16 +643,15 @@ static __device__ __forceinline__ void attn4_load(E *st, const E *kg, const E *v
 }
 
 /* attn_prep's work for one decode token inside attention (attn_mma_kernel<.., true>): each CTA
- * prepares its KV group's query heads into shared memory (every split the same bits, none writes
- * q back), and the split holding the token's position prepares the key head and stores its K
- * and V rows in the cache before loading keys. Returns the prepared rows (the q rows to read). */
+ * prepares its KV group's query heads into shared memory (rows: the last pipeline stage, free
+ * until the main loop; every split the same bits, none writes q back), and the split holding the
+ * token's position prepares the key head and stores its K and V rows in the cache before it
+ * loads that key. Returns rows (the q rows to read). */
 template <int D>
-static __device__ __forceinline__ const float *attn4_prep(const attn_params &a, int kvh, int k_begin, int k_end,
-                                                          int warp, int lane)
+static __device__ __forceinline__ const float *attn4_prep(const attn_params &a, float *rows, int kvh, int k_begin,
+                                                          int k_end, int warp, int lane)
 {
-    extern __shared__ uint4 smem_mma[];
-    const prep_params &p = a.pp;
-    float *rows = (float *)smem_mma;                        /* group query rows, then the key row */
+    const prep_params &p = a.pp;                            /* rows: group query rows, then the key row */
     float2 *cs = (float2 *)(rows + (a.group + 1) * D);
     int32_t pos = a.pos[0];
     bool mine_k = k_begin <= pos && pos < k_end;
@@ -684,9 +684,12 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     typedef typename Tr::elem E;
     const int S = D + 8, DK = D / 16, STAGE = 2 * ATTN4_KT * S;
     extern __shared__ uint4 smem_mma[];
-    cuda_pdl_enter();
     E *kv_s = (E *)smem_mma;
 
+    /* with a.early the plan comes first: it reads pos, which the host wrote, nothing of the
+     * previous kernel */
+    if (!a.early)
+        cuda_pdl_enter();
     int tg = blockIdx.x, s = blockIdx.y, kvh = blockIdx.z;
     int lo_u, hi_u, chunk, n_eff;
     attn2_plan(a, tg * a.tpc, &lo_u, &hi_u, &chunk, &n_eff);
@@ -694,6 +697,25 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
         return;                                            /* whole CTA: no barrier reached */
     int k_begin = lo_u + s * chunk, k_end = min(hi_u + 1, k_begin + chunk);
     int n_tiles = (k_end - k_begin + ATTN4_KT - 1) / ATTN4_KT;
+    unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);   /* positions are < 2^31 */
+    int64_t kv_dim = (int64_t)a.n_head_kv * D;
+    const E *kg = (const E *)a.k_cache + (int64_t)kvh * D, *vg = (const E *)a.v_cache + (int64_t)kvh * D;
+    /* The first ATTN4_STAGES - 1 key tiles, one commit group each. With a.early, the tiles wholly
+     * before the batch's first position go out before the PDL wait: only the batch's own keys
+     * (attn_prep / kv_store, or attn4_prep here) are the previous kernels' work. */
+    int loaded = 0;
+    if (a.early) {
+        int32_t p_first = a.pos[0];
+#pragma unroll 1
+        for (; loaded < ATTN4_STAGES - 1 && loaded < n_tiles; loaded++) {
+            int u0 = k_begin + loaded * ATTN4_KT, n = min(ATTN4_KT, k_end - u0);
+            if (u0 + n - 1 >= p_first)
+                break;
+            attn4_load<D>(kv_s + loaded * STAGE, kg, vg, u0, n, ns, kv_dim);
+            cp_async_commit();
+        }
+        cuda_pdl_enter();
+    }
 
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     int nsub = ATTN4_WARPS / a.tpc, ksub = warp / a.tpc, t = tg * a.tpc + warp % a.tpc;
@@ -710,7 +732,14 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     uint32_t qf[2][DK][4];
     const float *q0 = a.q + ((int64_t)(tok_ok ? t : 0) * a.n_head + (int64_t)kvh * a.group) * D;
     if (PREP)
-        q0 = attn4_prep<D>(a, kvh, k_begin, k_end, warp, lane);
+        q0 = attn4_prep<D>(a, (float *)(kv_s + (ATTN4_STAGES - 1) * STAGE), kvh, k_begin, k_end, warp, lane);
+#pragma unroll 1
+    for (; loaded < ATTN4_STAGES - 1; loaded++) {          /* the rest of the first tiles */
+        if (loaded < n_tiles)
+            attn4_load<D>(kv_s + loaded * STAGE, kg, vg, k_begin + loaded * ATTN4_KT,
+                          min(ATTN4_KT, k_end - k_begin - loaded * ATTN4_KT), ns, kv_dim);
+        cp_async_commit();
+    }
     bool r0_ok = tok_ok && g < a.group, r1_ok = tok_ok && g + 8 < a.group;
 #pragma unroll
     for (int kk = 0; kk < DK; kk++)
@@ -729,8 +758,6 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
             }
         }
 
-    if (PREP)
-        __syncthreads();   /* the prepared rows are read: the stages may take their memory */
     float o[D / 8][4];
 #pragma unroll
     for (int i = 0; i < D / 8; i++)
@@ -738,22 +765,12 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;   /* rows g, g + 8; l: this lane's keys */
     const float sl2 = a.scale * 1.4426950408889634f;               /* scores in log2 units */
     const float zero4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);   /* positions are < 2^31 */
-    int64_t kv_dim = (int64_t)a.n_head_kv * D;
-    const E *kg = (const E *)a.k_cache + (int64_t)kvh * D, *vg = (const E *)a.v_cache + (int64_t)kvh * D;
     /* ldmatrix row addresses: K matrices (keys 0-7 | 8-15) x (dims 0-7 | 8-15) in the order
      * b0, b1 of keys 0-7, then of keys 8-15; V (trans) keys 0-7, 8-15 of dims 0-7, then 8-15 */
     int k_row = (lane & 7) + ((lane >> 4) << 3), k_col = ((lane >> 3) & 1) * 8;
     int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
 
-#pragma unroll
-    for (int i = 0; i < ATTN4_STAGES - 1; i++) {
-        if (i < n_tiles)
-            attn4_load<D>(kv_s + i * STAGE, kg, vg, k_begin + i * ATTN4_KT,
-                          min(ATTN4_KT, k_end - k_begin - i * ATTN4_KT), ns, kv_dim);
-        cp_async_commit();
-    }
-    for (int it = 0; it < n_tiles; it++) {
+    for (int it = 0; it < n_tiles; it++) {   /* the loop's first barrier also ends the reads of attn4_prep's rows */
         cp_async_wait<ATTN4_STAGES - 2>();                 /* this thread's pieces of tile it */
         __syncthreads();                                   /* everyone's; tile it - 1 fully used */
         int nx = it + ATTN4_STAGES - 1;
@@ -998,6 +1015,8 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
         x->head_dim > ATTN4_MAX_DIM || a.group > 16 ||
         align % 16 != 0)
         return false;
+    static int early_forced = -1;   /* GLIM_CUDA_ATTN_EARLY=1: key tiles before the PDL wait (not yet timed) */
+    a.early = cuda_env_knob("GLIM_CUDA_ATTN_EARLY", &early_forced) && c->pdl_all;
     a.tpc = x->n_tokens >= 3 ? 4 : x->n_tokens;
     a.tile = ATTN4_KT, a.min_chunk = ATTN4_KT;
     int64_t n_groups = (x->n_tokens + a.tpc - 1) / a.tpc;
