@@ -1082,10 +1082,7 @@ bool cuda_attention_prep(struct cuda_ctx *c, const struct be_attn_prep_args *p, 
         p->kv_type != x->kv_type || p->n_slots != x->n_slots || p->pos != x->pos || p->n_head != x->n_head ||
         p->n_head_kv != x->n_head_kv || p->head_dim != x->head_dim || a.group + 1 > ATTN4_WARPS * PREP_ROWS_MAX)
         return false;
-    if (!attn_mma_launch(c, x, a, true))
-        return false;
-    c->attn_prep_used++;
-    return true;
+    return attn_mma_launch(c, x, a, true);
 }
 
 void cuda_attention(struct cuda_ctx *c, const struct be_attn_args *x)

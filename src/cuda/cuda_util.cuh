@@ -138,7 +138,6 @@ struct cuda_ctx {
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
-    long            attn_prep_used;   /* attention_prep ops run as one launch (tests) */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
