@@ -314,6 +314,12 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
         if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
             return false;
     int64_t need = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS, most = (int64_t)c->gemv_persist * c->n_sm;
+    static int bal_forced = -1;   /* GLIM_CUDA_V3_BAL=1 (bench knob): as many warps as make every warp's
+                                   * task count equal (+-1 in the last round only if tasks don't divide) */
+    if (need > most && cuda_env_knob("GLIM_CUDA_V3_BAL", &bal_forced)) {
+        int64_t rounds = (job.n_tasks + most * Q8_WARPS - 1) / (most * Q8_WARPS);
+        most = (job.n_tasks + rounds * Q8_WARPS - 1) / (rounds * Q8_WARPS);
+    }
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
                                              &attr);
