@@ -48,16 +48,23 @@ extern "C" {
  * with the float expressions of ops.cu's mul_sigmoid / swiglu (matmul_glu). */
 template <int ACT>
 static __global__ void quantize_x_kernel(const float *__restrict__ x, const float *__restrict__ g, int64_t k,
-                                         int64_t n_blk, int layout, int8_t *__restrict__ xq, float2 *__restrict__ xd)
+                                         int64_t n_blk, int layout, int8_t *__restrict__ xq, float2 *__restrict__ xd,
+                                         int late)
 {
-    cuda_pdl_enter();   /* and the GEMV after this may start its weight loads now */
+    cuda_pdl_wait();
+    if (!late)
+        cuda_pdl_trigger();   /* and the GEMV after this may start its weight loads now */
     int lane = threadIdx.x & 31;
     int64_t b = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (b >= n_blk)
-        return;
+    bool in = b < n_blk;   /* (no early return: every thread reaches the trigger) */
     int64_t kb = k >> 5, row = b / kb, n = (b % kb) * 32 + lane;   /* n: index within the row */
-    float v = glu_apply<ACT>(x[row * k + n], ACT ? g[row * k + n] : 0.0f);
-    quant_block32(v, lane, n, layout, xq + row * k, xd + b);
+    float xv = in ? x[row * k + n] : 0.0f, gv = in && ACT ? g[row * k + n] : 0.0f;
+    if (late == 1)
+        cuda_pdl_trigger_after();
+    if (in)
+        quant_block32(glu_apply<ACT>(xv, gv), lane, n, layout, xq + row * k, xd + b);
+    if (late == 2)
+        cuda_pdl_trigger_after();
 }
 
 /* ---- GEMV ---------------------------------------------------------------------
@@ -397,13 +404,14 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
     if (c->dbg_skip & CUDA_SKIP_QUANT)
         ;   /* bench knob, wrong output */
     else if (!g)
-        cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<0>, x, none, k, n_blk, layout, xq, xd);
+        cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<0>, x, none, k, n_blk, layout, xq, xd,
+                        cuda_pdl_late());
     else if (act == BE_GLU_SIGMOID)
         cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<1 + BE_GLU_SIGMOID>, x, g, k, n_blk, layout,
-                        xq, xd);
+                        xq, xd, cuda_pdl_late());
     else
         cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<1 + BE_GLU_SILU>, x, g, k, n_blk, layout, xq,
-                        xd);
+                        xd, cuda_pdl_late());
     if (CUDA_LAUNCHED(c, "quantize_x"))
         return false;
     /* a gated copy is not x's copy: nothing to reuse */
