@@ -1018,11 +1018,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     static int early_forced = -1;   /* GLIM_CUDA_ATTN_EARLY=1: key tiles before the PDL wait (not yet timed) */
     a.early = cuda_env_knob("GLIM_CUDA_ATTN_EARLY", &early_forced) && c->pdl_all;
     a.tpc = x->n_tokens >= 3 ? 4 : x->n_tokens;
-    /* GLIM_CUDA_ATTN_KEYS=n (bench knob, a multiple of 64): a decode split takes at least n keys, so a
-     * sliding window of <= n keys is one split and needs no combine launch */
-    static int keys_forced = -1;
-    int min_keys = x->n_tokens <= 2 ? cuda_env_knob("GLIM_CUDA_ATTN_KEYS", &keys_forced) / ATTN4_KT * ATTN4_KT : 0;
-    a.tile = ATTN4_KT, a.min_chunk = GLIM_MAX(ATTN4_KT, min_keys);
+    a.tile = ATTN4_KT, a.min_chunk = ATTN4_KT;
     int64_t n_groups = (x->n_tokens + a.tpc - 1) / a.tpc;
     int64_t max_keys = x->n_slots;                          /* bound of the union of a group's ranges */
     if (x->window > 0)
@@ -1030,7 +1026,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     int64_t ctas = n_groups * x->n_head_kv;
     int64_t fill = GLIM_MAX((int64_t)1, ATTN4_CTAS_PER_SM * (int64_t)c->n_sm / ctas);   /* one wave */
     int64_t cap = GLIM_MIN((int64_t)ATTN2_MAX_SPLITS, fill);
-    int64_t n_splits = GLIM_MAX((int64_t)1, GLIM_MIN((max_keys + a.min_chunk - 1) / a.min_chunk, cap));
+    int64_t n_splits = GLIM_MAX((int64_t)1, GLIM_MIN((max_keys + ATTN4_KT - 1) / ATTN4_KT, cap));
     a.n_splits = (int)n_splits;
     a.part = NULL;
     if (n_splits > 1) {

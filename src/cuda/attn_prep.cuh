@@ -27,7 +27,6 @@ struct prep_params {
     const int32_t *pos;
     int            n_head, n_head_kv, head_dim;
     int            n_qb;   /* query heads to prepare per token: n_head, or 0 when q has nothing to do */
-    int            dbg_fast_rope;   /* GLIM_CUDA_DBG_FAST_ROPE=1 (timing only, other bits): angles in float */
 };
 
 /* fused.cu: p from a; false when the shapes are not attn_prep's (head_dim > 256, kv_type) */

@@ -62,13 +62,6 @@ static int ctx_status(struct cuda_ctx *c, struct glim_err *err)
     return glim_fail(err, GLIM_EBACKEND, "cuda: %s", c->first_msg);
 }
 
-int cuda_pdl_late(void)
-{
-    static int late = -1;
-    int v = cuda_env_knob("GLIM_CUDA_PDL_LATE", &late);
-    return v <= 2 ? v : 0;
-}
-
 bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 {
     if (b->nbytes >= nbytes)

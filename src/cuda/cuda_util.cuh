@@ -187,19 +187,6 @@ static __device__ __forceinline__ void cuda_pdl_enter(void)
     cuda_pdl_trigger();
 }
 
-/* The trigger with a compiler barrier: loads written before it are issued before it (they are
- * then ahead of the next kernel's weight loads in the memory queues) */
-static __device__ __forceinline__ void cuda_pdl_trigger_after(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-/* GLIM_CUDA_PDL_LATE (bench knob, 2026-12-03): where the small kernels before a GEMV trigger it:
- * 0 at their start (default), 1 once their own loads are issued, 2 at their end */
-int cuda_pdl_late(void);
-
 /* A positive integer from the environment, or 0; read once into *cache (-1 = not yet): the
  * GEMV bench knobs */
 static inline int cuda_env_knob(const char *name, int *cache)

@@ -59,11 +59,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         if (early == 1)
             rms_vec_load(xv, x + row, n4, 0.0f);
     }
-    int late = early >> 2;   /* cuda_pdl_late() */
-    early &= 3;
-    cuda_pdl_wait();
-    if (!late)
-        cuda_pdl_trigger();   /* and the GEMV that reads h may start its weight loads now */
+    cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
     rms_vec_load(ov, o + row, n4, 0.0f);
     if (early != 1)
         rms_vec_load(xv, x + row, n4, 0.0f);
@@ -71,8 +67,6 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         rms_vec_load(wo, w_o, n4, 1.0f);
         rms_vec_load(wh, w_h, n4, 1.0f);
     }
-    if (late == 1)
-        cuda_pdl_trigger_after();
     float r = rms_scale(block_sum(rms_vec_sumsq(ov), red), n, eps_o);
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {   /* padding stays 0: 0 + 0 * r */
@@ -92,8 +86,6 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         if (xq)
             quantize4_k45(hv, i, xq + row, xd + row / 32);
     }
-    if (late == 2)
-        cuda_pdl_trigger_after();
 }
 
 /* Other rows (rmsnorm_kernel's strided mapping, rms_threads(n) threads): each thread
@@ -154,7 +146,7 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     }
     if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel, x, h, o, w_o,
-                        eps_o, w_h, eps_h, n, xq, xd, early | cuda_pdl_late() << 2);
+                        eps_o, w_h, eps_h, n, xq, xd, early);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
                         w_h, eps_h, n);
@@ -200,10 +192,7 @@ static __global__ void attn_prep_kernel(prep_params p)
     if (p.rope) {
         for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
             float cs, sn;
-            if (p.dbg_fast_rope)
-                __sincosf((float)pos * __powf(p.rope_base, -2.0f * i / p.n_rot), &sn, &cs);
-            else
-                rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
+            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
             rope_pair(row, i, p.n_rot, p.neox, cs, sn);
         }
         __syncthreads();
@@ -245,8 +234,6 @@ bool cuda_prep_params(const struct be_attn_prep_args *a, prep_params *out)
     p.n_head_kv = a->n_head_kv;
     p.head_dim = a->head_dim;
     p.n_qb = a->q && (a->q_norm || a->rope) ? a->n_head : 0;
-    static int fast_forced = -1;
-    p.dbg_fast_rope = cuda_env_knob("GLIM_CUDA_DBG_FAST_ROPE", &fast_forced);
     return true;
 }
 

@@ -293,7 +293,7 @@ static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
 {
     unsigned long long ns;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-    unsigned long long *r = job.trace + ((int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * V5_TRACE_PER;
+    unsigned long long *r = job.trace + ((int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5)) * V5_TRACE_PER;
     r[which] = ns;
     if (which == 0) {
         unsigned sm;
@@ -375,16 +375,14 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
     }
 }
 
-/* WPB warps per block (GLIM_CUDA_V5_CTA=8|16, bench knob: an SM's warps all start at once; the
- * same warps, split and bits as the default 4) */
-template <class KA, int UA, class KB, int UB, int WPB = V5_WARPS>
-static __global__ void __launch_bounds__(WPB * 32, 16 / WPB)
+template <class KA, int UA, class KB, int UB>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
-    int64_t w = (int64_t)blockIdx.x * WPB + (threadIdx.x >> 5);
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
     if (job.trace && lane == 0)
         v5_stamp(job, 0);
     bool waited = job.wait_first != 0;
@@ -647,19 +645,12 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return m;
     }
     job.trace = v5_trace_slot(c, job, n, ws, mine);
-    static int cta_forced = -1;   /* GLIM_CUDA_V5_CTA=8|16: warps per block (bench knob) */
-    int wpb = cuda_env_knob("GLIM_CUDA_V5_CTA", &cta_forced);
-    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
-    int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    wpb = (wpb == 8 || wpb == 16) && std::is_same<KA, KB>::value && !u ? wpb : V5_WARPS;
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg =
-        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + wpb - 1) / wpb)), dim3(wpb * 32), 0, &attr);
-    if (wpb == 16)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, KA::U_DEF, KA, KA::U_DEF, 16>, job, xq, xd, c->pdl_all));
-    else if (wpb == 8)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, KA::U_DEF, KA, KA::U_DEF, 8>, job, xq, xd, c->pdl_all));
-    else if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
+        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
+    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
+    int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
+    if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));

@@ -48,23 +48,16 @@ extern "C" {
  * with the float expressions of ops.cu's mul_sigmoid / swiglu (matmul_glu). */
 template <int ACT>
 static __global__ void quantize_x_kernel(const float *__restrict__ x, const float *__restrict__ g, int64_t k,
-                                         int64_t n_blk, int layout, int8_t *__restrict__ xq, float2 *__restrict__ xd,
-                                         int late)
+                                         int64_t n_blk, int layout, int8_t *__restrict__ xq, float2 *__restrict__ xd)
 {
-    cuda_pdl_wait();
-    if (!late)
-        cuda_pdl_trigger();   /* and the GEMV after this may start its weight loads now */
+    cuda_pdl_enter();   /* and the GEMV after this may start its weight loads now */
     int lane = threadIdx.x & 31;
     int64_t b = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    bool in = b < n_blk;   /* (no early return: every thread reaches the trigger) */
+    if (b >= n_blk)
+        return;
     int64_t kb = k >> 5, row = b / kb, n = (b % kb) * 32 + lane;   /* n: index within the row */
-    float xv = in ? x[row * k + n] : 0.0f, gv = in && ACT ? g[row * k + n] : 0.0f;
-    if (late == 1)
-        cuda_pdl_trigger_after();
-    if (in)
-        quant_block32(glu_apply<ACT>(xv, gv), lane, n, layout, xq + row * k, xd + b);
-    if (late == 2)
-        cuda_pdl_trigger_after();
+    float v = glu_apply<ACT>(x[row * k + n], ACT ? g[row * k + n] : 0.0f);
+    quant_block32(v, lane, n, layout, xq + row * k, xd + b);
 }
 
 /* ---- GEMV ---------------------------------------------------------------------
@@ -321,12 +314,6 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
         if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
             return false;
     int64_t need = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS, most = (int64_t)c->gemv_persist * c->n_sm;
-    static int bal_forced = -1;   /* GLIM_CUDA_V3_BAL=1 (bench knob): as many warps as make every warp's
-                                   * task count equal (+-1 in the last round only if tasks don't divide) */
-    if (need > most && cuda_env_knob("GLIM_CUDA_V3_BAL", &bal_forced)) {
-        int64_t rounds = (job.n_tasks + most * Q8_WARPS - 1) / (most * Q8_WARPS);
-        most = (job.n_tasks + rounds * Q8_WARPS - 1) / (rounds * Q8_WARPS);
-    }
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
                                              &attr);
@@ -404,14 +391,13 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
     if (c->dbg_skip & CUDA_SKIP_QUANT)
         ;   /* bench knob, wrong output */
     else if (!g)
-        cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<0>, x, none, k, n_blk, layout, xq, xd,
-                        cuda_pdl_late());
+        cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<0>, x, none, k, n_blk, layout, xq, xd);
     else if (act == BE_GLU_SIGMOID)
         cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<1 + BE_GLU_SIGMOID>, x, g, k, n_blk, layout,
-                        xq, xd, cuda_pdl_late());
+                        xq, xd);
     else
         cuda_launch_dep(c, dim3(grid), dim3(256), 0, quantize_x_kernel<1 + BE_GLU_SILU>, x, g, k, n_blk, layout, xq,
-                        xd, cuda_pdl_late());
+                        xd);
     if (CUDA_LAUNCHED(c, "quantize_x"))
         return false;
     /* a gated copy is not x's copy: nothing to reuse */
