@@ -6,7 +6,7 @@
 # GEMVs alone), tg128 under extra settings, and the default again (the spread between runs).
 set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
-# TRACE (v5 per-warp trace per env), TL (nsys timeline per env):
+# TRACE (v5 per-warp trace per env), TL (nsys timeline per env), DEPTH (=1: membw, pp4096, depths, memory):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -30,7 +30,7 @@ wait $MK; tail -1 /tmp/mk.log
 python3 -c "import torch; p=torch.cuda.get_device_properties(0); print(\"L2 bytes\", p.L2_cache_size)" 2>/dev/null
 el "tests, model"
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" timeout 120 $B bench -m $M --device cuda "$@" >/tmp/tg.log 2>&1; local rc=$?
+  env "${envs[@]}" timeout ${TG_TIMEOUT:-120} $B bench -m $M --device cuda "$@" >/tmp/tg.log 2>&1; local rc=$?
   grep -E "^\| " /tmp/tg.log | grep -v -- "---" | grep -v "model  " | sed "s/^/$label: /" | sed "s/| muse-glimmer.*CUDA *| *16 |//"
   [ $rc = 0 ] || { echo "$label: rc=$rc"; tail -5 /tmp/tg.log; }; }
 tg default X=1 -- -p 512 -n 128 -r 3
@@ -51,6 +51,16 @@ if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): nsys timeline
     echo "== timeline $e"; python3 dev/cuda/timeline.py /tmp/tl_cuda_gpu_trace.csv 2>&1 | head -24
     cp /tmp/tl_cuda_gpu_trace.csv "$O/tl-${e//[^A-Za-z0-9]/_}.csv" 2>/dev/null
   done
+fi
+if [ -n "${DEPTH:-}" ]; then   # DEPTH=1: the other figures at the default (membw, pp4096, depths, memory at 131072)
+  $B bench --membw --device cuda 2>&1 | grep -iE "GB/s|copy" | head -3
+  tg pp4096 X=1 -- -p 4096 -n 0 -r 2
+  tg depth X=1 -- -p 0 -n 128 -d 4096,32768 -r 1
+  ( while sleep 0.5; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) >/tmp/mem.log &
+  MP=$!; S=$(date +%s)
+  TG_TIMEOUT=380 tg d131072 X=1 -- -p 0 -n 128 -d 131072 -r 1
+  kill $MP; echo "d131072 run took $(( $(date +%s) - S )) s; GPU memory used max (MiB): $(sort -n /tmp/mem.log | tail -1)"
+  el "depths done"
 fi
 tg default-again X=1 -- -p 0 -n 128 -r 3
 el "all done"
