@@ -32,7 +32,7 @@ el "tests, model"
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
   env "${envs[@]}" timeout ${TG_TIMEOUT:-120} $B bench -m $M --device cuda "$@" >/tmp/tg.log 2>&1; local rc=$?
   grep -E "^\| " /tmp/tg.log | grep -v -- "---" | grep -v "model  " | sed "s/^/$label: /" | sed "s/| muse-glimmer.*CUDA *| *16 |//"
-  [ $rc = 0 ] || { echo "$label: rc=$rc"; tail -5 /tmp/tg.log; }; }
+  cp /tmp/tg.log "$O/tg-${label//[^A-Za-z0-9]/_}.log"; [ $rc = 0 ] || { echo "$label: rc=$rc"; tail -5 /tmp/tg.log; }; }
 tg default X=1 -- -p 512 -n 128 -r 3
 tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
 for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -n 128 -r 3; done
