@@ -295,6 +295,31 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
     }
 }
 
+/* Persistent v3 for a job of two kinds (the q/k/v/gate job of Q4_K_M's use_more_bits layers: Q4_K
+ * and a Q6_K attn_v), parts of kind A first (tasks [0, n_a)): a warp's tasks rise by the grid
+ * stride, so it runs its A tasks in one loop, then its B tasks in another, the same tasks a
+ * one-kind walk gives it and no kind switch inside a loop (which spills). Same rows, same bits. */
+template <class WA, int RWA, class WB, int RWB>
+static __global__ void __launch_bounds__(Q8_WARPS * 32, 4)
+gemv3p2_kernel(const gemv_job job, int64_t n_a, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+               bool trig)
+{
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31;
+    int64_t stride = (int64_t)gridDim.x * Q8_WARPS, task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
+#pragma unroll 1
+    for (; task < n_a; task += stride) {
+        gemv_task t = job_task(job, task);
+        gemv3_rows<WA, 1, RWA, WA::U / RWA>(t.v, t.row0, xq, xd, t.y, 1, lane);
+    }
+#pragma unroll 1
+    for (; task < job.n_tasks; task += stride) {
+        gemv_task t = job_task(job, task);
+        gemv3_rows<WB, 1, RWB, WB::U / RWB>(t.v, t.row0, xq, xd, t.y, 1, lane);
+    }
+}
+
 template <class W, int RW>
 static void launch_v3p_of(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gemv_job &job, const int8_t *xq,
                           const float2 *xd)
@@ -305,18 +330,49 @@ static void launch_v3p_of(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gem
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<W, RW, false>, job, xq, xd, c->pdl_all));
 }
 
-/* the persistent kernel for a job whose parts share one kind and rows per warp; false = none */
+/* GLIM_CUDA_V3_MIX=1 (bench knob, 2026-12-03): a one-row job of Q4_K and Q6_K parts takes the
+ * persistent v3 (gemv3p2_kernel) instead of the plain one */
+static bool v3_mix(void)
+{
+    static int forced = -1;
+    return cuda_env_knob("GLIM_CUDA_V3_MIX", &forced) == 1;
+}
+
+/* the persistent kernel for a job of Q4_K parts (first) and Q6_K parts (gemv3p2_kernel); false = not
+ * such a job (nothing launched) */
+static bool launch_v3p2(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gemv_job &job, const int8_t *xq,
+                        const float2 *xd)
+{
+    int i = 0;
+    while (i < job.n_parts && job.p[i].kind == WK_Q4K && job.p[i].rw == job.p[0].rw)
+        i++;
+    int64_t n_a = i < job.n_parts ? job.p[i].task0 : job.n_tasks;
+    if (i == 0 || i == job.n_parts || job.prep_cnt)
+        return false;
+    for (int j = i; j < job.n_parts; j++)
+        if (job.p[j].kind != WK_Q6K)
+            return false;
+    typedef slot_k45<false> k4;
+    if (job.p[0].rw == 2)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p2_kernel<k4, 2, slot_q6_k, 1>, job, n_a, xq, xd, c->pdl_all));
+    else
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p2_kernel<k4, 1, slot_q6_k, 1>, job, n_a, xq, xd, c->pdl_all));
+    return true;
+}
+
+/* the persistent kernel for a job whose parts share one kind and rows per warp, or Q4_K parts then
+ * Q6_K parts; false = none */
 static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
     if (c->gemv_persist <= 0)
         return false;
-    for (int i = 1; i < job.n_parts; i++)
-        if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
-            return false;
     int64_t need = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS, most = (int64_t)c->gemv_persist * c->n_sm;
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
                                              &attr);
+    for (int i = 1; i < job.n_parts; i++)
+        if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
+            return v3_mix() && launch_v3p2(c, cfg, job, xq, xd);
     typedef slot_k45<false> k4;
     bool two = job.p[0].rw == 2;
     switch (job.p[0].kind) {
@@ -582,6 +638,16 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
         n = m, ys = ys_rest, ws = ws_rest;
     }
     int kinds[GEMV_MAX_PARTS];
+    float *ys_mix[GEMV_MAX_PARTS];
+    const struct be_weight *ws_mix[GEMV_MAX_PARTS];
+    if (v3_mix() && n > 1 && !c->prep_req) {   /* Q4_K parts first (gemv3p2_kernel); rows keep their bits */
+        int m = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++)
+                if ((weight_kind(c, ws[i]) == WK_Q4K) == (pass == 0))
+                    ys_mix[m] = ys[i], ws_mix[m] = ws[i], m++;
+        ys = ys_mix, ws = ws_mix;
+    }
     bool k4q6 = true;
     for (int i = 0; i < n; i++) {
         kinds[i] = weight_kind(c, ws[i]);
