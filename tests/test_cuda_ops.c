@@ -576,7 +576,9 @@ static void test_matmul_n(void)
     check_matmul_n(2, gate_up, n_gate_up, 512, 1);   /* plain v3 */
     CHECK_EQ(backend_cuda_set_gemv_persist(be, 2), GLIM_OK);
     check_matmul_n(2, gate_up, n_gate_up, 512, 1);
-    check_matmul_n(4, qkvg, n_qkvg, 6656, 1);   /* mixed kinds: the plain v3 */
+    check_matmul_n(4, qkvg, n_qkvg, 6656, 1);   /* Q4_K then Q6_K parts: the two-kind persistent v3 */
+    CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);
+    check_matmul_n(4, qkvg, n_qkvg, 6656, 1);   /* mixed kinds, plain v3 */
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
     const uint32_t k5[3] = {GLIM_TYPE_Q5_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
     const int64_t n_k5[3] = {77, 130, 5};

@@ -330,12 +330,17 @@ static void launch_v3p_of(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gem
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<W, RW, false>, job, xq, xd, c->pdl_all));
 }
 
-/* GLIM_CUDA_V3_MIX=1 (bench knob, 2026-12-03): a one-row job of Q4_K and Q6_K parts takes the
- * persistent v3 (gemv3p2_kernel) instead of the plain one */
+/* A one-row job of Q4_K and Q6_K parts (the q/k/v/gate of half the 30B's layers) takes the
+ * persistent v3 (gemv3p2_kernel) instead of the plain one: tg128 163.29 / 162.80 vs 161.13 /
+ * 162.38 / 162.14 t/s (2026-12-03). GLIM_CUDA_V3_MIX=0: the plain one (bench knob). */
 static bool v3_mix(void)
 {
-    static int forced = -1;
-    return cuda_env_knob("GLIM_CUDA_V3_MIX", &forced) == 1;
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("GLIM_CUDA_V3_MIX");
+        on = !(e && e[0] == '0' && !e[1]);
+    }
+    return on;
 }
 
 /* the persistent kernel for a job of Q4_K parts (first) and Q6_K parts (gemv3p2_kernel); false = not
