@@ -136,6 +136,7 @@ struct cuda_ctx {
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
+    int             carveout;      /* GLIM_CUDA_CARVEOUT=0..100 (bench knob): every launch's shared memory share, % (-1: the driver's) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
@@ -161,21 +162,35 @@ static __device__ __forceinline__ void cuda_pdl_trigger(void)
 #endif
 }
 
-/* A launch config on ctx's stream; with ctx->pdl, launched kernels may start before their
- * predecessor ends (they must call cuda_pdl_wait first: see above). attr: storage for it. */
-static inline cudaLaunchConfig_t cuda_launch_cfg(const struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem,
-                                                 cudaLaunchAttribute *attr)
+/* A launch config on ctx's stream; with pdl, launched kernels may start before their
+ * predecessor ends (they must call cuda_pdl_wait first: see above). attr: storage for two
+ * attributes (PDL, and ctx->carveout's shared memory share when set). */
+static inline cudaLaunchConfig_t cuda_launch_cfg_pdl(const struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem,
+                                                     cudaLaunchAttribute *attr, bool pdl)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = c->stream;
-    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr->val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = c->pdl ? 1 : 0;
+    cfg.numAttrs = 0;
+    if (pdl) {
+        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (c->carveout >= 0) {
+        attr[cfg.numAttrs].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+        attr[cfg.numAttrs++].val.sharedMemCarveout = (unsigned)c->carveout;
+    }
     return cfg;
+}
+
+/* ... as a GEMV: PDL with ctx->pdl */
+static inline cudaLaunchConfig_t cuda_launch_cfg(const struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem,
+                                                 cudaLaunchAttribute *attr)
+{
+    return cuda_launch_cfg_pdl(c, grid, block, smem, attr, c->pdl);
 }
 
 /* The first statement of a kernel launched with cuda_launch_dep: wait for the previous
@@ -242,9 +257,8 @@ template <typename... KArgs, typename... Args>
 static inline void cuda_launch_dep(struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem, void (*k)(KArgs...),
                                    Args... args)
 {
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, grid, block, smem, &attr);
-    cfg.numAttrs = c->pdl_all ? 1 : 0;
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, grid, block, smem, attr, c->pdl_all);
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, k, args...));
 }
 

@@ -582,8 +582,8 @@ template <class KA, int UA, class KB>
 static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v5_job &jb, const int8_t *xq,
                         const float2 *xd, unsigned *sync)
 {
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, grid, dim3(V5_WARPS * 32), 0, &attr);
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, grid, dim3(V5_WARPS * 32), 0, attr);
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_chain_kernel<KA, UA, KB, KB::U_DEF>, ja, jb, xq, xd, sync, c->pdl_all));
 }
 
@@ -645,9 +645,9 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return m;
     }
     job.trace = v5_trace_slot(c, job, n, ws, mine);
-    cudaLaunchAttribute attr;
+    cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg =
-        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
+        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
@@ -780,9 +780,9 @@ static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys,
         return 0;
     if (!v5_plan(c, job, v5_warps(c, 12), 256))
         return 0;
-    cudaLaunchAttribute attr;
+    cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg =
-        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, &attr);
+        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5nr_kernel<K, 1>, job, xq, xd, nr, c->pdl_all));
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];

@@ -372,9 +372,9 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
     if (c->gemv_persist <= 0)
         return false;
     int64_t need = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS, most = (int64_t)c->gemv_persist * c->n_sm;
-    cudaLaunchAttribute attr;
+    cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
-                                             &attr);
+                                             attr);
     for (int i = 1; i < job.n_parts; i++)
         if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
             return v3_mix() && launch_v3p2(c, cfg, job, xq, xd);
@@ -398,8 +398,8 @@ template <int KS>
 static void launch_v3(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
     unsigned grid = (unsigned)((job.n_tasks + Q8_WARPS - 1) / Q8_WARPS);
-    cudaLaunchAttribute attr;   /* PDL: the weight loads overlap the quantizer's tail */
-    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(Q8_WARPS * 32), 0, &attr);
+    cudaLaunchAttribute attr[2];   /* PDL: the weight loads overlap the quantizer's tail */
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(Q8_WARPS * 32), 0, attr);
     if (job.prep_cnt)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3_kernel<1, KS, true>, job, xq, xd, 1, c->pdl_all));
     else

@@ -208,8 +208,8 @@ static void launch4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, c
             return;
         smem_set = smem;
     }
-    cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(32 * nw), smem, &attr);
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3(grid), dim3(32 * nw), smem, attr);
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv4_kernel<D>, job, xq, xd, stage));
 }
 
