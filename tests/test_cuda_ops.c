@@ -63,6 +63,8 @@ int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as 
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
+int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
+                            float base);                        /* the rope_table op; -1: not CUDA */
 #define DT_Q4_K_T16 0x103   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
 #define DT_Q6_K_T16 0x104
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
@@ -1730,6 +1732,7 @@ struct prep_case {
     int n_tokens;              /* <= 8 */
     int32_t p0;                /* positions p0 .. p0 + n_tokens - 1 */
     bool graph;                /* fused op captured, positions uploaded after the capture */
+    bool table;                /* fused op reads the step's RoPE table (rope_table) */
 };
 
 /* one GPU run of a prep case: fused (attn_prep) or the separate ops; out = q, k, k cache, v cache */
@@ -1754,8 +1757,13 @@ static void run_attn_prep(struct prep_case pc, bool fused, const float *const in
             .n_slots = pc.n_slots, .n_tokens = T, .pos = dpos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
         };
         void *graph = NULL;
+        float *cs = pc.table ? be->i->alloc(be, (size_t)T * (pc.n_rot / 2) * 8) : NULL;
         if (pc.graph)
             CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
+        if (cs) {
+            CHECK_EQ(backend_cuda_rope_table(be, cs, dpos, T, pc.n_rot, pc.base), 0);
+            a.rope_cs = cs;
+        }
         be->i->attn_prep(be, &a);
         if (pc.graph) {
             CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
@@ -1764,6 +1772,7 @@ static void run_attn_prep(struct prep_case pc, bool fused, const float *const in
                 CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
             be->i->graph_free(be, graph);
         }
+        be->i->release(be, cs);
     } else {
         bool q = !pc.keys_only;
         if (q && pc.q_norm)
@@ -1833,9 +1842,17 @@ static void check_attn_prep(struct prep_case pc)
     CHECK(memcmp(f[2], cache0, cb) == 0 && memcmp(f[3], cache0 + cb, cb) == 0);
     size_t nb[4] = {(size_t)qn * 4, (size_t)kn * 4, cb, cb};
     static const char *names[4] = {"q", "k", "k cache", "v cache"};
+    void *tab[4] = {NULL, NULL, NULL, NULL};   /* with the step's RoPE table: the same bits */
+    if (pc.n_rot > 0) {
+        struct prep_case pt = pc;
+        pt.table = true;
+        run_attn_prep(pt, true, in, cache0, pos, &dwq, &dwk, tab);
+    }
     for (int i = 0; i < 4; i++) {
         CHECK(same_bytes(f[i], sep[i], nb[i], what, names[i]));
-        free(f[i]), free(sep[i]);
+        if (tab[i])
+            CHECK(same_bytes(tab[i], sep[i], nb[i], what, i ? names[i] : "q (rope table)"));
+        free(f[i]), free(sep[i]), free(tab[i]);
     }
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
     free(q), free(k), free(v), free(gq), free(gk), free(cache0), free(rq), free(rk);
@@ -1849,7 +1866,7 @@ static void test_attn_prep(void)
     }
     static const uint32_t KV[] = {GLIM_TYPE_F32, GLIM_TYPE_F16, GLIM_TYPE_BF16};
     /* kv, heads, kv heads, head_dim, n_rot, neox, q/k norm, keys only, base, slots, tokens, p0, graph */
-#define PREP(...) check_attn_prep((struct prep_case){__VA_ARGS__})
+#define PREP(...) check_attn_prep((struct prep_case){__VA_ARGS__, false})
     for (int i = 0; i < 3; i++) {
         uint32_t kt = KV[i];
         /* Muse Glimmer: sliding layer (QK-norm + NORM RoPE) on a wrapped ring, decode and

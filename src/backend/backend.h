@@ -91,6 +91,9 @@ struct be_attn_prep_args {
     int                     n_tokens;
     const int32_t          *pos;      /* device [n_tokens] */
     int                     n_head, n_head_kv, head_dim;
+    /* device [n_tokens][n_rot / 2] (cos, sin) as rope_table wrote them for pos, n_rot and
+     * rope_base; NULL: the backend computes them */
+    const float            *rope_cs;
 };
 
 struct backend_i {
@@ -162,6 +165,9 @@ struct backend_i {
                         float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n);
     /* = rmsnorm(q), rmsnorm(k), rope(q), rope(k), kv_store as struct be_attn_prep_args says */
     void (*attn_prep)(struct backend *be, const struct be_attn_prep_args *a);
+    /* cs[t][i] = (cos, sin) of pos[t] * base^(-2i / n_rot), i < n_rot / 2, as rope rounds them: the
+     * angles of a step computed once for every layer's attn_prep (be_attn_prep_args.rope_cs) */
+    void (*rope_table)(struct backend *be, float *cs, const int32_t *pos, int n_tokens, int n_rot, float base);
     /* = matmul_pair_glu(fs, ws[0..1] (gate, up), x, act) then matmul_glu(y, ws[2] (down), fs[1], fs[0], act) */
     void (*matmul_ffn)(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
                        const float *x, int n_rows, int act);

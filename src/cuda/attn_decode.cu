@@ -658,7 +658,7 @@ static __device__ __forceinline__ const float *attn4_prep(const attn_params &a, 
     if (p.rope)
         for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
             float c, sn;
-            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &c, &sn);
+            prep_cos_sin(p, 0, pos, i, &c, &sn);
             cs[i] = make_float2(c, sn);
         }
     __syncthreads();

@@ -27,10 +27,24 @@ struct prep_params {
     const int32_t *pos;
     int            n_head, n_head_kv, head_dim;
     int            n_qb;   /* query heads to prepare per token: n_head, or 0 when q has nothing to do */
+    const float2  *cs;     /* [n_tokens][n_rot / 2] (cos, sin) of rope_table, or NULL: rope_cos_sin */
 };
 
 /* fused.cu: p from a; false when the shapes are not attn_prep's (head_dim > 256, kv_type) */
 bool cuda_prep_params(const struct be_attn_prep_args *a, prep_params *out);
+
+/* RoPE pair i of token t at position pos: from the step's table when there is one (the same
+ * values: rope_table computes them with rope_cos_sin) */
+static __device__ __forceinline__ void prep_cos_sin(const prep_params &p, int t, int32_t pos, int i, float *cs,
+                                                    float *sn)
+{
+    if (p.cs) {
+        float2 v = __ldcg(p.cs + (int64_t)t * (p.n_rot / 2) + i);   /* written by the step's rope_table */
+        *cs = v.x, *sn = v.y;
+    } else {
+        rope_cos_sin(pos, p.rope_base, i, p.n_rot, cs, sn);
+    }
+}
 
 /* the butterfly block_sum runs within a warp */
 static __device__ __forceinline__ double warp_sum_d(double v)
@@ -65,7 +79,7 @@ static __device__ __forceinline__ void prep_head_warp(const prep_params &p, int 
     if (p.rope) {
         for (int i = lane; i < p.n_rot / 2; i += 32) {
             float cs, sn;
-            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
+            prep_cos_sin(p, t, pos, i, &cs, &sn);
             rope_pair(row, i, p.n_rot, p.neox, cs, sn);
         }
         __syncwarp();

@@ -541,7 +541,15 @@ static void be_destroy(struct backend *be)
 /* Filled by member name, so a new member of backend_i (NULL = not offered) cannot
  * shift the others (C++ has no out-of-order designated initializers).
  * fused: offer the fused ops (fused.cu); without them the model runs the sequences. */
-static struct backend_i cuda_ops(bool fused, bool attn_prep = false)
+/* cs[t][i] = the RoPE (cos, sin) of pos[t], pair i: computed once a step for every layer
+ * (be_attn_prep_args.rope_cs). Offered with GLIM_CUDA_ROPE_TABLE=1 (written 2026-12-03, not yet
+ * run on a GPU: float angles, other bits, were 0.7% faster). */
+static void be_rope_table(struct backend *be, float *cs, const int32_t *pos, int n_tokens, int n_rot, float base)
+{
+    cuda_rope_table(ctx_of(be), (float2 *)cs, pos, n_tokens, n_rot, base);
+}
+
+static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_table = false)
 {
     struct backend_i o;
     memset(&o, 0, sizeof o);
@@ -576,6 +584,8 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false)
         o.matmul_ffn = be_matmul_ffn;
         if (attn_prep)
             o.attention_prep = be_attention_prep;
+        if (rope_table)
+            o.rope_table = be_rope_table;
     }
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
@@ -590,10 +600,23 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false)
 static const struct backend_i CUDA_I = cuda_ops(true);
 static const struct backend_i CUDA_I_UNFUSED = cuda_ops(false);
 static const struct backend_i CUDA_I_ATTN_PREP = cuda_ops(true, true);   /* GLIM_CUDA_ATTN_PREP=1 */
+static const struct backend_i CUDA_I_ROPE_TABLE = cuda_ops(true, false, true);   /* GLIM_CUDA_ROPE_TABLE=1 */
+static const struct backend_i CUDA_I_BOTH = cuda_ops(true, true, true);          /* ... both */
 
 static bool is_cuda(const struct backend *be)
 {
-    return be && (be->i == &CUDA_I || be->i == &CUDA_I_UNFUSED || be->i == &CUDA_I_ATTN_PREP);
+    return be && (be->i == &CUDA_I || be->i == &CUDA_I_UNFUSED || be->i == &CUDA_I_ATTN_PREP ||
+                  be->i == &CUDA_I_ROPE_TABLE || be->i == &CUDA_I_BOTH);
+}
+
+/* tests: the rope_table op whether or not the table offers it; -1: not a CUDA backend */
+extern "C" int backend_cuda_rope_table(struct backend *be, float *cs, const int32_t *pos, int n_tokens, int n_rot,
+                                       float base)
+{
+    if (!is_cuda(be))
+        return -1;
+    be_rope_table(be, cs, pos, n_tokens, n_rot, base);
+    return 0;
 }
 
 /* tests: the fused path alone; 1 = it ran, 0 = not these shapes (nothing launched) */
@@ -775,10 +798,13 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         return glim_fail(err, GLIM_ENOMEM, "cuda: backend context");
     }
     const char *fuse = getenv("GLIM_CUDA_FUSE");
-    const char *f_ap = getenv("GLIM_CUDA_ATTN_PREP");   /* written 2026-12-03, not yet run on a GPU */
-    be->i = fuse && strcmp(fuse, "0") == 0      ? &CUDA_I_UNFUSED
-            : f_ap && strcmp(f_ap, "1") == 0 ? &CUDA_I_ATTN_PREP
-                                             : &CUDA_I;
+    const char *f_ap = getenv("GLIM_CUDA_ATTN_PREP"), *f_rt = getenv("GLIM_CUDA_ROPE_TABLE");
+    bool ap = f_ap && strcmp(f_ap, "1") == 0, rt = f_rt && strcmp(f_rt, "1") == 0;
+    be->i = fuse && strcmp(fuse, "0") == 0 ? &CUDA_I_UNFUSED
+            : ap && rt                      ? &CUDA_I_BOTH
+            : ap                            ? &CUDA_I_ATTN_PREP
+            : rt                            ? &CUDA_I_ROPE_TABLE
+                                            : &CUDA_I;
     be->ctx = c;
     c->device = device;
     cudaDeviceProp prop;

@@ -343,5 +343,6 @@ void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const fl
 void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o,
                       const float *w_h, float eps_h, int64_t n_rows, int n);
 void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a);
+void cuda_rope_table(struct cuda_ctx *c, float2 *cs, const int32_t *pos, int n_tokens, int n_rot, float base);
 
 #endif

@@ -192,7 +192,7 @@ static __global__ void attn_prep_kernel(prep_params p)
     if (p.rope) {
         for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
             float cs, sn;
-            rope_cos_sin(pos, p.rope_base, i, p.n_rot, &cs, &sn);
+            prep_cos_sin(p, t, pos, i, &cs, &sn);
             rope_pair(row, i, p.n_rot, p.neox, cs, sn);
         }
         __syncthreads();
@@ -234,7 +234,29 @@ bool cuda_prep_params(const struct be_attn_prep_args *a, prep_params *out)
     p.n_head_kv = a->n_head_kv;
     p.head_dim = a->head_dim;
     p.n_qb = a->q && (a->q_norm || a->rope) ? a->n_head : 0;
+    p.cs = a->rope ? (const float2 *)a->rope_cs : NULL;
     return true;
+}
+
+static __global__ void rope_table_kernel(float2 *cs, const int32_t *pos, int n_tokens, int n_rot, float base)
+{
+    cuda_pdl_enter();
+    int half = n_rot / 2;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < (int64_t)n_tokens * half;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        float c, s;
+        rope_cos_sin(pos[e / half], base, (int)(e % half), n_rot, &c, &s);
+        cs[e] = make_float2(c, s);
+    }
+}
+
+void cuda_rope_table(struct cuda_ctx *c, float2 *cs, const int32_t *pos, int n_tokens, int n_rot, float base)
+{
+    if (n_tokens <= 0 || n_rot < 2)
+        return;
+    int64_t n = (int64_t)n_tokens * (n_rot / 2);
+    cuda_launch_dep(c, dim3(cuda_blocks(n, 64)), dim3(64), 0, rope_table_kernel, cs, pos, n_tokens, n_rot, base);
+    CUDA_LAUNCHED(c, "rope_table");
 }
 
 void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a)

@@ -40,6 +40,8 @@ size_t arch_scratch_layout(const struct glim_model *m, int T, void *base, struct
     carve(b, &off, (size_t)ARCH_OUT_ROWS * hp->n_vocab * f, (void **)&s->logits);
     carve(b, &off, T * E * f, (void **)&s->embd);
     carve(b, &off, T * sizeof(int32_t), (void **)&s->ids);
+    carve(b, &off, (size_t)T * (hp->n_rot / 2) * 2 * f, (void **)&s->rope_cs);
+    s->cs_made = false;
     return carve(b, &off, T * sizeof(int32_t), (void **)&s->pos);
 }
 
@@ -143,20 +145,28 @@ static bool graphable(const struct glim_model *m, const struct kv_cache *kv, con
            m->be->i->graph_begin && kv->graph_ok;
 }
 
+/* One pass of the body (run or captured): the RoPE table is made again in each */
+static int run_body(arch_body_fn body, struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                    struct fwd_scratch *s, struct glim_err *err)
+{
+    s->cs_made = false;
+    return body(m, kv, b, s, err);
+}
+
 int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
                 arch_body_fn body, struct glim_err *err)
 {
     struct backend *be = m->be;
     int rc;
     if (!graphable(m, kv, b) || kv->n_decode++ < 1) {
-        if ((rc = body(m, kv, b, s, err)) != GLIM_OK)
+        if ((rc = run_body(body, m, kv, b, s, err)) != GLIM_OK)
             return rc;
         return b->n_out ? arch_output(m, b, s, err) : GLIM_OK;
     }
     if (!kv->graph) {
         if ((rc = be->i->graph_begin(be, err)) != GLIM_OK)
             return rc;
-        int brc = body(m, kv, b, s, err);
+        int brc = run_body(body, m, kv, b, s, err);
         if (brc == GLIM_OK)
             arch_head(m, s, 0, 1);
         rc = be->i->graph_end(be, &kv->graph, err);   /* always end the capture */
@@ -165,7 +175,7 @@ int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batc
             kv->graph_ok = false;
             kv->graph = NULL;
             glim_err_clear(err);
-            if ((rc = body(m, kv, b, s, err)) != GLIM_OK)
+            if ((rc = run_body(body, m, kv, b, s, err)) != GLIM_OK)
                 return rc;
             return arch_output(m, b, s, err);
         }
@@ -208,6 +218,13 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type, .n_slots = c->n_slots,
         .n_tokens = T, .pos = s->pos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
     };
+    if (o->rope && op->rope_table && hp->n_rot >= 2) {   /* the step's angles once, not per layer and head */
+        if (!s->cs_made || s->cs_base != o->rope_base) {
+            op->rope_table(be, s->rope_cs, s->pos, T, hp->n_rot, o->rope_base);
+            s->cs_made = true, s->cs_base = o->rope_base;
+        }
+        p.rope_cs = s->rope_cs;
+    }
     int n = o->gate ? 4 : 3;
     bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */
     if (op->matmul_attn_prep && !in_attn) {

@@ -22,6 +22,9 @@ struct fwd_scratch {
     float   *logits;     /* [ARCH_OUT_ROWS][n_vocab] */
     float   *embd;       /* [T][n_embd]   uploaded replacement rows (images) */
     int32_t *ids, *pos;  /* [T] */
+    float   *rope_cs;    /* [T][n_rot / 2] (cos, sin) for the backend's rope_table */
+    float    cs_base;    /* ... made for this base in this pass of the body (cs_made) */
+    bool     cs_made;
 };
 
 /* Bytes of scratch for T tokens; with base != NULL also fills s. */
