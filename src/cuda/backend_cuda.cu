@@ -546,6 +546,8 @@ static void be_destroy(struct backend *be)
  * run on a GPU: float angles, other bits, were 0.7% faster). */
 static void be_rope_table(struct backend *be, float *cs, const int32_t *pos, int n_tokens, int n_rot, float base)
 {
+    /* writes cs only (model scratch of its own): the quantized copy of h for the q/k/v GEMV that
+     * follows stays good, so no cuda_xq_forget */
     cuda_rope_table(ctx_of(be), (float2 *)cs, pos, n_tokens, n_rot, base);
 }
 
