@@ -44,7 +44,6 @@ struct attn_params {
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
     prep_params    pp;        /* attn_mma_kernel<.., PREP = true>: attn_prep's work, done by the CTAs */
-    int            early;     /* attn_mma_kernel: load the first key tiles before the PDL wait */
 };
 
 /* visible positions [lo, hi] of query t, as cpu_ref.c attn_range: causal (with window), or
@@ -686,10 +685,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     extern __shared__ uint4 smem_mma[];
     E *kv_s = (E *)smem_mma;
 
-    /* with a.early the plan comes first: it reads pos, which the host wrote, nothing of the
-     * previous kernel */
-    if (!a.early)
-        cuda_pdl_enter();
+    cuda_pdl_enter();
     int tg = blockIdx.x, s = blockIdx.y, kvh = blockIdx.z;
     int lo_u, hi_u, chunk, n_eff;
     attn2_plan(a, tg * a.tpc, &lo_u, &hi_u, &chunk, &n_eff);
@@ -700,23 +696,6 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     unsigned ns = (unsigned)min(a.n_slots, (int64_t)0x80000000);   /* positions are < 2^31 */
     int64_t kv_dim = (int64_t)a.n_head_kv * D;
     const E *kg = (const E *)a.k_cache + (int64_t)kvh * D, *vg = (const E *)a.v_cache + (int64_t)kvh * D;
-    /* The first ATTN4_STAGES - 1 key tiles, one commit group each. With a.early, the tiles wholly
-     * before the batch's first position go out before the PDL wait: only the batch's own keys
-     * (attn_prep / kv_store, or attn4_prep here) are the previous kernels' work. */
-    int loaded = 0;
-    if (a.early) {
-        int32_t p_first = a.pos[0];
-#pragma unroll 1
-        for (; loaded < ATTN4_STAGES - 1 && loaded < n_tiles; loaded++) {
-            int u0 = k_begin + loaded * ATTN4_KT, n = min(ATTN4_KT, k_end - u0);
-            if (u0 + n - 1 >= p_first)
-                break;
-            attn4_load<D>(kv_s + loaded * STAGE, kg, vg, u0, n, ns, kv_dim);
-            cp_async_commit();
-        }
-        cuda_pdl_enter();
-    }
-
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     int nsub = ATTN4_WARPS / a.tpc, ksub = warp / a.tpc, t = tg * a.tpc + warp % a.tpc;
     bool tok_ok = t < a.n_tokens;
@@ -733,8 +712,11 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     const float *q0 = a.q + ((int64_t)(tok_ok ? t : 0) * a.n_head + (int64_t)kvh * a.group) * D;
     if (PREP)
         q0 = attn4_prep<D>(a, (float *)(kv_s + (ATTN4_STAGES - 1) * STAGE), kvh, k_begin, k_end, warp, lane);
+    /* The first ATTN4_STAGES - 1 key tiles, one commit group each (with PREP after the CTA's own
+     * key row is stored). Loading old key tiles ahead of the PDL wait measured no gain
+     * (2026-12-03, docs/PERFORMANCE.md). */
 #pragma unroll 1
-    for (; loaded < ATTN4_STAGES - 1; loaded++) {          /* the rest of the first tiles */
+    for (int loaded = 0; loaded < ATTN4_STAGES - 1; loaded++) {
         if (loaded < n_tiles)
             attn4_load<D>(kv_s + loaded * STAGE, kg, vg, k_begin + loaded * ATTN4_KT,
                           min(ATTN4_KT, k_end - k_begin - loaded * ATTN4_KT), ns, kv_dim);
@@ -1015,8 +997,6 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
         x->head_dim > ATTN4_MAX_DIM || a.group > 16 ||
         align % 16 != 0)
         return false;
-    static int early_forced = -1;   /* GLIM_CUDA_ATTN_EARLY=1: key tiles before the PDL wait (not yet timed) */
-    a.early = cuda_env_knob("GLIM_CUDA_ATTN_EARLY", &early_forced) && c->pdl_all;
     a.tpc = x->n_tokens >= 3 ? 4 : x->n_tokens;
     a.tile = ATTN4_KT, a.min_chunk = ATTN4_KT;
     int64_t n_groups = (x->n_tokens + a.tpc - 1) / a.tpc;

@@ -628,13 +628,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     int m = v5_collect(job, dta, dtb, n, ys, ws, taken, mine);
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
-    /* GLIM_CUDA_V5_SMALL_W=n (bench knob, 2026-12-03, not yet timed): n warps per SM for jobs of
-     * fewer than 8 units a warp at 16 (the attention matrices on tiles, GLIM_CUDA_T16_MIN=0), so
-     * that each warp streams longer than a merge and a memory latency */
-    static int small_forced = -1;
-    int small_w = cuda_env_knob("GLIM_CUDA_V5_SMALL_W", &small_forced);
-    int per_sm = small_w && job.n_tiles * job.n_sb < 8 * 16 * (int64_t)c->n_sm ? small_w : 16;
-    if (!v5_plan(c, job, v5_warps(c, per_sm)))   /* 4 CTAs x 4 warps per SM: the register limit */
+    if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
         return 0;                           /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
