@@ -542,8 +542,8 @@ static void be_destroy(struct backend *be)
  * shift the others (C++ has no out-of-order designated initializers).
  * fused: offer the fused ops (fused.cu); without them the model runs the sequences. */
 /* cs[t][i] = the RoPE (cos, sin) of pos[t], pair i: computed once a step for every layer
- * (be_attn_prep_args.rope_cs). Offered with GLIM_CUDA_ROPE_TABLE=1 (written 2026-12-03, not yet
- * run on a GPU: float angles, other bits, were 0.7% faster). */
+ * (be_attn_prep_args.rope_cs). Offered by default (GLIM_CUDA_ROPE_TABLE=0: off): tg128 167.2 vs
+ * 165.6 t/s on the H200, same bits (2026-12-03). */
 static void be_rope_table(struct backend *be, float *cs, const int32_t *pos, int n_tokens, int n_rot, float base)
 {
     /* writes cs only (model scratch of its own): the quantized copy of h for the q/k/v GEMV that
@@ -599,16 +599,16 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
 /* be->i of every CUDA backend is one of these two: the fused ops on (default) or off
  * (GLIM_CUDA_FUSE=0 at creation; backend_i is shared and const, so the switch picks
  * the table) */
-static const struct backend_i CUDA_I = cuda_ops(true);
+static const struct backend_i CUDA_I = cuda_ops(true, false, true);
 static const struct backend_i CUDA_I_UNFUSED = cuda_ops(false);
-static const struct backend_i CUDA_I_ATTN_PREP = cuda_ops(true, true);   /* GLIM_CUDA_ATTN_PREP=1 */
-static const struct backend_i CUDA_I_ROPE_TABLE = cuda_ops(true, false, true);   /* GLIM_CUDA_ROPE_TABLE=1 */
-static const struct backend_i CUDA_I_BOTH = cuda_ops(true, true, true);          /* ... both */
+static const struct backend_i CUDA_I_NO_TABLE = cuda_ops(true);                /* GLIM_CUDA_ROPE_TABLE=0 */
+static const struct backend_i CUDA_I_ATTN_PREP = cuda_ops(true, true, true);   /* GLIM_CUDA_ATTN_PREP=1 */
+static const struct backend_i CUDA_I_ATTN_PREP_NO_TABLE = cuda_ops(true, true);   /* ... and ROPE_TABLE=0 */
 
 static bool is_cuda(const struct backend *be)
 {
-    return be && (be->i == &CUDA_I || be->i == &CUDA_I_UNFUSED || be->i == &CUDA_I_ATTN_PREP ||
-                  be->i == &CUDA_I_ROPE_TABLE || be->i == &CUDA_I_BOTH);
+    return be && (be->i == &CUDA_I || be->i == &CUDA_I_UNFUSED || be->i == &CUDA_I_NO_TABLE ||
+                  be->i == &CUDA_I_ATTN_PREP || be->i == &CUDA_I_ATTN_PREP_NO_TABLE);
 }
 
 /* tests: the rope_table op whether or not the table offers it; -1: not a CUDA backend */
@@ -801,12 +801,10 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     }
     const char *fuse = getenv("GLIM_CUDA_FUSE");
     const char *f_ap = getenv("GLIM_CUDA_ATTN_PREP"), *f_rt = getenv("GLIM_CUDA_ROPE_TABLE");
-    bool ap = f_ap && strcmp(f_ap, "1") == 0, rt = f_rt && strcmp(f_rt, "1") == 0;
+    bool ap = f_ap && strcmp(f_ap, "1") == 0, rt = !(f_rt && strcmp(f_rt, "0") == 0);
     be->i = fuse && strcmp(fuse, "0") == 0 ? &CUDA_I_UNFUSED
-            : ap && rt                      ? &CUDA_I_BOTH
-            : ap                            ? &CUDA_I_ATTN_PREP
-            : rt                            ? &CUDA_I_ROPE_TABLE
-                                            : &CUDA_I;
+            : ap                            ? (rt ? &CUDA_I_ATTN_PREP : &CUDA_I_ATTN_PREP_NO_TABLE)
+                                            : (rt ? &CUDA_I : &CUDA_I_NO_TABLE);
     be->ctx = c;
     c->device = device;
     cudaDeviceProp prop;
