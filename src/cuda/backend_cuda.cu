@@ -894,8 +894,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_stage = getenv("GLIM_CUDA_V5_STAGE"), *f_stage_max = getenv("GLIM_CUDA_V5_STAGE_MAX");
     c->v5_stage = f_stage ? atoi(f_stage) : 0;
     c->v5_stage_max = f_stage_max ? atoi(f_stage_max) : 0;
-    if (c->v5_stage > 0 && !(f_carve && *f_carve) && prop.major >= 9)   /* one split for every kernel */
-        c->carveout = cuda_v5_stage_share(c, c->v5_stage);
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */
     int w4, d4, k4;
     if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 8 &&

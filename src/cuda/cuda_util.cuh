@@ -246,7 +246,6 @@ extern "C" long backend_cuda_prep_used(struct backend *be);
 bool cuda_v5_trace_init(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
-int cuda_v5_stage_share(const struct cuda_ctx *c, int stage);   /* gemv_mma.cu: the carveout a stage needs */
 extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units);   /* v5's staged head (0: off) */
 extern "C" long backend_cuda_v5_staged(struct backend *be);                 /* ... launches that staged */
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */

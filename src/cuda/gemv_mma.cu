@@ -371,13 +371,7 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
     int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
     int64_t s1 = st.end - tile * job.n_sb;   /* the tile's staged units end here */
     s1 = s1 < sb1 ? s1 : sb1;
-    typename K::raw raw[U];
-    bool fetched = false;
     if (STG && s0 < s1) {
-        if (s1 < sb1) {   /* streamed units follow in this tile: their first loads go out now */
-            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s1, sb1, t, raw);
-            fetched = true;
-        }
         if (!st.landed) {   /* once: x is the predecessor's, the records the copy engine's */
             if (!waited) {
                 cuda_pdl_wait();
@@ -394,17 +388,16 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
         Ps.p = (const uint8_t *)((uintptr_t)st.slice + (uintptr_t)((P.tile0 * job.n_sb - st.a) * job.rec));
 #pragma unroll 1
         for (int64_t s = s0; s < s1; s++) {
-            typename K::raw one;
-            K::fetch_sm(Ps, lg, lg8, job.n_sb, s, t, one);
-            K::template compute<MODE == V5_CHAIN_B>(one, xq, xd, s, g, t, acc_g, acc_g8);
+            typename K::raw raw;
+            K::fetch_sm(Ps, lg, lg8, job.n_sb, s, t, raw);
+            K::template compute<MODE == V5_CHAIN_B>(raw, xq, xd, s, g, t, acc_g, acc_g8);
         }
         s0 = s1;
     }
 #pragma unroll 1
     for (int64_t s = s0; s < sb1; s += U) {
-        if (!STG || !fetched)
-            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
-        fetched = false;
+        typename K::raw raw[U];
+        v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
         if (!waited) {   /* the first codes are on their way; x is the previous kernel's (or the GLU's) */
             if (MODE == V5_CHAIN_B)
                 v5_wait_ready(job, 4 * g + t);
@@ -689,13 +682,6 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
  * only for jobs of at most c->v5_stage_max units per warp when that is set): as many as four CTAs
  * of an SM hold, at most the warp's units. Sets job.stage / job.rec and cfg's dynamic shared memory
  * and carveout (the default carveout of 0 would leave room for one CTA); false: not staged. */
-/* the carveout (%) four CTAs of smem bytes of dynamic shared memory need (1 KB each is the system's) */
-static int v5_share(const struct cuda_ctx *c, size_t smem)
-{
-    int share = (int)((4 * (smem + 1024) * 100 + c->smem_sm - 1) / c->smem_sm);
-    return share > 100 ? 100 : share;
-}
-
 template <class K>
 static bool v5_stage_plan(struct cuda_ctx *c, v5_job &job, cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr)
 {
@@ -717,27 +703,15 @@ static bool v5_stage_plan(struct cuda_ctx *c, v5_job &job, cudaLaunchConfig_t &c
     job.stage = stage;
     job.rec = rec;
     cfg.dynamicSmemBytes = smem;
-    int share = v5_share(c, smem);
-    if (share > c->carveout)   /* else the launch keeps every launch's share: no SM changes its split */
-        for (unsigned i = 0; i <= cfg.numAttrs; i++)   /* replace the carveout, or add it */
-            if (i == cfg.numAttrs || attr[i].id == cudaLaunchAttributePreferredSharedMemoryCarveout) {
-                attr[i].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-                attr[i].val.sharedMemCarveout = (unsigned)share;
-                cfg.numAttrs += i == cfg.numAttrs;
-                break;
-            }
+    unsigned share = (unsigned)((4 * (smem + 1024) * 100 + c->smem_sm - 1) / c->smem_sm);
+    for (unsigned i = 0; i <= cfg.numAttrs; i++)   /* replace the carveout, or add it */
+        if (i == cfg.numAttrs || attr[i].id == cudaLaunchAttributePreferredSharedMemoryCarveout) {
+            attr[i].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+            attr[i].val.sharedMemCarveout = share > 100 ? 100 : share;
+            cfg.numAttrs += i == cfg.numAttrs;
+            break;
+        }
     return true;
-}
-
-/* The carveout (%) every launch should ask for when v5 stages `stage` units a warp (the larger Q6_K
- * records): one split for all kernels. Measured 2026-12-03: with the smallest share elsewhere the
- * staged launches made decode slower (162.5 vs 166.2 t/s), with 100 everywhere faster (158.1 vs
- * 155.5): an SM changing its shared-memory split between kernels costs more than the stage gains. */
-int cuda_v5_stage_share(const struct cuda_ctx *c, int stage)
-{
-    int64_t fit = ((int64_t)c->smem_sm / 4 - 1024 - 128) / ((int64_t)V5_WARPS * 3360);
-    stage = stage < fit ? stage : (int)fit;
-    return stage < 1 || !c->smem_sm ? 0 : v5_share(c, 128 + (size_t)V5_WARPS * stage * 3360);
 }
 
 /* the FFN chain kernel: gate/up of weight type KA (UA in flight), down of KB (its default U) */
