@@ -61,8 +61,6 @@ int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_pr
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
 int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
-int backend_cuda_set_v5_stage(struct backend *be_, int units);  /* v5's staged head (0: off; sm_90) */
-long backend_cuda_v5_staged(struct backend *be_);               /* ... launches that staged */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -816,21 +814,15 @@ static void check_t16_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int a
  *                 itself and matmul_glu launches no quantizer (taken once where v5 runs)
  *   FFN_CHAIN:    matmul_ffn twice (the counts are back at 0 after a launch); gate/up and down
  *                 in one launch (gemv5_chain_kernel, the same work split: the same bits) */
-/*   FFN_STAGE:    as FFN_GLU_FUSE, with GEMV v5's staged head (stage_units per warp; both launches) */
-enum { FFN_GLU_FUSE, FFN_CHAIN, FFN_STAGE };
-static int stage_units;
+enum { FFN_GLU_FUSE, FFN_CHAIN };
 
 static int ffn_switch(int what, bool on)
 {
-    if (what == FFN_STAGE)
-        return backend_cuda_set_v5_stage(be, on ? stage_units : 0);
     return what == FFN_CHAIN ? backend_cuda_set_ffn_chain(be, on) : backend_cuda_set_glu_fuse(be, on);
 }
 
 static long ffn_used(int what)
 {
-    if (what == FFN_STAGE)
-        return backend_cuda_v5_staged(be);
     return what == FFN_CHAIN ? backend_cuda_chain_used(be) : backend_cuda_glu_used(be);
 }
 
@@ -879,11 +871,10 @@ static void check_ffn(int what, uint32_t type, uint32_t dtype, int64_t k, int64_
     }
     CHECK_EQ(ffn_switch(what, what == FFN_GLU_FUSE), GLIM_OK);   /* the defaults */
     if (ok) {
-        CHECK_EQ(used[0], v5 ? (what == FFN_GLU_FUSE ? 1 : 2) : 0);
+        CHECK_EQ(used[0], v5 ? (what == FFN_CHAIN ? 2 : 1) : 0);
         CHECK_EQ(used[1], 0);
         if (memcmp(out[0], out[1], all) != 0)
-            fprintf(stderr, "FAIL %s %s/%s k=%lld n=%lld n2=%lld\n",
-                    what == FFN_CHAIN ? "ffn_chain" : what == FFN_STAGE ? "v5_stage" : "glu_fuse",
+            fprintf(stderr, "FAIL %s %s/%s k=%lld n=%lld n2=%lld\n", what == FFN_CHAIN ? "ffn_chain" : "glu_fuse",
                     quant_type_name(type), quant_type_name(dtype), (long long)k, (long long)n, (long long)n2);
         CHECK(memcmp(out[0], out[1], all) == 0);
         free(out[0]), free(out[1]);
@@ -923,75 +914,6 @@ static void test_ffn_chain(void)
     /* more units than warps (pieces merged by the last), the 30B FFN's shape */
     check_ffn(FFN_CHAIN, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
     check_ffn(FFN_CHAIN, GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 6656, 19968, 6656, v5);
-}
-
-/* one-row matmul_n of tiled weights with and without v5's staged head: the same bits */
-static void check_stage_n(int n, const uint32_t *types, const int64_t *ns, int64_t k, int units)
-{
-    struct be_weight hw[4], tl[4];
-    const struct be_weight *wt[4];
-    float *dy[4], *out[2][4];
-    int ok = 0;
-    for (; ok < n; ok++) {
-        hw[ok] = make_weight(types[ok], k, ns[ok]);
-        if (init_layout(&tl[ok], &hw[ok], true) != GLIM_OK) {
-            free((void *)hw[ok].host);
-            break;
-        }
-        wt[ok] = &tl[ok];
-        dy[ok] = be->i->alloc(be, (size_t)ns[ok] * sizeof(float));
-    }
-    float *x = rand_vec(k, 1.0f), *dx = to_dev(x, (size_t)k * sizeof(float));
-    for (int pass = 0; ok == n && pass < 2; pass++) {   /* staged, then not */
-        CHECK_EQ(backend_cuda_set_v5_stage(be, pass ? 0 : units), GLIM_OK);
-        long st0 = backend_cuda_v5_staged(be);
-        be->i->matmul_n(be, n, dy, wt, dx, 1);
-        CHECK(pass ? backend_cuda_v5_staged(be) == st0 : backend_cuda_v5_staged(be) > st0);
-        for (int i = 0; i < n; i++) {
-            out[pass][i] = malloc((size_t)ns[i] * sizeof(float));
-            from_dev(out[pass][i], dy[i], (size_t)ns[i] * sizeof(float));
-        }
-    }
-    for (int i = 0; ok == n && i < n; i++) {
-        bool same = memcmp(out[0][i], out[1][i], (size_t)ns[i] * sizeof(float)) == 0;
-        if (!same)
-            fprintf(stderr, "FAIL v5_stage matmul_n part %d/%d %s k=%lld n=%lld units=%d\n", i, n,
-                    quant_type_name(types[i]), (long long)k, (long long)ns[i], units);
-        CHECK(same);
-        free(out[0][i]), free(out[1][i]);
-    }
-    for (int i = 0; i < ok; i++)
-        be->i->release(be, dy[i]), be->i->weight_clear(be, &tl[i]), free((void *)hw[i].host);
-    be->i->release(be, dx);
-    free(x);
-}
-
-/* GEMV v5's staged head (each warp's first units copied into shared memory at entry, the rest
- * streamed as before): bit for bit v5 without it, for stages shorter and longer than a warp's
- * range, records cut between parts, both kinds, and the GLU fold's two launches */
-static void test_v5_stage(void)
-{
-    if (!be->i->matmul_pair_glu || exact_mode || backend_cuda_set_v5_stage(be, 0) != GLIM_OK || !v5_takes_tiles()) {
-        fprintf(stderr, "  no staged v5 here (needs sm_90, tiles on v5, the fused ops): skipped\n");
-        return;
-    }
-    static const int units[3] = {1, 3, 1000};
-    const uint32_t qkvg[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
-    const int64_t n_qkvg[4] = {4096 + 3, 256, 256 + 1, 4224 + 9};
-    const uint32_t q4[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K}, q6[1] = {GLIM_TYPE_Q6_K};
-    for (int u = 0; u < 3; u++) {
-        stage_units = units[u];
-        check_ffn(FFN_STAGE, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), true);
-        check_ffn(FFN_STAGE, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), true);
-        check_ffn(FFN_STAGE, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, true);
-        check_stage_n(4, qkvg, n_qkvg, 6656, units[u]);
-        int64_t n2[2] = {rndi(1, 40), rndi(1, 300)}, n1[1] = {rndi(1, 3000)};
-        check_stage_n(2, q4, n2, 256 * rndi(1, 30), units[u]);   /* a warp's records across the parts */
-        check_stage_n(1, q6, n1, 256 * rndi(1, 30), units[u]);
-    }
-    stage_units = 4;   /* the 30B FFN: a head of 4 records per warp, then the stream */
-    check_ffn(FFN_STAGE, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 6656, 19968, 6656, true);
-    CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
 }
 
 static void test_t16(void)
@@ -2214,7 +2136,6 @@ int main(void)
     RUN(test_matmul_glu);
     RUN(test_k45_aux);
     RUN(test_t16);
-    RUN(test_v5_stage);
     RUN(test_glu_fuse);
     RUN(test_ffn_chain);
     RUN(test_matmul_exact);

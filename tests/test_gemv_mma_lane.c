@@ -64,11 +64,6 @@ static inline uint32_t v5_ldu32(const uint8_t *p)
     return v;
 }
 
-/* shared memory is memory here */
-#define v5_lds16(p) v5_ldw16(p)
-#define v5_ldsu16(p) v5_ldu16(p)
-#define v5_ldsu32(p) v5_ldu32(p)
-
 static inline float v5_h2f(uint32_t bits)
 {
     return fp16_to_f32((uint16_t)(bits & 0xffffu));

@@ -707,25 +707,6 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
 
 /* matmul_ffn runs gate/up and down as one v5 launch (on) or two (off). Default: off, on when
  * GLIM_CUDA_FFN_CHAIN is "1" at creation. */
-/* GEMV v5's staged head: each warp's first `units` (tile, super-block) records in shared memory
- * (0: off); bulk copies: sm_90 only */
-extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units)
-{
-    if (!is_cuda(be) || units < 0)
-        return GLIM_EINVAL;
-    struct cuda_ctx *c = ctx_of(be);
-    if (c->cc_major < 9)
-        return GLIM_EUNSUPPORTED;
-    c->v5_stage = units;
-    return GLIM_OK;
-}
-
-/* v5 launches that staged (tests); -1 if not a CUDA backend */
-extern "C" long backend_cuda_v5_staged(struct backend *be)
-{
-    return is_cuda(be) ? ctx_of(be)->v5_staged : -1;
-}
-
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on)
 {
     return set_switch(be, &cuda_ctx::ffn_chain, on);
@@ -890,10 +871,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
                                                                                                : 0;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
-    c->smem_sm = prop.sharedMemPerMultiprocessor;
-    const char *f_stage = getenv("GLIM_CUDA_V5_STAGE"), *f_stage_max = getenv("GLIM_CUDA_V5_STAGE_MAX");
-    c->v5_stage = f_stage ? atoi(f_stage) : 0;
-    c->v5_stage_max = f_stage_max ? atoi(f_stage_max) : 0;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */
     int w4, d4, k4;
     if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 8 &&

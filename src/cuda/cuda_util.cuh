@@ -135,11 +135,6 @@ struct cuda_ctx {
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
-    size_t          smem_sm;       /* ... an SM has */
-    int             v5_stage;      /* GEMV v5 stages each warp's first units in shared memory (GLIM_CUDA_V5_STAGE=units;
-                                    * default 0: off; backend_cuda_set_v5_stage), */
-    int             v5_stage_max;  /* ... only in jobs of at most this many units per warp (GLIM_CUDA_V5_STAGE_MAX; 0: all) */
-    long            v5_staged;     /* launches that did (tests) */
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     int             carveout;      /* every launch's preferred shared-memory share, % (GLIM_CUDA_CARVEOUT; default 0; -1: none given) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
@@ -246,8 +241,6 @@ extern "C" long backend_cuda_prep_used(struct backend *be);
 bool cuda_v5_trace_init(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
-extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units);   /* v5's staged head (0: off) */
-extern "C" long backend_cuda_v5_staged(struct backend *be);                 /* ... launches that staged */
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */

@@ -34,7 +34,6 @@
  * order): tests compare with a tolerance and require two runs to agree bit for bit.
  */
 #include "gemv_slots.cuh"
-#include "tma.cuh"
 
 #include <stdlib.h>
 
@@ -76,26 +75,6 @@ static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
 static __device__ __forceinline__ uint32_t v5_ldu32(const uint8_t *p)
 {
     return __ldg((const unsigned int *)p);
-}
-
-/* a warp's staged records (shared memory) */
-static __device__ __forceinline__ uint4 v5_lds16(const void *p)
-{
-    uint4 r;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "r"((unsigned)__cvta_generic_to_shared(p)));
-    return r;
-}
-
-static __device__ __forceinline__ uint32_t v5_ldsu32(const uint8_t *p)
-{
-    return *(const uint32_t *)p;
-}
-
-static __device__ __forceinline__ uint32_t v5_ldsu16(const uint8_t *p)
-{
-    return *(const unsigned short *)p;
 }
 
 static __device__ __forceinline__ float v5_h2f(uint32_t bits)
@@ -149,8 +128,6 @@ struct v5_job {
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
     unsigned *ready;           /* FFN chain (gemv5_chain_kernel): GLU blocks quantized so far, */
     unsigned  ready_need;      /* ... and how many there are */
-    int64_t   stage;           /* staged head (gemv5_kernel STG): each warp's first `stage` units, */
-    int       rec;             /* ... records of `rec` bytes, copied into shared memory at entry */
 };
 
 /* How a v5 job runs: alone (V5_PLAIN), or as the gate/up (V5_CHAIN_A: each quantized GLU block is
@@ -173,7 +150,7 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
           void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *, int),
-          bool T16 = false, int UD = 2, void (*FETCH_SM)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *) = FETCH>
+          bool T16 = false, int UD = 2>
 struct v5_unit {
     typedef R raw;
     static const int U_DEF = UD;     /* super-blocks in flight per lane, measured best */
@@ -182,12 +159,6 @@ struct v5_unit {
                                                  int t, raw &r)
     {
         FETCH(&P, rg, rg8, n_sb, sb, t, &r);
-    }
-    /* from the warp's staged copy (T16 kinds only) */
-    static __device__ __forceinline__ void fetch_sm(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb,
-                                                    int64_t sb, int t, raw &r)
-    {
-        FETCH_SM(&P, rg, rg8, n_sb, sb, t, &r);
     }
     template <bool COH = false>
     static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
@@ -198,8 +169,8 @@ struct v5_unit {
 };
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
 typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
-typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true, 2, v5_q4k_fetch_t16_sm> v5_q4k_t16;
-typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1, v5_q6k_fetch_t16_sm> v5_q6k_t16;   /* U = 1: 80% vs 77% */
+typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
+typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
 
 /* after a warp wrote its piece of a tile's partial sums: true (for the whole warp) when it was the
  * last of the tile's pieces to arrive, and then every partial is visible to it */
@@ -351,49 +322,14 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
             K::template compute<COH>(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
-/* A warp's staged head (gemv5_kernel with STG): units [a, end) of its range, copied into shared
- * memory at slice by one bulk copy per part at the kernel's entry, complete on bar. */
-struct v5_stg {
-    const uint8_t *slice;
-    uint64_t      *bar;
-    int64_t        a, end;
-    bool           landed;
-};
-
-/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of tile, U in flight per lane; with STG
- * the staged units first, from shared memory (same order, same arithmetic: the same bits) */
-template <class K, int U, int MODE, bool STG = false>
-static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t tile, int64_t r0,
-                                               int64_t s0, int64_t sb1, const int8_t *xq, const float2 *xd, int g,
-                                               int t, bool &waited, float &acc_g, float &acc_g8, v5_stg &st)
+/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
+template <class K, int U, int MODE>
+static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
+                                               int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
+                                               bool &waited, float &acc_g, float &acc_g8)
 {
     int64_t rg = r0 + g, rg8 = r0 + g + 8;
     int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
-    int64_t s1 = st.end - tile * job.n_sb;   /* the tile's staged units end here */
-    s1 = s1 < sb1 ? s1 : sb1;
-    if (STG && s0 < s1) {
-        if (!st.landed) {   /* once: x is the predecessor's, the records the copy engine's */
-            if (!waited) {
-                cuda_pdl_wait();
-                waited = true;
-                if (job.trace && g == 0 && t == 0)
-                    v5_stamp(job, 1);
-            }
-            bar_wait(st.bar, 0);
-            st.landed = true;
-        }
-        /* record (tile, s) of P sits at slice + (tile n_sb + s - a) rec: place P's base so that
-         * v5_t16_record lands there (unsigned arithmetic: the base itself may lie before slice) */
-        v5_part Ps = P;
-        Ps.p = (const uint8_t *)((uintptr_t)st.slice + (uintptr_t)((P.tile0 * job.n_sb - st.a) * job.rec));
-#pragma unroll 1
-        for (int64_t s = s0; s < s1; s++) {
-            typename K::raw raw;
-            K::fetch_sm(Ps, lg, lg8, job.n_sb, s, t, raw);
-            K::template compute<MODE == V5_CHAIN_B>(raw, xq, xd, s, g, t, acc_g, acc_g8);
-        }
-        s0 = s1;
-    }
 #pragma unroll 1
     for (int64_t s = s0; s < sb1; s += U) {
         typename K::raw raw[U];
@@ -414,10 +350,9 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
 /* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
  * in flight per lane */
 /* warp w's units of job */
-template <class KA, int UA, class KB, int UB, int MODE, bool STG = false>
+template <class KA, int UA, class KB, int UB, int MODE>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
-                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited,
-                                              v5_stg st = v5_stg())
+                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
@@ -429,9 +364,9 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB, MODE>(job, P, tile, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, st);
+            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
         else
-            v5_span<KA, UA, MODE, STG>(job, P, tile, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, st);
+            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
         if (job.trace && lane == 0)
             v5_stamp(job, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
@@ -440,42 +375,7 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
     }
 }
 
-/* STG: lane 0 of each warp first has the copy engine bring the warp's first job.stage units into
- * its slice of shared memory (job.rec bytes each, one bulk copy per part; the dynamic shared
- * memory is 128 bytes of barriers, then V5_WARPS slices): weights never depend on the
- * predecessor, so the bytes land while it still runs, beyond what registers can hold in flight. */
-static __device__ __forceinline__ v5_stg v5_stage_issue(const v5_job &job, int64_t w, int lane)
-{
-    extern __shared__ __align__(128) uint8_t v5_sm[];
-    int wi = threadIdx.x >> 5;
-    int64_t units = v5_units(job), a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    v5_stg st;
-    st.bar = (uint64_t *)v5_sm + wi;
-    st.slice = v5_sm + 128 + (size_t)wi * job.stage * job.rec;
-    st.a = a;
-    st.end = a + job.stage < b ? a + job.stage : b;
-    st.landed = false;
-    if (lane == 0 && st.a < st.end) {
-        bar_init(st.bar, 1);
-        bar_init_fence();
-        bar_expect(st.bar, (unsigned)((st.end - a) * job.rec));
-#pragma unroll
-        for (int i = 0; i < GEMV_MAX_PARTS; i++) {
-            if (i >= job.n_parts)
-                break;
-            int64_t p0 = job.p[i].tile0 * job.n_sb;
-            int64_t p1 = (i + 1 < job.n_parts ? job.p[i < GEMV_MAX_PARTS - 1 ? i + 1 : i].tile0 : job.n_tiles) * job.n_sb;
-            int64_t u0 = a > p0 ? a : p0, u1 = st.end < p1 ? st.end : p1;
-            if (u0 < u1)
-                bulk_copy((uint8_t *)st.slice + (u0 - a) * job.rec, job.p[i].p + (u0 - p0) * job.rec,
-                          (unsigned)((u1 - u0) * job.rec), st.bar);
-        }
-    }
-    __syncwarp();
-    return st;
-}
-
-template <class KA, int UA, class KB, int UB, bool STG = false>
+template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -485,11 +385,10 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
     if (job.trace && lane == 0)
         v5_stamp(job, 0);
-    v5_stg st = STG ? v5_stage_issue(job, w, lane) : v5_stg();
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
-    v5_run<KA, UA, KB, UB, V5_PLAIN, STG>(job, xq, xd, w, lane, waited, st);
+    v5_run<KA, UA, KB, UB, V5_PLAIN>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
@@ -678,42 +577,6 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
     free(e);
 }
 
-/* The staged head for a one-kind tiled job (c->v5_stage units per warp, GLIM_CUDA_V5_STAGE; 0: off;
- * only for jobs of at most c->v5_stage_max units per warp when that is set): as many as four CTAs
- * of an SM hold, at most the warp's units. Sets job.stage / job.rec and cfg's dynamic shared memory
- * and carveout (the default carveout of 0 would leave room for one CTA); false: not staged. */
-template <class K>
-static bool v5_stage_plan(struct cuda_ctx *c, v5_job &job, cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr)
-{
-    if (c->v5_stage <= 0 || c->cc_major < 9 || !c->smem_sm)
-        return false;
-    int rec = std::is_same<K, v5_q4k_t16>::value ? 2304 : 3360;   /* the T16 records (gemv_mma_lane.h) */
-    int64_t units = job.n_tiles * job.n_sb, per_warp = (units + job.n_warps - 1) / job.n_warps;
-    if (c->v5_stage_max > 0 && per_warp > c->v5_stage_max)
-        return false;
-    int64_t fit = ((int64_t)c->smem_sm / 4 - 1024 - 128) / ((int64_t)V5_WARPS * rec);   /* 1 KB: the system's share */
-    int64_t stage = c->v5_stage < fit ? c->v5_stage : fit;
-    stage = stage < per_warp ? stage : per_warp;
-    if (stage < 1)
-        return false;
-    size_t smem = 128 + (size_t)V5_WARPS * stage * rec;
-    if (smem > 48 * 1024 && CUDA_TRY(c, cudaFuncSetAttribute(gemv5_kernel<K, K::U_DEF, K, K::U_DEF, true>,
-                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
-        return false;
-    job.stage = stage;
-    job.rec = rec;
-    cfg.dynamicSmemBytes = smem;
-    unsigned share = (unsigned)((4 * (smem + 1024) * 100 + c->smem_sm - 1) / c->smem_sm);
-    for (unsigned i = 0; i <= cfg.numAttrs; i++)   /* replace the carveout, or add it */
-        if (i == cfg.numAttrs || attr[i].id == cudaLaunchAttributePreferredSharedMemoryCarveout) {
-            attr[i].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-            attr[i].val.sharedMemCarveout = share > 100 ? 100 : share;
-            cfg.numAttrs += i == cfg.numAttrs;
-            break;
-        }
-    return true;
-}
-
 /* the FFN chain kernel: gate/up of weight type KA (UA in flight), down of KB (its default U) */
 template <class KA, int UA, class KB>
 static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v5_job &jb, const int8_t *xq,
@@ -781,11 +644,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (std::is_same<KA, KB>::value && KA::TILED && !u && v5_stage_plan<KA>(c, job, cfg, attr)) {
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, KA::U_DEF, KA, KA::U_DEF, true>, job, xq, xd,
-                                       c->pdl_all));
-        c->v5_staged++;
-    } else if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
+    if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
