@@ -630,10 +630,9 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return 0;
     if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
         return 0;                           /* recorded in the context; these parts go to v3 */
+    static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
+    job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait; 2: only gate/up */
-    int wf = (int)cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
-    job.wait_first = wf == 1 || (wf == 2 && glu);
     if (glu && c->chain_w && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd)) {
         for (int i = 0; i < n; i++)
             taken[i] = taken[i] || mine[i];

@@ -284,8 +284,6 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
 {
     if (trig)
         cuda_pdl_trigger();
-    if (job.wait_first)
-        cuda_pdl_wait();
     int lane = threadIdx.x & 31;
     int64_t stride = (int64_t)gridDim.x * Q8_WARPS;
 #pragma unroll 1
@@ -308,8 +306,6 @@ gemv3p2_kernel(const gemv_job job, int64_t n_a, const int8_t *__restrict__ xq, c
 {
     if (trig)
         cuda_pdl_trigger();
-    if (job.wait_first)
-        cuda_pdl_wait();
     int lane = threadIdx.x & 31;
     int64_t stride = (int64_t)gridDim.x * Q8_WARPS, task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
 #pragma unroll 1
@@ -371,13 +367,10 @@ static bool launch_v3p2(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gemv_
 
 /* the persistent kernel for a job whose parts share one kind and rows per warp, or Q4_K parts then
  * Q6_K parts; false = none */
-static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job_in, const int8_t *xq, const float2 *xd)
+static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd)
 {
     if (c->gemv_persist <= 0)
         return false;
-    static int wf_forced = -1;
-    gemv_job job = job_in;
-    job.wait_first = (int)cuda_env_knob("GLIM_CUDA_V3_WAIT_FIRST", &wf_forced);
     int64_t need = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS, most = (int64_t)c->gemv_persist * c->n_sm;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,

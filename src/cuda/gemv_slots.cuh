@@ -425,8 +425,6 @@ struct gemv_job {
                              * finish a head's rows (q head; k and v head together) runs attn_prep
                              * on it (gemv_prep_arrive); per head the tasks arrived, 0 between launches */
     prep_params prep;
-    int         wait_first;   /* persistent v3: wait for the predecessor before the first loads (bench
-                               * knob GLIM_CUDA_V3_WAIT_FIRST=1) */
 };
 
 /* After a warp stored rows [row0, row0 + rw) of part `part` of a job with prep_cnt: count them
