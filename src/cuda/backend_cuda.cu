@@ -128,23 +128,29 @@ static int be_upload(struct backend *be, void *dst, const void *src, size_t nbyt
 {
     struct cuda_ctx *c = ctx_of(be);
     cuda_xq_forget(c);
-    CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
-    CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
+    if (!cuda_stage_upload(c, dst, src, nbytes)) {   /* small ones: copied, enqueued, no sync */
+        CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
+        CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
+    }
     return ctx_status(c, err);
 }
 
 static int be_download(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
-    CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, c->stream));
-    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    if (!cuda_stage_download(c, dst, src, nbytes)) {
+        CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, c->stream));
+        if (!CUDA_TRY(c, cudaStreamSynchronize(c->stream)))
+            cuda_stage_drained(c);
+    }
     return ctx_status(c, err);
 }
 
 static int be_sync(struct backend *be, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
-    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
+    if (!CUDA_TRY(c, cudaStreamSynchronize(c->stream)))
+        cuda_stage_drained(c);
     return ctx_status(c, err);
 }
 
@@ -529,6 +535,7 @@ static void be_destroy(struct backend *be)
             cuda_v5_trace_dump(c);
             cudaFree(c->v5_trace);
         }
+        cuda_stage_release(c);
         if (c->cublas)
             cublasDestroy(c->cublas);
         if (c->stream)
@@ -816,6 +823,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         return rc;
     }
     c->n_sm = prop.multiProcessorCount;
+    cuda_stage_init(c);
     const char *exact = getenv("GLIM_CUDA_EXACT");
     c->exact = exact && exact[0] && strcmp(exact, "0") != 0;
     const char *fresh = getenv("GLIM_CUDA_NEW");
