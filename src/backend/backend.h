@@ -175,10 +175,6 @@ struct backend_i {
      * bit-for-bit rule: p's q and k are scratch afterwards (a backend may leave them unprepared) */
     void (*attention_prep)(struct backend *be, const struct be_attn_prep_args *p, const struct be_attn_args *a);
     /* = matmul_n(n, ys, ws, x, n_rows) then attn_prep(a), where ys[0..2] are a's q, k, v */
-    /* Optional hint: w is read soon after the next matmul (the attention output matrix after
-     * the q/k/v projections). The backend may pull it toward the device's cache while that
-     * matmul streams its own weights. No effect on results; NULL = not offered. */
-    void (*prefetch_next)(struct backend *be, const struct be_weight *w);
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
 

@@ -295,20 +295,6 @@ static void be_matmul_n(struct backend *be, int n, float *const *ys, const struc
     cuda_matmul_n(ctx_of(be), n, ys, ws, x, n_rows);
 }
 
-/* GLIM_CUDA_PF_NEXT=1..3 (opt-in, a bench knob until measured): the next one-row matmul's persistent
- * GEMV pulls w into L2 after its first task (gemv_pf_warp); w's own GEMV then reads from L2 */
-static void be_prefetch_next(struct backend *be, const struct be_weight *w)
-{
-    struct cuda_ctx *c = ctx_of(be);
-    c->pf_w = NULL;
-    if (!c->pf_mode || !w || !w->dev)
-        return;
-    uint32_t dt;
-    bool t16 = w->dev_type == CUDA_DT_Q4_K_T16 || w->dev_type == CUDA_DT_Q6_K_T16;
-    c->pf_bytes = cuda_weight_dev_bytes(w->type, w->k, w->n, t16, &dt);
-    c->pf_w = c->pf_bytes ? w : NULL;
-}
-
 /* With ctx->glu_fuse (the default; GLIM_CUDA_GLU_FUSE=0 off): gate/up on GEMV v5 also quantize silu(gate) * up for
  * the matmul_glu that follows, which then launches no quantizer */
 static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struct be_weight *const *ws,
@@ -589,7 +575,6 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
     o.get_rows = be_get_rows;
     o.matmul = be_matmul;
     o.matmul_n = be_matmul_n;
-    o.prefetch_next = be_prefetch_next;
     o.rmsnorm = be_rmsnorm;
     o.rope = be_rope;
     o.add = be_add;
@@ -875,8 +860,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         be_destroy(be);
         return rc;
     }
-    const char *f_pf = getenv("GLIM_CUDA_PF_NEXT");
-    c->pf_mode = f_pf && f_pf[0] >= '1' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");

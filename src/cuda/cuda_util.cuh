@@ -149,9 +149,6 @@ struct cuda_ctx {
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
     struct cuda_stage stage;       /* host_stage.cu */
-    const struct be_weight *pf_w;  /* prefetch_next: the next one-row matmul pulls this into L2 */
-    size_t          pf_bytes;
-    int             pf_mode;       /* GLIM_CUDA_PF_NEXT: 0 off (default), 1..3 gemv_pf_warp's modes */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */

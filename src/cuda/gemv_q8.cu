@@ -286,15 +286,12 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
     int64_t stride = (int64_t)gridDim.x * Q8_WARPS;
-    int64_t w0 = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
 #pragma unroll 1
-    for (int64_t task = w0; task < job.n_tasks; task += stride) {
+    for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride) {
         gemv_task t = job_task(job, task);
         gemv3_rows<W, 1, RW, W::U / RW>(t.v, t.row0, xq, xd, t.y, 1, lane);
         if (PREP)
             gemv_prep_arrive(job, t.part, t.row0, lane);
-        if (task == w0 && job.pf)
-            gemv_pf_warp(job, w0, stride, lane);
     }
 }
 
@@ -311,20 +308,15 @@ gemv3p2_kernel(const gemv_job job, int64_t n_a, const int8_t *__restrict__ xq, c
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
     int64_t stride = (int64_t)gridDim.x * Q8_WARPS, task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
-    int64_t w0 = task;
 #pragma unroll 1
     for (; task < n_a; task += stride) {
         gemv_task t = job_task(job, task);
         gemv3_rows<WA, 1, RWA, WA::U / RWA>(t.v, t.row0, xq, xd, t.y, 1, lane);
-        if (task == w0 && job.pf)
-            gemv_pf_warp(job, w0, stride, lane);
     }
 #pragma unroll 1
     for (; task < job.n_tasks; task += stride) {
         gemv_task t = job_task(job, task);
         gemv3_rows<WB, 1, RWB, WB::U / RWB>(t.v, t.row0, xq, xd, t.y, 1, lane);
-        if (task == w0 && job.pf)
-            gemv_pf_warp(job, w0, stride, lane);
     }
 }
 
@@ -625,8 +617,6 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     int64_t k = ws[0]->k;
     const int8_t *xq;
     const float2 *xd;
-    const struct be_weight *pf = c->pf_w;   /* a hint for this launch only (be_prefetch_next) */
-    c->pf_w = NULL;
     if (!quantize_x(c, x, k, n_rows, layout_of(ws[0]->dev_type), g, act, &xq, &xd))
         return;
     /* v3/v4 only for one activation row: with 8 rows v3's larger register set measured
@@ -688,11 +678,6 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     }
     job.n_parts = n;
     job.n_tasks = tasks;
-    if (pf && n_rows == 1) {   /* taken by the persistent kernels only */
-        job.pf = (const uint8_t *)pf->dev;
-        job.pf_bytes = (int64_t)c->pf_bytes;
-        job.pf_mode = c->pf_mode;
-    }
     if (!v4 && n_rows == 1)
         prep_plan(c, job, n, ys, ws);
     if (v4 && cuda_gemv4(c, job, xq, xd)) {

@@ -425,32 +425,7 @@ struct gemv_job {
                              * finish a head's rows (q head; k and v head together) runs attn_prep
                              * on it (gemv_prep_arrive); per head the tasks arrived, 0 between launches */
     prep_params prep;
-    const uint8_t *pf;      /* != NULL: bytes [pf, pf + pf_bytes) are read soon after this job (the */
-    int64_t     pf_bytes;   /* attention output matrix): the persistent kernels pull them into L2 */
-    int         pf_mode;    /* while they stream their own (gemv_pf_warp) */
 };
-
-/* Warp `w` of `n_w` asks L2 for its share of job.pf: one prefetch a 128-byte line (pf_mode 1),
- * the same with the evict_last policy (2), or one bulk prefetch a warp (3). Called once, after the
- * warp's first task (past the PDL wait: no bulk traffic beside the latency-bound kernel before). */
-static __device__ __forceinline__ void gemv_pf_warp(const gemv_job &job, int64_t w, int64_t n_w, int lane)
-{
-    int64_t lines = (job.pf_bytes + 127) / 128, lo = w * lines / n_w, hi = (w + 1) * lines / n_w;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (job.pf_mode == 3) {
-        if (lane == 0 && hi > lo)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(job.pf + 128 * lo),
-                         "r"((unsigned)(128 * (hi - lo))) : "memory");
-        return;
-    }
-#endif
-    for (int64_t l = lo + lane; l < hi; l += 32) {
-        if (job.pf_mode == 2)
-            asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(job.pf + 128 * l));
-        else
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(job.pf + 128 * l));
-    }
-}
 
 /* After a warp stored rows [row0, row0 + rw) of part `part` of a job with prep_cnt: count them
  * for their head, and if they were the head's last, prepare it (attn_prep.cuh). rw divides

@@ -227,8 +227,6 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     }
     int n = o->gate ? 4 : 3;
     bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */
-    if (o->after && op->prefetch_next && T == 1)
-        op->prefetch_next(be, o->after);
     if (op->matmul_attn_prep && !in_attn) {
         op->matmul_attn_prep(be, n, ys, ws, s->h, T, &p);
     } else {

@@ -64,8 +64,6 @@ struct attend_opts {
     int   window;      /* 0 = global */
     int   block;       /* DFlash bidirectional block rows, 0 = causal */
     const struct be_weight *gate;   /* optional 4th projection of h (output gate) → s->g */
-    const struct be_weight *after;  /* optional: the matrix read right after attention (Wo), a
-                                     * prefetch hint for the backend during q/k/v */
 };
 /* From s->h: q, k, v projections, per-head q/k RMSNorm when the layer has those
  * weights, RoPE, store K/V in layer il's cache, attention into s->a. */
