@@ -128,29 +128,23 @@ static int be_upload(struct backend *be, void *dst, const void *src, size_t nbyt
 {
     struct cuda_ctx *c = ctx_of(be);
     cuda_xq_forget(c);
-    if (!cuda_stage_upload(c, dst, src, nbytes)) {   /* small ones: copied, enqueued, no sync */
-        CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
-        CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
-    }
+    CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
     return ctx_status(c, err);
 }
 
 static int be_download(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
-    if (!cuda_stage_download(c, dst, src, nbytes)) {
-        CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, c->stream));
-        if (!CUDA_TRY(c, cudaStreamSynchronize(c->stream)))
-            cuda_stage_drained(c);
-    }
+    CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
     return ctx_status(c, err);
 }
 
 static int be_sync(struct backend *be, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
-    if (!CUDA_TRY(c, cudaStreamSynchronize(c->stream)))
-        cuda_stage_drained(c);
+    CUDA_TRY(c, cudaStreamSynchronize(c->stream));
     return ctx_status(c, err);
 }
 
@@ -535,7 +529,6 @@ static void be_destroy(struct backend *be)
             cuda_v5_trace_dump(c);
             cudaFree(c->v5_trace);
         }
-        cuda_stage_release(c);
         if (c->cublas)
             cublasDestroy(c->cublas);
         if (c->stream)
@@ -823,7 +816,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         return rc;
     }
     c->n_sm = prop.multiProcessorCount;
-    cuda_stage_init(c);
     const char *exact = getenv("GLIM_CUDA_EXACT");
     c->exact = exact && exact[0] && strcmp(exact, "0") != 0;
     const char *fresh = getenv("GLIM_CUDA_NEW");

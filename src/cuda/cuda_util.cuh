@@ -77,15 +77,6 @@ struct cuda_buf {
 
 #define V5_TRACE_CAP 512   /* v5 launches the trace keeps (a decode step of the 30B preset: 105) */
 
-/* Page-locked staging of host copies (host_stage.cu) */
-#define CUDA_STAGE_EVENTS 8
-struct cuda_stage {
-    bool        off;               /* GLIM_CUDA_PINNED=0: pageable copies */
-    void       *up, *down;         /* upload ring, download buffer (page-locked) */
-    size_t      up_cap, up_off, down_cap;
-    cudaEvent_t ev[CUDA_STAGE_EVENTS];   /* a download's chunks */
-};
-
 struct cuda_ctx {
     int            device;
     cudaStream_t   stream;
@@ -148,7 +139,6 @@ struct cuda_ctx {
     int             carveout;      /* every launch's preferred shared-memory share, % (GLIM_CUDA_CARVEOUT; default 0; -1: none given) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
-    struct cuda_stage stage;       /* host_stage.cu */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
@@ -275,12 +265,6 @@ static inline void cuda_launch_dep(struct cuda_ctx *c, dim3 grid, dim3 block, si
 
 /* Grow b to at least nbytes (stream-ordered); false on failure (recorded). */
 bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes);
-/* host_stage.cu: false = not staged (off, too large, capturing), copy directly */
-void cuda_stage_init(struct cuda_ctx *c);
-void cuda_stage_release(struct cuda_ctx *c);
-void cuda_stage_drained(struct cuda_ctx *c);
-bool cuda_stage_upload(struct cuda_ctx *c, void *dst, const void *src, size_t nbytes);
-bool cuda_stage_download(struct cuda_ctx *c, void *dst, const void *src, size_t nbytes);
 void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b);
 
 static inline unsigned cuda_blocks(int64_t n, int threads)
