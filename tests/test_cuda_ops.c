@@ -52,6 +52,7 @@ int backend_cuda_set_gemv(struct backend *be_, int version);              /* dp4
 int backend_cuda_set_gemv_persist(struct backend *be_, int ctas_per_sm);   /* persistent v3, 0 = off */
 int backend_cuda_get_gemv_persist(struct backend *be_);                    /* default 4 on sm_90 */
 int backend_cuda_get_gemv(struct backend *be_);                            /* 3 unless set */
+int backend_cuda_get_v5_nr_rows(struct backend *be_);   /* 1: 2..16 rows of row-major Q4_K/Q6_K on v5 */
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
@@ -65,7 +66,8 @@ int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_a
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
                             float base);                        /* the rope_table op; -1: not CUDA */
-#define DT_Q4_K_T16 0x103   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
+#define DT_Q6_K_SOA 0x102   /* src/cuda/cuda_util.cuh enum cuda_dev_type */
+#define DT_Q4_K_T16 0x103
 #define DT_Q6_K_T16 0x104
 /* the newest attention kernel the tests enable (older ones run where it does not apply) */
 enum { ATTN_V1 = 1, ATTN_V2 = 2, ATTN_V4 = 4 };
@@ -153,7 +155,13 @@ static bool close_enough(const float *got, const float *ref, int64_t n, double t
  * only: true when the GEMV version ver does that for dw (GLIM_CUDA_T16=1 runs the file on tiles) */
 static bool v5_takes(const struct be_weight *dw, int n_rows, int ver)
 {
-    if (n_rows != 1 || exact_mode || (dw->dev_type != DT_Q4_K_T16 && dw->dev_type != DT_Q6_K_T16))
+    bool tiled = dw->dev_type == DT_Q4_K_T16 || dw->dev_type == DT_Q6_K_T16;
+    /* 2..16 rows: row-major Q4_K/Q6_K go to v5 too (backend_cuda_get_v5_nr_rows), whose split
+     * depends on the job's other parts */
+    if (n_rows >= 2 && n_rows <= 16 && !exact_mode && backend_cuda_get_v5_nr_rows(be) == 1 &&
+        (dw->dev_type == GLIM_TYPE_Q4_K || dw->dev_type == DT_Q6_K_SOA))
+        return true;
+    if (n_rows != 1 || exact_mode || !tiled)
         return false;
     if (ver == 5)
         return true;

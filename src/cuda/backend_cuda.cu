@@ -746,6 +746,13 @@ extern "C" int backend_cuda_get_gemv(struct backend *be)
     return is_cuda(be) ? ctx_of(be)->gemv_ver : -1;
 }
 
+/* 1 when matmuls of 2..16 rows take GEMV v5 for row-major Q4_K/Q6_K weights too (default), 0 when
+ * those take v2, -1 if not a CUDA backend */
+extern "C" int backend_cuda_get_v5_nr_rows(struct backend *be)
+{
+    return is_cuda(be) ? (int)ctx_of(be)->v5_nr_rows : -1;
+}
+
 /* CTAs per SM of the persistent GEMV v3 (0 = off), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gemv_persist(struct backend *be)
 {
@@ -836,6 +843,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* with tiles, 2..16 rows (DFlash verify) on v5: at 8 rows faster than v2 on tiles and on rows */
     const char *f_nr = getenv("GLIM_CUDA_V5_NR");
     c->v5_nr = f_nr ? atoi(f_nr) > 0 : true;
+    const char *f_nr_rows = getenv("GLIM_CUDA_V5_NR_ROWS");   /* DFlash verify B = 16: 26.6 vs 31.8 ms */
+    c->v5_nr_rows = c->v5_nr && !(f_nr_rows && strcmp(f_nr_rows, "0") == 0);
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);

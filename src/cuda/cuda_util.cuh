@@ -96,6 +96,7 @@ struct cuda_ctx {
     int64_t         glu_k;
     bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
     bool            v5_nr;             /* 2..16 rows of Q4_K/Q6_K tiles on v5 (default; GLIM_CUDA_V5_NR=0: v2) */
+    bool            v5_nr_rows;        /* ... and of row-major Q4_K/Q6_K (default; GLIM_CUDA_V5_NR_ROWS=0: v2) */
     struct cuda_buf v5_part2, v5_cnt2, chain_sync;   /* the FFN chain's down job and its GLU count */
     const struct be_weight *chain_w;   /* in matmul_ffn: the down weight the gate/up v5 launch may take on */
     float          *chain_y;

@@ -725,8 +725,8 @@ typedef v5nr_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute_nr, true> v5nr_q4
 typedef v5nr_unit<v5_q6k_nr_raw, v5_q6k_fetch_nr, v5_q6k_compute_nr, false> v5nr_q6k;
 typedef v5nr_unit<v5_q6k_nr_raw, v5_q6k_fetch_nr_t16, v5_q6k_compute_nr, true> v5nr_q6k_t16;
 
-template <class K, int U, int MINB = 3>
-static __global__ void __launch_bounds__(V5_WARPS * 32, MINB)   /* at 4 per SM (128 registers) ptxas spills 76-90 bytes */
+template <class K, int U>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 3)   /* at 4 per SM (128 registers) ptxas spills 76-90 bytes */
 gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig)
 {
     if (trig)
@@ -772,27 +772,24 @@ static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys,
     int m = v5_collect(job, dt, 0, n, ys, ws, taken, mine);
     if (!m)
         return 0;
-    static int u_forced = -1;   /* GLIM_CUDA_V5_NR_U=2 (bench knob): two super-blocks in flight per lane */
-    int nr_u = cuda_env_knob("GLIM_CUDA_V5_NR_U", &u_forced);   /* 3: U = 2 at 2 CTAs per SM (no spills) */
-    if (!v5_plan(c, job, v5_warps(c, nr_u == 3 ? 8 : 12), 256))
+    if (!v5_plan(c, job, v5_warps(c, 12), 256))
         return 0;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
-    if (nr_u == 2)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5nr_kernel<K, 2>, job, xq, xd, nr, c->pdl_all));
-    else if (nr_u == 3)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5nr_kernel<K, 2, 2>, job, xq, xd, nr, c->pdl_all));
-    else
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5nr_kernel<K, 1>, job, xq, xd, nr, c->pdl_all));
+    /* (two super-blocks in flight per lane measured slower at 3 and at 2 CTAs per SM: DFlash verify
+     * B = 16 34.6 / 36.0 ms vs 31.8, 2026-12-04; the kernel is at 168 registers already) */
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5nr_kernel<K, 1>, job, xq, xd, nr, c->pdl_all));
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
     return m;
 }
 
-/* With ctx->v5_nr (default, sm_80+; GLIM_CUDA_V5_NR=0: off): the Q4_K and Q6_K parts (tiles, and rows
- * with GLIM_CUDA_GEMV=5) of a matmul of 2..16 activation rows on the tensor cores; the rest stays
- * with v2, which reads tiles slowly (8 rows, 2026-12-03: FFN 61-69 us here, 77-186 on v2) */
+/* With ctx->v5_nr (default, sm_80+; GLIM_CUDA_V5_NR=0: off): the Q4_K and Q6_K parts (tiles, and, with
+ * ctx->v5_nr_rows, row-major ones) of a matmul of 2..16 activation rows on the tensor cores; the rest
+ * stays with v2, which reads tiles slowly (8 rows, 2026-12-03: FFN 61-69 us here, 77-186 on v2). The
+ * row-major attention matrices on v5 too: DFlash verify of 16 rows on the 30B preset 26.6 vs 31.8 ms
+ * a cycle (2026-12-04). */
 int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                   const float2 *xd, int nr, bool *taken)
 {
@@ -802,8 +799,7 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
         taken[i] = false;
     int m = launch_v5nr<v5nr_q4k_t16>(c, CUDA_DT_Q4_K_T16, n, ys, ws, xq, xd, nr, taken);
     m += launch_v5nr<v5nr_q6k_t16>(c, CUDA_DT_Q6_K_T16, n, ys, ws, xq, xd, nr, taken);
-    static int rows_forced = -1;   /* GLIM_CUDA_V5_NR_ROWS=1 (bench knob): row-major Q4_K/Q6_K here too, not v2 */
-    if (c->gemv_ver == 5 || cuda_env_knob("GLIM_CUDA_V5_NR_ROWS", &rows_forced) == 1) {
+    if (c->gemv_ver == 5 || c->v5_nr_rows) {   /* the row-major ones (attention matrices) too */
         m += launch_v5nr<v5nr_q4k>(c, GLIM_TYPE_Q4_K, n, ys, ws, xq, xd, nr, taken);
         m += launch_v5nr<v5nr_q6k>(c, CUDA_DT_Q6_K_SOA, n, ys, ws, xq, xd, nr, taken);
     }
