@@ -726,7 +726,7 @@ typedef v5nr_unit<v5_q6k_nr_raw, v5_q6k_fetch_nr, v5_q6k_compute_nr, false> v5nr
 typedef v5nr_unit<v5_q6k_nr_raw, v5_q6k_fetch_nr_t16, v5_q6k_compute_nr, true> v5nr_q6k_t16;
 
 template <class K, int U>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)   /* 102-127 registers, no spills (2026-12-04) */
+static __global__ void __launch_bounds__(V5_WARPS * 32, 3)   /* at 4 per SM (128 registers) ptxas spills 76-90 bytes */
 gemv5nr_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int nr, bool trig)
 {
     if (trig)
@@ -772,9 +772,7 @@ static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys,
     int m = v5_collect(job, dt, 0, n, ys, ws, taken, mine);
     if (!m)
         return 0;
-    static int w_forced = -1;   /* GLIM_CUDA_V5_NR_W=n (bench knob): warps per SM, default 16 */
-    int w = cuda_env_knob("GLIM_CUDA_V5_NR_W", &w_forced);
-    if (!v5_plan(c, job, (int64_t)(w > 0 && w <= 16 ? w : 16) * c->n_sm, 256))
+    if (!v5_plan(c, job, v5_warps(c, 12), 256))
         return 0;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg =

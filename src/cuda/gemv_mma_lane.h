@@ -169,8 +169,6 @@ V5_FN const int8_t *v5_nr_xrow(const int8_t *xq, int64_t k, int nr, int col, int
     return xq + (int64_t)(col < nr ? col : 0) * k + sb * 256 + 8 * t;
 }
 
-/* The loops run sub-block (j) outer and column block (cb) inner, so a sub-block's A fragments and
- * scales are made once for both column blocks; each sum still takes its terms in j order. */
 V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, int t16, const int8_t *xq, const float2 *xd, int64_t k,
                              int nr, int64_t sb, int g, int t, float acc[2][2][2])
 {
@@ -179,36 +177,32 @@ V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, int t16, const int8_t *
     V5_UNROLL
     for (int i = 0; i < 2; i++)
         d[i] = v5_h2f(r->h[i].x), dmin[i] = v5_h2f(r->h[i].x >> 16);
-    const int8_t *xr[2];
     V5_UNROLL
-    for (int cb = 0; cb < 2; cb++)
-        xr[cb] = v5_nr_xrow(xq, k, nr, 8 * cb + g, sb, t);
-    V5_UNROLL
-    for (int j = 0; j < 8; j++) {
-        int c = j >> 1, hs = j & 1;
-        uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;   /* high nibbles stay 16 x nibble (u8) */
-        uint32_t a0 = r->q[0][c].x & m, a1 = r->q[1][c].x & m, a2 = r->q[0][c].y & m, a3 = r->q[1][c].y & m;
-        int sc[2], mn[2];
+    for (int cb = 0; cb < 2; cb++) {
+        if (8 * cb >= nr)   /* the same for the whole warp */
+            break;
+        int col = 8 * cb + g;
+        const int8_t *xr = v5_nr_xrow(xq, k, nr, col, sb, t);
         V5_UNROLL
-        for (int i = 0; i < 2; i++)
-            v5_q4k_scmin(r->h[i], j, &sc[i], &mn[i]);
-        V5_UNROLL
-        for (int cb = 0; cb < 2; cb++) {
-            if (8 * cb >= nr)   /* the same for the whole warp */
-                break;
-            int col = 8 * cb + g;
-            uint2 xv = v5_ldx8(xr[cb] + 128 * hs + 32 * c, 0);
+        for (int j = 0; j < 8; j++) {
+            int c = j >> 1, hs = j & 1;
+            uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;   /* high nibbles stay 16 x nibble (u8) */
+            uint2 xv = v5_ldx8(xr + 128 * hs + 32 * c, 0);
             int c4[4] = {0, 0, 0, 0};
-            v5_mma(c4, 0, a0, a1, a2, a3, col < nr ? xv.x : 0u, col < nr ? xv.y : 0u);
+            v5_mma(c4, 0, r->q[0][c].x & m, r->q[1][c].x & m, r->q[0][c].y & m, r->q[1][c].y & m,
+                   col < nr ? xv.x : 0u, col < nr ? xv.y : 0u);
             V5_UNROLL
-            for (int jj = 0; jj < 2; jj++) {
-                int colc = 8 * cb + 2 * t + jj;
-                if (colc < nr) {
-                    float2 dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + j, 0);
-                    V5_UNROLL
-                    for (int i = 0; i < 2; i++)
-                        acc[cb][i][jj] += d[i] * (dx.x * v5_i2f(sc[i] * (c4[2 * i + jj] >> (4 * hs)))) -
-                                          dmin[i] * (dx.y * v5_i2f(mn[i]));
+            for (int i = 0; i < 2; i++) {
+                int sc, mn;
+                v5_q4k_scmin(r->h[i], j, &sc, &mn);
+                V5_UNROLL
+                for (int jj = 0; jj < 2; jj++) {
+                    int colc = 8 * cb + 2 * t + jj;
+                    if (colc < nr) {
+                        float2 dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + j, 0);
+                        acc[cb][i][jj] += d[i] * (dx.x * v5_i2f(sc * (c4[2 * i + jj] >> (4 * hs)))) -
+                                          dmin[i] * (dx.y * v5_i2f(mn));
+                    }
                 }
             }
         }
@@ -341,29 +335,25 @@ V5_FN int v5_q6k_sc(uint4 v, int s, int t16)
     return (int)(int8_t)(w >> (8 * (p & 3)));
 }
 
-/* h, q outer and cb inner (see v5_q4k_compute_nr): a unit's A fragments once for both column blocks */
 V5_FN void v5_q6k_compute_nr(const struct v5_q6k_nr_raw *R, int t16, const int8_t *xq, const float2 *xd, int64_t k,
                              int nr, int64_t sb, int g, int t, float acc[2][2][2])
 {
     const struct v5_q6k_raw *r = &R->r;
     float d[2] = {v5_h2f(r->d[0]), v5_h2f(r->d[1])};
-    const int8_t *xr[2];
     V5_UNROLL
-    for (int cb = 0; cb < 2; cb++)
-        xr[cb] = v5_nr_xrow(xq, k, nr, 8 * cb + g, sb, t);
-    V5_UNROLL
-    for (int h = 0; h < 2; h++) {
+    for (int cb = 0; cb < 2; cb++) {
+        if (8 * cb >= nr)   /* the same for the whole warp */
+            break;
+        int col = 8 * cb + g;
+        const int8_t *xr = v5_nr_xrow(xq, k, nr, col, sb, t);
         V5_UNROLL
-        for (int q = 0; q < 4; q++) {
-            uint2 l0 = r->ql[0][2 * h + (q & 1)], l1 = r->ql[1][2 * h + (q & 1)];
-            uint32_t a0 = v5_q6(l0.x, r->qh[0][h].x, q), a1 = v5_q6(l1.x, r->qh[1][h].x, q);
-            uint32_t a2 = v5_q6(l0.y, r->qh[0][h].y, q), a3 = v5_q6(l1.y, r->qh[1][h].y, q);
+        for (int h = 0; h < 2; h++) {
             V5_UNROLL
-            for (int cb = 0; cb < 2; cb++) {
-                if (8 * cb >= nr)   /* the same for the whole warp */
-                    break;
-                int col = 8 * cb + g;
-                uint2 xv = v5_ldx8(xr[cb] + 64 * h + 128 * (q & 1) + 32 * (q >> 1), 0);
+            for (int q = 0; q < 4; q++) {
+                uint2 l0 = r->ql[0][2 * h + (q & 1)], l1 = r->ql[1][2 * h + (q & 1)];
+                uint32_t a0 = v5_q6(l0.x, r->qh[0][h].x, q), a1 = v5_q6(l1.x, r->qh[1][h].x, q);
+                uint32_t a2 = v5_q6(l0.y, r->qh[0][h].y, q), a3 = v5_q6(l1.y, r->qh[1][h].y, q);
+                uint2 xv = v5_ldx8(xr + 64 * h + 128 * (q & 1) + 32 * (q >> 1), 0);
                 V5_UNROLL
                 for (int grp = 0; grp < 2; grp++) {
                     int on = col < nr && (t >> 1) == grp;
