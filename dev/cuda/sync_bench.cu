@@ -1,0 +1,280 @@
+/*
+ * sync_bench.cu — what one dependency between two steps of a decode token costs on this GPU, so
+ * the persistent-layer plan (docs/CUDA.md) can be priced before it is written:
+ *   chain     a CUDA graph of N kernels, each reading what its predecessor wrote (the decode
+ *             step's shape: one launch per op), with and without programmatic dependent launch,
+ *             one CTA or a full grid (4 CTAs per SM) each
+ *   grid      N grid-wide barriers inside one kernel whose CTAs are all resident (a counter in
+ *             global memory: arrive with a release add, spin with acquire loads)
+ *   cluster   N barrier.cluster round trips inside clusters of 8 CTAs (sm_90)
+ * Prints microseconds per step; never asserts (a benchmark).
+ *
+ * Build and run (GPU machine): nvcc -arch=sm_90 -O3 -o /tmp/sync_bench dev/cuda/sync_bench.cu && /tmp/sync_bench
+ */
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace cg = cooperative_groups;
+
+#define CHECK(call)                                                                                   \
+    do {                                                                                              \
+        cudaError_t e_ = (call);                                                                      \
+        if (e_ != cudaSuccess) {                                                                      \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
+            exit(1);                                                                                  \
+        }                                                                                             \
+    } while (0)
+
+/* One step of the chain: wait for the predecessor (PDL), let the successor start, then carry the
+ * value on, so each kernel depends on the one before it through memory. */
+static __global__ void chain_step(int *buf, int i)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        buf[i] = buf[i - 1] + 1;
+}
+
+/* The same with add_rmsnorm's work (1 CTA of 1024 threads): read the 6656 floats the
+ * predecessor wrote, one block-wide sum, write 6656 floats for the successor. */
+#define NORM_N 6656
+static __global__ void __launch_bounds__(1024) chain_norm(float *buf, int i)
+{
+    __shared__ float red[32];
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+    const float *src = buf + (size_t)(i - 1) % 2 * NORM_N;
+    float *dst = buf + (size_t)i % 2 * NORM_N;
+    float v[7], ss = 0.0f;
+    for (int j = 0; j < 7; j++) {
+        int e = threadIdx.x + 1024 * j;
+        v[j] = e < NORM_N ? src[e] : 0.0f;
+        ss += v[j] * v[j];
+    }
+    for (int o = 16; o; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    ss = red[threadIdx.x & 31];
+    for (int o = 16; o; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float r = rsqrtf(ss / NORM_N + 1e-5f);
+    for (int j = 0; j < 7; j++) {
+        int e = threadIdx.x + 1024 * j;
+        if (e < NORM_N)
+            dst[e] = v[j] * r;
+    }
+}
+
+/* add_rmsnorm folded into a consumer grid (the fold docs/CUDA.md proposes): every cluster of 8
+ * CTAs of 128 threads (1024 threads, add_rmsnorm's block) reads the 6656 floats, sums them over
+ * the cluster through distributed shared memory, and ends with the whole normalized row in each
+ * CTA's shared memory (each CTA scales its eighth and pushes it to all 8); CTA 0 of the grid
+ * writes the row out for the next step. The step then costs the boundary of a full grid plus
+ * this in-cluster work. */
+static __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(128) chain_cluster_norm(float *buf, int i)
+{
+    __shared__ float part[8][4];
+    __shared__ float row[NORM_N];
+    cg::cluster_group cl = cg::this_cluster();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+    const float *src = buf + (size_t)(i - 1) % 2 * NORM_N;
+    float *dst = buf + (size_t)i % 2 * NORM_N;
+    unsigned rank = cl.block_rank();
+    int vt = (int)rank * 128 + threadIdx.x;   /* the thread of a 1024-thread block this one plays */
+    float v[7], ss = 0.0f;
+    for (int j = 0; j < 7; j++) {
+        int e = vt + 1024 * j;
+        v[j] = e < NORM_N ? src[e] : 0.0f;
+        ss += v[j] * v[j];
+    }
+    for (int o = 16; o; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) {   /* every CTA gets every warp's sum */
+        for (unsigned r = 0; r < 8; r++)
+            cl.map_shared_rank(&part[0][0], r)[rank * 4 + (threadIdx.x >> 5)] = ss;
+    }
+    cl.sync();
+    ss = threadIdx.x < 32 ? (&part[0][0])[threadIdx.x] : 0.0f;
+    for (int o = 16; o; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    ss = __shfl_sync(0xffffffffu, ss, 0);
+    __shared__ float rs;
+    if (threadIdx.x == 0)
+        rs = rsqrtf(ss / NORM_N + 1e-5f);
+    __syncthreads();
+    float r = rs;
+    for (int j = 0; j < 7; j++) {   /* this CTA's eighth, pushed to every CTA of the cluster */
+        int e = vt + 1024 * j;
+        if (e < NORM_N)
+            for (unsigned q = 0; q < 8; q++)
+                cl.map_shared_rank(row, q)[e] = v[j] * r;
+    }
+    cl.sync();
+    if (blockIdx.x == 0)
+        for (int e = threadIdx.x; e < NORM_N; e += 128)
+            dst[e] = row[e];
+}
+
+static double chain_us(int n, int grid, bool pdl, bool norm = false, bool cnorm = false)
+{
+    int *buf;
+    norm = norm || cnorm;
+    size_t nb = norm ? 2 * NORM_N * sizeof(float) : (n + 1) * sizeof(int);
+    CHECK(cudaMalloc(&buf, nb));
+    CHECK(cudaMemset(buf, 0, nb));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int i = 1; i <= n; i++) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        cfg.gridDim = dim3(grid);
+        cfg.blockDim = dim3(norm && !cnorm ? 1024 : 128);
+        cfg.stream = s;
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = pdl ? 1 : 0;
+        if (cnorm)
+            CHECK(cudaLaunchKernelEx(&cfg, chain_cluster_norm, (float *)buf, i));
+        else if (norm)
+            CHECK(cudaLaunchKernelEx(&cfg, chain_norm, (float *)buf, i));
+        else
+            CHECK(cudaLaunchKernelEx(&cfg, chain_step, buf, i));
+    }
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t ge;
+    CHECK(cudaGraphInstantiate(&ge, g, 0));
+    CHECK(cudaGraphLaunch(ge, s));   /* warm-up */
+    CHECK(cudaStreamSynchronize(s));
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    const int reps = 5;
+    CHECK(cudaEventRecord(a, s));
+    for (int r = 0; r < reps; r++)
+        CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    int last = n;
+    if (!norm)
+        CHECK(cudaMemcpy(&last, buf + n, sizeof last, cudaMemcpyDeviceToHost));
+    if (last != n)
+        printf("  (chain value %d, expected %d)\n", last, n);
+    CHECK(cudaGraphExecDestroy(ge));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(buf));
+    return 1000.0 * ms / ((double)reps * n);
+}
+
+/* n grid-wide barriers: every CTA adds one to a monotonic counter and waits until it holds
+ * (k + 1) * gridDim.x; the counter is never reset, so no barrier can be confused with the next. */
+static __global__ void grid_barriers(unsigned *count, int n)
+{
+    unsigned g = gridDim.x;
+    for (int k = 0; k < n; k++) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned want = (unsigned)(k + 1) * g, v;
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
+            do
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+            while (v < want);
+        }
+        __syncthreads();
+    }
+}
+
+static double grid_us(int n, int grid)
+{
+    unsigned *count;
+    CHECK(cudaMalloc(&count, sizeof *count));
+    CHECK(cudaMemset(count, 0, sizeof *count));
+    void *args[] = {&count, &n};
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    int warm = 10;
+    void *wargs[] = {&count, &warm};
+    CHECK(cudaLaunchCooperativeKernel((void *)grid_barriers, dim3(grid), dim3(128), wargs, 0, 0));
+    CHECK(cudaMemset(count, 0, sizeof *count));
+    CHECK(cudaEventRecord(a));
+    CHECK(cudaLaunchCooperativeKernel((void *)grid_barriers, dim3(grid), dim3(128), args, 0, 0));
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    CHECK(cudaFree(count));
+    return 1000.0 * ms / n;
+}
+
+/* n cluster barriers (arrive.release / wait.acquire) in clusters of 8 CTAs */
+static __global__ void __cluster_dims__(8, 1, 1) cluster_barriers(int n, int *sink)
+{
+    cg::cluster_group cl = cg::this_cluster();
+    int v = 0;
+    for (int k = 0; k < n; k++) {
+        cl.sync();
+        v += (int)cl.block_rank();
+    }
+    if (v == -1)
+        *sink = v;
+}
+
+static double cluster_us(int n, int grid)
+{
+    int *sink;
+    CHECK(cudaMalloc(&sink, sizeof *sink));
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    cluster_barriers<<<grid, 128>>>(10, sink);
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventRecord(a));
+    cluster_barriers<<<grid, 128>>>(n, sink);
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    CHECK(cudaFree(sink));
+    return 1000.0 * ms / n;
+}
+
+int main(void)
+{
+    cudaDeviceProp p;
+    CHECK(cudaGetDeviceProperties(&p, 0));
+    int sms = p.multiProcessorCount, per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grid_barriers, 128, 0));
+    printf("%s, %d SMs, sm_%d%d\n", p.name, sms, p.major, p.minor);
+    const int n_chain = 1000;
+    for (int pdl = 0; pdl < 2; pdl++)
+        for (int full = 0; full < 2; full++) {
+            int grid = full ? 4 * sms : 1;
+            printf("chain   %4d CTAs %-6s %7.2f us a kernel\n", grid, pdl ? "PDL" : "plain", chain_us(n_chain, grid, pdl));
+        }
+    for (int pdl = 0; pdl < 2; pdl++)
+        printf("norm    %4d CTA  %-6s %7.2f us a kernel (26 KB in, 26 KB out, one block sum)\n", 1, pdl ? "PDL" : "plain",
+               chain_us(n_chain, 1, pdl, true));
+    for (int pdl = 0; pdl < 2; pdl++)
+        printf("cnorm   %4d CTAs %-6s %7.2f us a kernel (the same in every cluster of 8, row to shared memory)\n",
+               4 * sms / 8 * 8, pdl ? "PDL" : "plain", chain_us(n_chain, 4 * sms / 8 * 8, pdl, false, true));
+    int grids[3] = {sms, 4 * sms, 0};
+    for (int i = 0; grids[i]; i++) {
+        if (grids[i] > per_sm * sms)
+            continue;
+        printf("grid    %4d CTAs        %7.2f us a barrier\n", grids[i], grid_us(20000, grids[i]));
+    }
+    printf("cluster %4d CTAs (8)    %7.2f us a barrier\n", 4 * sms / 8 * 8, cluster_us(100000, 4 * sms / 8 * 8));
+    return 0;
+}
