@@ -120,11 +120,71 @@ static __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(128) chain_cl
             dst[e] = row[e];
 }
 
-static double chain_us(int n, int grid, bool pdl, bool norm = false, bool cnorm = false)
+/* add_rmsnorm done by every CTA of a consumer grid on its own (128 threads, no cluster): read o and
+ * x (2 x 26 KB, the previous step's), o's sum of squares, x' = x + o r_o, x''s sum, h = x' r_x
+ * quantized to int8 blocks of 32 into shared memory (what the GEMV would read); CTA 0 writes x'
+ * (to the other buffer: in the model x would be double-buffered) for the next step. */
+static __global__ void __launch_bounds__(128) chain_block_norm(float *buf, int i)
+{
+    __shared__ float red[4];
+    __shared__ int8_t hq[NORM_N];
+    __shared__ float hd[NORM_N / 32];
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+    const float *x = buf + (size_t)(i - 1) % 2 * 2 * NORM_N, *o = x + NORM_N;
+    float *xn = buf + (size_t)i % 2 * 2 * NORM_N;
+    const int per = NORM_N / 4 / 128 + 1;   /* float4s a thread: 13 */
+    float4 ov[per], xv[per];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        int e = threadIdx.x + 128 * j;
+        ov[j] = e < NORM_N / 4 ? ((const float4 *)o)[e] : make_float4(0, 0, 0, 0);
+        xv[j] = e < NORM_N / 4 ? ((const float4 *)x)[e] : make_float4(0, 0, 0, 0);
+        ss += ov[j].x * ov[j].x + ov[j].y * ov[j].y + ov[j].z * ov[j].z + ov[j].w * ov[j].w;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 16; k; k >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, k);
+        if ((threadIdx.x & 31) == 0)
+            red[threadIdx.x >> 5] = ss;
+        __syncthreads();
+        float r = rsqrtf((red[0] + red[1] + red[2] + red[3]) / NORM_N + 1e-5f);
+        __syncthreads();
+        ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < per; j++) {
+            if (pass == 0) {   /* x' = x + o r */
+                xv[j].x += ov[j].x * r, xv[j].y += ov[j].y * r, xv[j].z += ov[j].z * r, xv[j].w += ov[j].w * r;
+                ss += xv[j].x * xv[j].x + xv[j].y * xv[j].y + xv[j].z * xv[j].z + xv[j].w * xv[j].w;
+            } else {   /* h = x' r, quantized: 8 threads hold a block of 32 */
+                int e = threadIdx.x + 128 * j;
+                float4 h = make_float4(xv[j].x * r, xv[j].y * r, xv[j].z * r, xv[j].w * r);
+                float am = fmaxf(fmaxf(fabsf(h.x), fabsf(h.y)), fmaxf(fabsf(h.z), fabsf(h.w)));
+                for (int k = 1; k < 8; k <<= 1)
+                    am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, k));
+                float d = am / 127.0f, id = am > 0.0f ? 1.0f / d : 0.0f;
+                if (e < NORM_N / 4) {
+                    *(char4 *)(hq + 4 * e) = make_char4((char)__float2int_rn(h.x * id), (char)__float2int_rn(h.y * id),
+                                                        (char)__float2int_rn(h.z * id), (char)__float2int_rn(h.w * id));
+                    if ((e & 7) == 0)
+                        hd[e >> 3] = d;
+                    if (blockIdx.x == 0)
+                        ((float4 *)xn)[e] = xv[j];
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x < NORM_N / 32)   /* keep the row live */
+        xn[NORM_N + threadIdx.x] = hd[threadIdx.x] + hq[threadIdx.x];
+}
+
+static double chain_us(int n, int grid, bool pdl, bool norm = false, bool cnorm = false, bool bnorm = false)
 {
     int *buf;
-    norm = norm || cnorm;
-    size_t nb = norm ? 2 * NORM_N * sizeof(float) : (n + 1) * sizeof(int);
+    norm = norm || cnorm || bnorm;
+    size_t nb = norm ? 4 * NORM_N * sizeof(float) : (n + 1) * sizeof(int);
     CHECK(cudaMalloc(&buf, nb));
     CHECK(cudaMemset(buf, 0, nb));
     cudaStream_t s;
@@ -135,13 +195,15 @@ static double chain_us(int n, int grid, bool pdl, bool norm = false, bool cnorm 
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute attr[1];
         cfg.gridDim = dim3(grid);
-        cfg.blockDim = dim3(norm && !cnorm ? 1024 : 128);
+        cfg.blockDim = dim3(norm && !cnorm && !bnorm ? 1024 : 128);
         cfg.stream = s;
         attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = attr;
         cfg.numAttrs = pdl ? 1 : 0;
-        if (cnorm)
+        if (bnorm)
+            CHECK(cudaLaunchKernelEx(&cfg, chain_block_norm, (float *)buf, i));
+        else if (cnorm)
             CHECK(cudaLaunchKernelEx(&cfg, chain_cluster_norm, (float *)buf, i));
         else if (norm)
             CHECK(cudaLaunchKernelEx(&cfg, chain_norm, (float *)buf, i));
@@ -269,6 +331,10 @@ int main(void)
     for (int pdl = 0; pdl < 2; pdl++)
         printf("cnorm   %4d CTAs %-6s %7.2f us a kernel (the same in every cluster of 8, row to shared memory)\n",
                4 * sms / 8 * 8, pdl ? "PDL" : "plain", chain_us(n_chain, 4 * sms / 8 * 8, pdl, false, true));
+    for (int pdl = 0; pdl < 2; pdl++)
+        for (int g = 1; g <= 4; g *= 4)
+            printf("bnorm   %4d CTAs %-6s %7.2f us a kernel (add_rmsnorm + int8 h in every CTA on its own)\n",
+                   g * sms, pdl ? "PDL" : "plain", chain_us(n_chain, g * sms, pdl, false, false, true));
     int grids[3] = {sms, 4 * sms, 0};
     for (int i = 0; grids[i]; i++) {
         if (grids[i] > per_sm * sms)
