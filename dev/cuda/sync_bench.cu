@@ -312,6 +312,168 @@ static double cluster_us(int n, int grid)
     return 1000.0 * ms / n;
 }
 
+/* ---- a GEMV-shaped pair: does a small kernel between two bulk kernels cost its own time, or
+ * more? stream_step stands for a GEMV: 4 CTAs an SM stream their slice of a weight buffer with a
+ * register-sized head start issued before the PDL wait (as v3/v5 do) and write one float each.
+ * The norm between two of them is chain_norm's work (1 CTA of 1024 threads), or (fold) the last
+ * CTA of the producer to finish does it (one fence and one atomic a CTA), so producer and
+ * consumer stay adjacent and the consumer's head start overlaps the producer's tail. */
+#define ST_U 8   /* 16-byte loads a thread has in flight */
+static __device__ float norm_row_128(const float *src, float *dst)   /* 128 threads */
+{
+    __shared__ float red[4];
+    float v[52], ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 52; j++) {
+        v[j] = src[threadIdx.x + 128 * j];
+        ss += v[j] * v[j];
+    }
+    for (int k = 16; k; k >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, k);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float r = rsqrtf((red[0] + red[1] + red[2] + red[3]) / NORM_N + 1e-5f);
+#pragma unroll
+    for (int j = 0; j < 52; j++)
+        dst[threadIdx.x + 128 * j] = v[j] * r;
+    return r;
+}
+
+static __global__ void __launch_bounds__(128, 4)
+    stream_step(const uint4 *w, size_t n16, float *io, unsigned *cnt, int fold)
+{
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+    size_t per = n16 / gridDim.x / (128 * ST_U) * (128 * ST_U), lo = per * blockIdx.x;
+    const uint4 *p = w + lo;
+    uint4 r[ST_U];
+    unsigned acc = 0;
+#pragma unroll
+    for (int u = 0; u < ST_U; u++)   /* the head start */
+        r[u] = __ldg(p + threadIdx.x + 128 * u);
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    acc ^= __float_as_uint(io[blockIdx.x & 1023]);   /* the predecessor's output */
+    for (size_t at = 128 * ST_U; at < per; at += 128 * ST_U) {
+        uint4 q[ST_U];
+#pragma unroll
+        for (int u = 0; u < ST_U; u++)
+            q[u] = __ldg(p + at + threadIdx.x + 128 * u);
+#pragma unroll
+        for (int u = 0; u < ST_U; u++)
+            acc += r[u].x ^ r[u].y ^ r[u].z ^ r[u].w, r[u] = q[u];
+    }
+#pragma unroll
+    for (int u = 0; u < ST_U; u++)
+        acc += r[u].x ^ r[u].y ^ r[u].z ^ r[u].w;
+    for (int k = 16; k; k >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, k);
+    if (threadIdx.x == 0)
+        io[2 * NORM_N + blockIdx.x] = (float)(acc & 0xffff);
+    if (!fold)
+        return;
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(cnt, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last) {
+        __threadfence();
+        norm_row_128(io + NORM_N, io);
+        if (threadIdx.x == 0)
+            *cnt = 0u;
+    }
+}
+
+static __global__ void __launch_bounds__(1024) norm_step(float *io)
+{
+    __shared__ float red[32];
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+    float v[7], ss = 0.0f;
+    for (int j = 0; j < 7; j++) {
+        int e = threadIdx.x + 1024 * j;
+        v[j] = e < NORM_N ? io[NORM_N + e] : 0.0f;
+        ss += v[j] * v[j];
+    }
+    for (int o = 16; o; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    ss = red[threadIdx.x & 31];
+    for (int o = 16; o; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float r = rsqrtf(ss / NORM_N + 1e-5f);
+    for (int j = 0; j < 7; j++) {
+        int e = threadIdx.x + 1024 * j;
+        if (e < NORM_N)
+            io[e] = v[j] * r;
+    }
+}
+
+/* mode 0: stream, stream, ...; 1: stream, norm, stream, norm, ...; 2: stream (fold), ... */
+static double pair_us(int n, size_t bytes, int mode, int sms)
+{
+    const int nbuf = 4;   /* 4 buffers: more than L2 holds, so every step streams from memory */
+    uint4 *w;
+    size_t n16 = bytes / 16;
+    CHECK(cudaMalloc(&w, nbuf * bytes));
+    CHECK(cudaMemset(w, 1, nbuf * bytes));
+    float *io;
+    unsigned *cnt;
+    CHECK(cudaMalloc(&io, (3 * NORM_N + 4096) * sizeof(float)));
+    CHECK(cudaMemset(io, 0, (3 * NORM_N + 4096) * sizeof(float)));
+    CHECK(cudaMalloc(&cnt, sizeof *cnt));
+    CHECK(cudaMemset(cnt, 0, sizeof *cnt));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int i = 0; i < n; i++) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cfg.stream = s;
+        cfg.gridDim = dim3(4 * sms);
+        cfg.blockDim = dim3(128);
+        CHECK(cudaLaunchKernelEx(&cfg, stream_step, (const uint4 *)w + (size_t)(i % nbuf) * n16, n16, io, cnt,
+                                 mode == 2 ? 1 : 0));
+        if (mode == 1) {
+            cfg.gridDim = dim3(1);
+            cfg.blockDim = dim3(1024);
+            CHECK(cudaLaunchKernelEx(&cfg, norm_step, io));
+        }
+    }
+    CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t ge;
+    CHECK(cudaGraphInstantiate(&ge, g, 0));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaStreamSynchronize(s));
+    cudaEvent_t a, b;
+    CHECK(cudaEventCreate(&a));
+    CHECK(cudaEventCreate(&b));
+    const int reps = 5;
+    CHECK(cudaEventRecord(a, s));
+    for (int r = 0; r < reps; r++)
+        CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    CHECK(cudaGraphExecDestroy(ge));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(w));
+    CHECK(cudaFree(io));
+    CHECK(cudaFree(cnt));
+    return 1000.0 * ms / ((double)reps * n);
+}
+
 int main(void)
 {
     cudaDeviceProp p;
@@ -335,6 +497,12 @@ int main(void)
         for (int g = 1; g <= 4; g *= 4)
             printf("bnorm   %4d CTAs %-6s %7.2f us a kernel (add_rmsnorm + int8 h in every CTA on its own)\n",
                    g * sms, pdl ? "PDL" : "plain", chain_us(n_chain, g * sms, pdl, false, false, true));
+    const size_t sizes[3] = {14u << 20, 34u << 20, 75u << 20};   /* Wo, q/k/v/gate, one FFN matrix */
+    for (int i = 0; i < 3; i++) {
+        double t0 = pair_us(200, sizes[i], 0, sms), t1 = pair_us(200, sizes[i], 1, sms), t2 = pair_us(200, sizes[i], 2, sms);
+        printf("stream  %3zu MB a step: alone %7.2f us (%4.0f GB/s); + norm kernel %7.2f (+%.2f); norm in the last CTA %7.2f (+%.2f)\n",
+               sizes[i] >> 20, t0, (double)sizes[i] / t0 / 1e3, t1, t1 - t0, t2, t2 - t0);
+    }
     int grids[3] = {sms, 4 * sms, 0};
     for (int i = 0; grids[i]; i++) {
         if (grids[i] > per_sm * sms)
