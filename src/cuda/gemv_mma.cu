@@ -778,7 +778,7 @@ static int launch_v5nr(struct cuda_ctx *c, uint32_t dt, int n, float *const *ys,
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     /* (two super-blocks in flight per lane measured slower at 3 and at 2 CTAs per SM: DFlash verify
-     * B = 16 34.6 / 36.0 ms vs 31.8, 2026-12-04; the kernel is at 168 registers already) */
+     * B = 16 35.9 / 36.0 ms vs 31.8, 2026-12-04; the kernel is at 168 registers already) */
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5nr_kernel<K, 1>, job, xq, xd, nr, c->pdl_all));
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
