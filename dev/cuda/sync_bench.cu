@@ -40,33 +40,44 @@ static __global__ void chain_step(int *buf, int i)
 /* The same with add_rmsnorm's work (1 CTA of 1024 threads): read the 6656 floats the
  * predecessor wrote, one block-wide sum, write 6656 floats for the successor. */
 #define NORM_N 6656
-static __global__ void __launch_bounds__(1024) chain_norm(float *buf, int i)
+/* the sum of ss over a block of W warps (every thread gets it) */
+template <int W>
+static __device__ float block_sum(float ss)
 {
-    __shared__ float red[32];
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" :::);
-    const float *src = buf + (size_t)(i - 1) % 2 * NORM_N;
-    float *dst = buf + (size_t)i % 2 * NORM_N;
+    __shared__ float red[W];
+    for (int k = 16; k; k >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, k);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float t = 0.0f;
+    for (int w = 0; w < W; w++)
+        t += red[w];
+    __syncthreads();
+    return t;
+}
+
+static __device__ void norm_row_1024(const float *src, float *dst)   /* 1024 threads */
+{
     float v[7], ss = 0.0f;
     for (int j = 0; j < 7; j++) {
         int e = threadIdx.x + 1024 * j;
         v[j] = e < NORM_N ? src[e] : 0.0f;
         ss += v[j] * v[j];
     }
-    for (int o = 16; o; o >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    ss = red[threadIdx.x & 31];
-    for (int o = 16; o; o >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    float r = rsqrtf(ss / NORM_N + 1e-5f);
+    float r = rsqrtf(block_sum<32>(ss) / NORM_N + 1e-5f);
     for (int j = 0; j < 7; j++) {
         int e = threadIdx.x + 1024 * j;
         if (e < NORM_N)
             dst[e] = v[j] * r;
     }
+}
+
+static __global__ void __launch_bounds__(1024) chain_norm(float *buf, int i)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+    norm_row_1024(buf + (size_t)(i - 1) % 2 * NORM_N, buf + (size_t)i % 2 * NORM_N);
 }
 
 /* add_rmsnorm folded into a consumer grid (the fold docs/CUDA.md proposes): every cluster of 8
@@ -126,7 +137,6 @@ static __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(128) chain_cl
  * (to the other buffer: in the model x would be double-buffered) for the next step. */
 static __global__ void __launch_bounds__(128) chain_block_norm(float *buf, int i)
 {
-    __shared__ float red[4];
     __shared__ int8_t hq[NORM_N];
     __shared__ float hd[NORM_N / 32];
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -144,13 +154,7 @@ static __global__ void __launch_bounds__(128) chain_block_norm(float *buf, int i
         ss += ov[j].x * ov[j].x + ov[j].y * ov[j].y + ov[j].z * ov[j].z + ov[j].w * ov[j].w;
     }
     for (int pass = 0; pass < 2; pass++) {
-        for (int k = 16; k; k >>= 1)
-            ss += __shfl_xor_sync(0xffffffffu, ss, k);
-        if ((threadIdx.x & 31) == 0)
-            red[threadIdx.x >> 5] = ss;
-        __syncthreads();
-        float r = rsqrtf((red[0] + red[1] + red[2] + red[3]) / NORM_N + 1e-5f);
-        __syncthreads();
+        float r = rsqrtf(block_sum<4>(ss) / NORM_N + 1e-5f);
         ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < per; j++) {
@@ -180,37 +184,9 @@ static __global__ void __launch_bounds__(128) chain_block_norm(float *buf, int i
         xn[NORM_N + threadIdx.x] = hd[threadIdx.x] + hq[threadIdx.x];
 }
 
-static double chain_us(int n, int grid, bool pdl, bool norm = false, bool cnorm = false, bool bnorm = false)
+/* Instantiate a captured graph, replay it once, then time 5 replays: us per step */
+static double replay_us(cudaStream_t s, cudaGraph_t g, int steps)
 {
-    int *buf;
-    norm = norm || cnorm || bnorm;
-    size_t nb = norm ? 4 * NORM_N * sizeof(float) : (n + 1) * sizeof(int);
-    CHECK(cudaMalloc(&buf, nb));
-    CHECK(cudaMemset(buf, 0, nb));
-    cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudaGraph_t g;
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    for (int i = 1; i <= n; i++) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute attr[1];
-        cfg.gridDim = dim3(grid);
-        cfg.blockDim = dim3(norm && !cnorm && !bnorm ? 1024 : 128);
-        cfg.stream = s;
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = pdl ? 1 : 0;
-        if (bnorm)
-            CHECK(cudaLaunchKernelEx(&cfg, chain_block_norm, (float *)buf, i));
-        else if (cnorm)
-            CHECK(cudaLaunchKernelEx(&cfg, chain_cluster_norm, (float *)buf, i));
-        else if (norm)
-            CHECK(cudaLaunchKernelEx(&cfg, chain_norm, (float *)buf, i));
-        else
-            CHECK(cudaLaunchKernelEx(&cfg, chain_step, buf, i));
-    }
-    CHECK(cudaStreamEndCapture(s, &g));
     cudaGraphExec_t ge;
     CHECK(cudaGraphInstantiate(&ge, g, 0));
     CHECK(cudaGraphLaunch(ge, s));   /* warm-up */
@@ -226,16 +202,60 @@ static double chain_us(int n, int grid, bool pdl, bool norm = false, bool cnorm 
     CHECK(cudaEventSynchronize(b));
     float ms;
     CHECK(cudaEventElapsedTime(&ms, a, b));
+    CHECK(cudaEventDestroy(a));
+    CHECK(cudaEventDestroy(b));
+    CHECK(cudaGraphExecDestroy(ge));
+    CHECK(cudaGraphDestroy(g));
+    return 1000.0 * ms / ((double)reps * steps);
+}
+
+/* A launch config on s, with programmatic dependent launch when pdl */
+static cudaLaunchConfig_t step_cfg(cudaStream_t s, int grid, int block, bool pdl, cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.stream = s;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cfg;
+}
+
+static double chain_us(int n, int grid, bool pdl, bool norm = false, bool cnorm = false, bool bnorm = false)
+{
+    int *buf;
+    norm = norm || cnorm || bnorm;
+    size_t nb = norm ? 4 * NORM_N * sizeof(float) : (n + 1) * sizeof(int);
+    CHECK(cudaMalloc(&buf, nb));
+    CHECK(cudaMemset(buf, 0, nb));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int i = 1; i <= n; i++) {
+        cudaLaunchAttribute attr[1];
+        cudaLaunchConfig_t cfg = step_cfg(s, grid, norm && !cnorm && !bnorm ? 1024 : 128, pdl, attr);
+        if (bnorm)
+            CHECK(cudaLaunchKernelEx(&cfg, chain_block_norm, (float *)buf, i));
+        else if (cnorm)
+            CHECK(cudaLaunchKernelEx(&cfg, chain_cluster_norm, (float *)buf, i));
+        else if (norm)
+            CHECK(cudaLaunchKernelEx(&cfg, chain_norm, (float *)buf, i));
+        else
+            CHECK(cudaLaunchKernelEx(&cfg, chain_step, buf, i));
+    }
+    CHECK(cudaStreamEndCapture(s, &g));
+    double us = replay_us(s, g, n);
     int last = n;
     if (!norm)
         CHECK(cudaMemcpy(&last, buf + n, sizeof last, cudaMemcpyDeviceToHost));
     if (last != n)
         printf("  (chain value %d, expected %d)\n", last, n);
-    CHECK(cudaGraphExecDestroy(ge));
-    CHECK(cudaGraphDestroy(g));
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(buf));
-    return 1000.0 * ms / ((double)reps * n);
+    return us;
 }
 
 /* n grid-wide barriers: every CTA adds one to a monotonic counter and waits until it holds
@@ -256,27 +276,42 @@ static __global__ void grid_barriers(unsigned *count, int n)
     }
 }
 
+/* Time what is launched on the default stream between t_start() and t_stop_us(n): us per step */
+static cudaEvent_t t_a, t_b;
+static void t_start(void)
+{
+    if (!t_a) {
+        CHECK(cudaEventCreate(&t_a));
+        CHECK(cudaEventCreate(&t_b));
+    }
+    CHECK(cudaEventRecord(t_a));
+}
+
+static double t_stop_us(int n)
+{
+    CHECK(cudaGetLastError());
+    CHECK(cudaEventRecord(t_b));
+    CHECK(cudaEventSynchronize(t_b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, t_a, t_b));
+    return 1000.0 * ms / n;
+}
+
 static double grid_us(int n, int grid)
 {
     unsigned *count;
     CHECK(cudaMalloc(&count, sizeof *count));
     CHECK(cudaMemset(count, 0, sizeof *count));
     void *args[] = {&count, &n};
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
     int warm = 10;
     void *wargs[] = {&count, &warm};
     CHECK(cudaLaunchCooperativeKernel((void *)grid_barriers, dim3(grid), dim3(128), wargs, 0, 0));
     CHECK(cudaMemset(count, 0, sizeof *count));
-    CHECK(cudaEventRecord(a));
+    t_start();
     CHECK(cudaLaunchCooperativeKernel((void *)grid_barriers, dim3(grid), dim3(128), args, 0, 0));
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
+    double us = t_stop_us(n);
     CHECK(cudaFree(count));
-    return 1000.0 * ms / n;
+    return us;
 }
 
 /* n cluster barriers (arrive.release / wait.acquire) in clusters of 8 CTAs */
@@ -296,20 +331,13 @@ static double cluster_us(int n, int grid)
 {
     int *sink;
     CHECK(cudaMalloc(&sink, sizeof *sink));
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
     cluster_barriers<<<grid, 128>>>(10, sink);
     CHECK(cudaGetLastError());
-    CHECK(cudaEventRecord(a));
+    t_start();
     cluster_barriers<<<grid, 128>>>(n, sink);
-    CHECK(cudaGetLastError());
-    CHECK(cudaEventRecord(b));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
+    double us = t_stop_us(n);
     CHECK(cudaFree(sink));
-    return 1000.0 * ms / n;
+    return us;
 }
 
 /* ---- a GEMV-shaped pair: does a small kernel between two bulk kernels cost its own time, or
@@ -321,19 +349,13 @@ static double cluster_us(int n, int grid)
 #define ST_U 8   /* 16-byte loads a thread has in flight */
 static __device__ float norm_row_128(const float *src, float *dst)   /* 128 threads */
 {
-    __shared__ float red[4];
     float v[52], ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < 52; j++) {
         v[j] = src[threadIdx.x + 128 * j];
         ss += v[j] * v[j];
     }
-    for (int k = 16; k; k >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, k);
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float r = rsqrtf((red[0] + red[1] + red[2] + red[3]) / NORM_N + 1e-5f);
+    float r = rsqrtf(block_sum<4>(ss) / NORM_N + 1e-5f);
 #pragma unroll
     for (int j = 0; j < 52; j++)
         dst[threadIdx.x + 128 * j] = v[j] * r;
@@ -388,29 +410,9 @@ static __global__ void __launch_bounds__(128, 4)
 
 static __global__ void __launch_bounds__(1024) norm_step(float *io)
 {
-    __shared__ float red[32];
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" :::);
-    float v[7], ss = 0.0f;
-    for (int j = 0; j < 7; j++) {
-        int e = threadIdx.x + 1024 * j;
-        v[j] = e < NORM_N ? io[NORM_N + e] : 0.0f;
-        ss += v[j] * v[j];
-    }
-    for (int o = 16; o; o >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    ss = red[threadIdx.x & 31];
-    for (int o = 16; o; o >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    float r = rsqrtf(ss / NORM_N + 1e-5f);
-    for (int j = 0; j < 7; j++) {
-        int e = threadIdx.x + 1024 * j;
-        if (e < NORM_N)
-            io[e] = v[j] * r;
-    }
+    norm_row_1024(io + NORM_N, io);
 }
 
 /* mode 0: stream, stream, ...; 1: stream, norm, stream, norm, ...; 2: stream (fold), ... */
@@ -432,46 +434,22 @@ static double pair_us(int n, size_t bytes, int mode, int sms)
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     for (int i = 0; i < n; i++) {
-        cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        cfg.stream = s;
-        cfg.gridDim = dim3(4 * sms);
-        cfg.blockDim = dim3(128);
+        cudaLaunchConfig_t cfg = step_cfg(s, 4 * sms, 128, true, attr);
         CHECK(cudaLaunchKernelEx(&cfg, stream_step, (const uint4 *)w + (size_t)(i % nbuf) * n16, n16, io, cnt,
                                  mode == 2 ? 1 : 0));
         if (mode == 1) {
-            cfg.gridDim = dim3(1);
-            cfg.blockDim = dim3(1024);
+            cfg = step_cfg(s, 1, 1024, true, attr);
             CHECK(cudaLaunchKernelEx(&cfg, norm_step, io));
         }
     }
     CHECK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t ge;
-    CHECK(cudaGraphInstantiate(&ge, g, 0));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaStreamSynchronize(s));
-    cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-    const int reps = 5;
-    CHECK(cudaEventRecord(a, s));
-    for (int r = 0; r < reps; r++)
-        CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    CHECK(cudaGraphExecDestroy(ge));
-    CHECK(cudaGraphDestroy(g));
+    double us = replay_us(s, g, n);
     CHECK(cudaStreamDestroy(s));
     CHECK(cudaFree(w));
     CHECK(cudaFree(io));
     CHECK(cudaFree(cnt));
-    return 1000.0 * ms / ((double)reps * n);
+    return us;
 }
 
 int main(void)
