@@ -3,6 +3,8 @@
 # DFlash output equal to plain greedy output, and clear errors on bad input.
 set -u
 T=${GLIM_TESTDATA:?}; G=${GLIM_BIN:?}
+# glim run needs the text room (PCRE2 + jansson); the GPU machine's build has no -dev libraries
+if "$G" run --help 2>&1 | grep -q "not part of this build"; then echo "run not in this build: skipped"; exit 0; fi
 fail=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
