@@ -103,6 +103,52 @@ static void test_argmax(void)
     CHECK_EQ(b[sampler_argmax(b, 5)], -4);
 }
 
+/* sampler_argmax's vector passes against the token order spelled out (NaN's key is -inf, the
+ * lowest id among equal keys), over every length up to 70 (the 16-wide loop's tails) and a 30B
+ * vocabulary row, with NaN, +-inf, +-0 and ties sprinkled in */
+static int32_t argmax_ref(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++) {
+        float ka = x[i] != x[i] ? -INFINITY : x[i], kb = x[best] != x[best] ? -INFINITY : x[best];
+        if (ka > kb)
+            best = i;
+    }
+    return best;
+}
+
+static void test_argmax_vector(void)
+{
+    static float x[202048];
+    const float special[] = { NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f };
+    uint64_t st = 7;
+    int bad = 0, runs = 0;
+    for (int32_t n = 1; n <= 202048; n = n < 70 ? n + 1 : n == 70 ? 202048 - 3 : n + 1) {
+        for (int rep = 0; rep < 24; rep++, runs++) {
+            int mode = rep % 6;   /* 0: random, 1: specials, 2: all NaN, 3: all -inf, 4: zeros, 5: ties */
+            for (int32_t i = 0; i < n; i++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                uint32_t r = (uint32_t)(st >> 33);
+                float v = (float)(r % 2001) / 100.0f - 10.0f;
+                if (mode == 1 && r % 5 == 0)
+                    v = special[(r >> 8) % 7];
+                else if (mode == 2)
+                    v = NAN;
+                else if (mode == 3)
+                    v = (r & 1) ? -INFINITY : NAN;
+                else if (mode == 4)
+                    v = (r & 1) ? 0.0f : -0.0f;
+                else if (mode == 5)
+                    v = (float)(r % 3);
+                x[i] = v;
+            }
+            bad += sampler_argmax(x, n) != argmax_ref(x, n);
+        }
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(runs > 1000);
+}
+
 static void test_normalize(void)
 {
     /* exclude() with an out-of-range token is plain normalization */
@@ -432,6 +478,7 @@ static void test_oom_and_validation(void)
 int main(void)
 {
     RUN(test_argmax);
+    RUN(test_argmax_vector);
     RUN(test_normalize);
     RUN(test_softmax_topk_topp);
     RUN(test_draws);

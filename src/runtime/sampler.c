@@ -158,15 +158,6 @@ static inline bool before(const float *lg, int32_t a, int32_t b)
     return ka > kb || (ka == kb && a < b);
 }
 
-int32_t sampler_argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (before(x, i, best))
-            best = i;
-    return best;
-}
-
 static inline void swap_i32(int32_t *a, int32_t *b) { int32_t t = *a; *a = *b; *b = t; }
 
 /* Lomuto partition of idx[0..n) around a median-of-three pivot; returns its
