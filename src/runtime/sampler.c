@@ -148,13 +148,11 @@ float sampler_rng_uniform(struct sampler_rng *r)
 
 /* ---- ordering ------------------------------------------------------------- */
 
-/* NaN logits sort last so a broken row cannot corrupt the selection. */
-static inline float key_of(float x) { return x != x ? -INFINITY : x; }
-
-/* true if token a comes before token b: logit desc, then id asc. */
+/* NaN logits sort last (sampler_key) so a broken row cannot corrupt the selection.
+ * true if token a comes before token b: logit desc, then id asc. */
 static inline bool before(const float *lg, int32_t a, int32_t b)
 {
-    float ka = key_of(lg[a]), kb = key_of(lg[b]);
+    float ka = sampler_key(lg[a]), kb = sampler_key(lg[b]);
     return ka > kb || (ka == kb && a < b);
 }
 
@@ -278,7 +276,7 @@ static void apply_min_p(const float *lg, float max, float min_p, float *p, int32
     float floor_logit = max + logf(min_p);
     double S = 0.0;
     for (int32_t i = 0; i < n; i++) {
-        if (p[i] > 0.0f && key_of(lg[i]) < floor_logit)
+        if (p[i] > 0.0f && sampler_key(lg[i]) < floor_logit)
             p[i] = 0.0f;
         S += p[i];
     }
@@ -296,7 +294,7 @@ void sampler_probs(struct sampler_scratch *sc, const float *lg, int32_t V,
     const bool use_k = par->top_k > 0 && par->top_k < V;
     const bool use_p = par->top_p > 0.0f && par->top_p < 1.0f;
     int32_t *idx = sc->idx;
-    float max = key_of(lg[sampler_argmax(lg, V)]);
+    float max = sampler_key(lg[sampler_argmax(lg, V)]);
 
     int32_t n_kept = V;
     for (int32_t i = 0; i < V; i++)
@@ -309,7 +307,7 @@ void sampler_probs(struct sampler_scratch *sc, const float *lg, int32_t V,
     double S = 0.0;
     for (int32_t j = 0; j < n_kept; j++) {
         int32_t i = idx[j];
-        p[i] = expf((key_of(lg[i]) - max) / T);   /* w, float32 per element */
+        p[i] = expf((sampler_key(lg[i]) - max) / T);   /* w, float32 per element */
         S += p[i];
     }
     if (use_p) {

@@ -14,6 +14,7 @@
 #ifndef GLIM_SAMPLER_H
 #define GLIM_SAMPLER_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -46,7 +47,10 @@ void     sampler_rng_seed(struct sampler_rng *r, uint64_t seed);  /* 0 = from en
 uint32_t sampler_rng_u32(struct sampler_rng *r);                  /* raw MT output */
 float    sampler_rng_uniform(struct sampler_rng *r);              /* [0,1), one draw */
 
-/* First maximal index (lowest id wins ties). n > 0. */
+/* A logit's key in the token order: NaN counts as -inf */
+static inline float sampler_key(float x) { return x != x ? -INFINITY : x; }
+
+/* First maximal index by sampler_key (lowest id wins ties). n > 0. */
 int32_t sampler_argmax(const float *x, int32_t n);
 
 /* ---- DFlash-shared primitives (§2.2, §2.3) ------------------------------ */

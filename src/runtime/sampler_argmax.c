@@ -11,20 +11,16 @@
  */
 #include "runtime/sampler.h"
 
-#include <math.h>
-
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
-static inline float key_of(float x) { return x != x ? -INFINITY : x; }
-
 static int32_t argmax_scalar(const float *x, int32_t n)
 {
     int32_t best = 0;
-    float kb = key_of(x[0]);
+    float kb = sampler_key(x[0]);
     for (int32_t i = 1; i < n; i++) {
-        float k = key_of(x[i]);
+        float k = sampler_key(x[i]);
         if (k > kb)
             best = i, kb = k;
     }
