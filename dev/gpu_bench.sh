@@ -6,7 +6,7 @@
 # GEMVs alone), tg128 under extra settings, and the default again (the spread between runs).
 set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
-# TRACE (v5 per-warp trace per env), TL (nsys timeline per env), DEPTH (=1: membw, pp4096, depths, memory):
+# NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (nsys timeline per env), DEPTH (=1: membw, pp4096, depths, memory):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -37,6 +37,7 @@ tg default X=1 -- -p 512 -n 128 -r 3
 tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
 for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -n 128 -r 3; done
 for e in ${EXTRA:-}; do tg "$e" ${e//,/ } -- -p 0 -n 128 -r 3; done
+for e in ${NGEXTRA:-}; do tg "$e-nograph" ${e//,/ } -- -p 0 -n 128 -r 2 --no-graph; done
 for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launches of one graph replay (gemv_mma.cu)
   env ${e//,/ } GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
   f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "^v5 " /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f

@@ -60,6 +60,9 @@ int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_gl
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
+int backend_cuda_set_gate_side(struct backend *be_, int ctas_per_sm);   /* the gate GEMV on a side stream */
+int backend_cuda_get_gate_side(struct backend *be_);
+long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
@@ -1904,8 +1907,24 @@ static void test_attn_prep(void)
 /* matmul_attn_prep (q/k/v/gate GEMV + attn_prep; folded into the GEMV for one token) against
  * matmul_n then attn_prep: q, k, v, gate and both caches bit for bit, and the fold taken where
  * it should be (one token, GEMV v3) */
-static void check_prep_fold(uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms, int64_t k,
-                            int T, int32_t p0, uint32_t kv_type, bool want)
+/* What matmul_attn_prep may fold or fork must not change a bit: FOLD runs attn_prep in the GEMV
+ * (GLIM_CUDA_PREP_FOLD), SIDE and SIDE_GRAPH the gate part's GEMV on the side stream
+ * (GLIM_CUDA_GATE_SIDE) eagerly or from a graph, followed by attention and an op that reads the gate
+ * (the join). Pass 0 has the feature on, pass 1 off; want: pass 0 takes it. */
+enum { FOLD, SIDE, SIDE_GRAPH };
+
+static long prep_feature(int mode, bool on)   /* the switch; returns its use count */
+{
+    if (mode == FOLD) {
+        CHECK_EQ(backend_cuda_set_prep_fold(be, on), GLIM_OK);
+        return backend_cuda_prep_used(be);
+    }
+    CHECK_EQ(backend_cuda_set_gate_side(be, on ? 2 : 0), GLIM_OK);
+    return backend_cuda_side_used(be);
+}
+
+static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms,
+                            int64_t k, int T, int32_t p0, uint32_t kv_type, bool want)
 {
     struct glim_err err = {0};
     int64_t rows[4] = {(int64_t)H * D, (int64_t)Hkv * D, (int64_t)Hkv * D, (int64_t)H * D};
@@ -1923,21 +1942,22 @@ static void check_prep_fold(uint32_t vtype, int H, int Hkv, int D, int n_rot, bo
     norm_weight(gq, D, &hwq, &dwq);
     norm_weight(gk, D, &hwk, &dwk);
     int64_t n_slots = 300;
-    size_t cb = (size_t)n_slots * Hkv * D * kv_elem(kv_type), yb[4];
+    size_t cb = (size_t)n_slots * Hkv * D * kv_elem(kv_type), yb[7];
     uint8_t *cache0 = malloc(2 * cb);
     for (size_t i = 0; i < 2 * cb; i++)
         cache0[i] = (uint8_t)rnd();
     int32_t pos[4];
     for (int t = 0; t < T; t++)
         pos[t] = p0 + t;
-    void *out[2][6];
+    void *out[2][7];
     long used[2];
-    for (int pass = 0; ok && pass < 2; pass++) {   /* folded, then the two ops */
-        CHECK_EQ(backend_cuda_set_prep_fold(be, pass == 0), GLIM_OK);
-        float *dh = to_dev(h, (size_t)k * T * 4), *ys[4];
-        for (int i = 0; i < 4; i++) {
-            yb[i] = (size_t)rows[i] * T * 4;
-            ys[i] = be->i->alloc(be, yb[i]);
+    int n_out = mode == FOLD ? 6 : 7;   /* q, k, v, gate, the caches (, attention * sigmoid(gate)) */
+    for (int pass = 0; ok && pass < 2; pass++) {
+        long used0 = prep_feature(mode, pass == 0);
+        float *dh = to_dev(h, (size_t)k * T * 4), *ys[5];
+        for (int i = 0; i < 5; i++) {
+            yb[i < 4 ? i : 6] = (size_t)rows[i < 4 ? i : 0] * T * 4;
+            ys[i] = be->i->alloc(be, yb[i < 4 ? i : 6]);
         }
         void *dkc = to_dev(cache0, cb), *dvc = to_dev(cache0 + cb, cb);
         int32_t *dpos = to_dev(pos, (size_t)T * 4);
@@ -1947,32 +1967,47 @@ static void check_prep_fold(uint32_t vtype, int H, int Hkv, int D, int n_rot, bo
             .k_cache = dkc, .v_cache = dvc, .kv_type = kv_type, .n_slots = n_slots, .n_tokens = T, .pos = dpos,
             .n_head = H, .n_head_kv = Hkv, .head_dim = D,
         };
+        struct be_attn_args aa = {.out = ys[4], .q = ys[0], .k_cache = dkc, .v_cache = dvc, .kv_type = kv_type,
+                                  .n_slots = n_slots, .n_tokens = T, .pos = dpos, .pos_host0 = p0, .n_head = H,
+                                  .n_head_kv = Hkv, .head_dim = D, .window = 0,
+                                  .scale = 1.0f / sqrtf((float)D), .block = 0};
         const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]};
-        long used0 = backend_cuda_prep_used(be);
+        void *graph = NULL;
+        if (mode == SIDE_GRAPH && pass == 0)
+            CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
         be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
-        used[pass] = backend_cuda_prep_used(be) - used0;
-        for (int i = 0; i < 4; i++) {
-            out[pass][i] = malloc(yb[i]);
-            from_dev(out[pass][i], ys[i], yb[i]);
-            be->i->release(be, ys[i]);
+        if (mode != FOLD) {
+            be->i->attention(be, &aa);
+            be->i->mul_sigmoid(be, ys[4], ys[3], (int64_t)rows[0] * T);   /* reads the gate: joins */
         }
-        out[pass][4] = malloc(cb), out[pass][5] = malloc(cb);
-        from_dev(out[pass][4], dkc, cb);
-        from_dev(out[pass][5], dvc, cb);
+        used[pass] = prep_feature(mode, false) - used0;
+        if (mode == SIDE_GRAPH && pass == 0) {
+            CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
+            CHECK(graph != NULL);
+            if (graph)
+                CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
+        }
+        yb[4] = yb[5] = cb;
+        void *src[7] = {ys[0], ys[1], ys[2], ys[3], dkc, dvc, ys[4]};
+        for (int i = 0; i < n_out; i++) {
+            out[pass][i] = malloc(yb[i]);
+            from_dev(out[pass][i], src[i], yb[i]);
+        }
+        be->i->graph_free(be, graph);
+        for (int i = 0; i < 5; i++)
+            be->i->release(be, ys[i]);
         be->i->release(be, dh), be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
     }
-    CHECK_EQ(backend_cuda_set_prep_fold(be, false), GLIM_OK);   /* the default */
     if (ok) {
         char what[160];
-        snprintf(what, sizeof what, "prep_fold v %s heads %d/%d dim %d rot %d%s norms %d k %lld tokens %d p0 %d %s",
-                 quant_type_name(vtype), H, Hkv, D, n_rot, neox ? " neox" : "", norms, (long long)k, T, (int)p0,
-                 quant_type_name(kv_type));
+        snprintf(what, sizeof what, "%s v %s heads %d/%d dim %d rot %d%s norms %d k %lld tokens %d p0 %d %s",
+                 mode == FOLD ? "prep_fold" : mode == SIDE ? "gate_side" : "gate_side graph", quant_type_name(vtype),
+                 H, Hkv, D, n_rot, neox ? " neox" : "", norms, (long long)k, T, (int)p0, quant_type_name(kv_type));
         CHECK_EQ(used[0], want ? 1 : 0);
         CHECK_EQ(used[1], 0);
-        static const char *names[6] = {"q", "k", "v", "gate", "k cache", "v cache"};
-        size_t nb[6] = {yb[0], yb[1], yb[2], yb[3], cb, cb};
-        for (int i = 0; i < 6; i++) {
-            CHECK(same_bytes(out[0][i], out[1][i], nb[i], what, names[i]));
+        static const char *names[7] = {"q", "k", "v", "gate", "k cache", "v cache", "attention * gate"};
+        for (int i = 0; i < n_out; i++) {
+            CHECK(same_bytes(out[0][i], out[1][i], yb[i], what, names[i]));
             free(out[0][i]), free(out[1][i]);
         }
     }
@@ -1996,21 +2031,39 @@ static void test_prep_fold(void)
         CHECK_EQ(backend_cuda_set_gemv_persist(be, p ? (persist0 ? persist0 : 4) : 0), GLIM_OK);
         /* Muse Glimmer: a sliding layer (QK-norm, NORM RoPE; v Q6_K: mixed kinds, the plain v3), a
          * global one (NoPE), one kind (the persistent v3 when on) */
-        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, v3);
-        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 1024, 1, 299, GLIM_TYPE_BF16, v3);
-        check_prep_fold(GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 7, GLIM_TYPE_F16, v3);
+        check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, v3);
+        check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 1024, 1, 299, GLIM_TYPE_BF16, v3);
+        check_prep_fold(FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 7, GLIM_TYPE_F16, v3);
         /* head_dim 64 NEOX, 256, 80 (rows per warp divide it); no norms (llama); F32 cache */
-        check_prep_fold(GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_F32, v3);
-        check_prep_fold(GLIM_TYPE_Q6_K, 8, 2, 256, 256, false, true, 512, 1, 5, GLIM_TYPE_BF16, v3);
-        check_prep_fold(GLIM_TYPE_Q4_K, 10, 2, 80, 80, false, false, 256, 1, 77, GLIM_TYPE_F16, v3);
-        check_prep_fold(GLIM_TYPE_Q4_K, 8, 8, 128, 32, false, false, 256, 1, 3, GLIM_TYPE_F32, v3);
+        check_prep_fold(FOLD, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_F32, v3);
+        check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 8, 2, 256, 256, false, true, 512, 1, 5, GLIM_TYPE_BF16, v3);
+        check_prep_fold(FOLD, GLIM_TYPE_Q4_K, 10, 2, 80, 80, false, false, 256, 1, 77, GLIM_TYPE_F16, v3);
+        check_prep_fold(FOLD, GLIM_TYPE_Q4_K, 8, 8, 128, 32, false, false, 256, 1, 3, GLIM_TYPE_F32, v3);
         /* more than one token: the two ops */
-        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
+        check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     }
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
     if (backend_cuda_set_gemv(be, 2) == GLIM_OK)   /* v2: no fold, same bits */
-        check_prep_fold(GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, false);
+        check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, false);
     CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
+}
+
+/* the output gate's GEMV on the side stream (GLIM_CUDA_GATE_SIDE): one token of a one-row v3 job
+ * only; the Muse Glimmer shapes, a Q4_K v (one kind), and more tokens (not taken) */
+static void test_gate_side(void)
+{
+    if (!be->i->matmul_attn_prep || exact_mode || backend_cuda_get_gemv(be) != 3) {
+        printf("  matmul_attn_prep: not offered (GLIM_CUDA_FUSE=0?), exact or not GEMV v3: skipped\n");
+        return;
+    }
+    int side0 = backend_cuda_get_gate_side(be);
+    for (int mode = SIDE; mode <= SIDE_GRAPH; mode++) {
+        check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, true);
+        check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 2048, 1, 299, GLIM_TYPE_F16, true);
+        check_prep_fold(mode, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_BF16, true);
+    }
+    check_prep_fold(SIDE, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
+    CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
 }
 
 /* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode
@@ -2161,6 +2214,7 @@ int main(void)
     RUN(test_add_rmsnorm_xq);
     RUN(test_attn_prep);
     RUN(test_prep_fold);
+    RUN(test_gate_side);
     RUN(test_attention_prep);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);

@@ -174,7 +174,9 @@ struct backend_i {
     /* = attn_prep(p) then attention(a), where a reads p's q and caches; the one exception to the
      * bit-for-bit rule: p's q and k are scratch afterwards (a backend may leave them unprepared) */
     void (*attention_prep)(struct backend *be, const struct be_attn_prep_args *p, const struct be_attn_args *a);
-    /* = matmul_n(n, ys, ws, x, n_rows) then attn_prep(a), where ys[0..2] are a's q, k, v */
+    /* = matmul_n(n, ys, ws, x, n_rows) then attn_prep(a), where ys[0..2] are a's q, k, v; the
+     * parts after them (the output gate) are read by no attn_prep or attention, so a backend may
+     * finish them while those run (before any other op) */
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
 

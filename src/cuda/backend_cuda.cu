@@ -98,6 +98,14 @@ static struct cuda_ctx *ctx_of(struct backend *be)
     return (struct cuda_ctx *)be->ctx;
 }
 
+/* ctx of an op that may read or write what work on the side stream uses: joins it first */
+static struct cuda_ctx *op_ctx(struct backend *be)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    cuda_side_join(c);
+    return c;
+}
+
 /* ---- memory ------------------------------------------------------------------ */
 
 static void *be_alloc(struct backend *be, size_t nbytes)
@@ -119,14 +127,14 @@ static void be_release(struct backend *be, void *p)
 {
     if (!p)
         return;
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* queued ops may still read p */
     CUDA_TRY(c, cudaFree(p));
 }
 
 static int be_upload(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     cuda_xq_forget(c);
     CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
@@ -135,7 +143,7 @@ static int be_upload(struct backend *be, void *dst, const void *src, size_t nbyt
 
 static int be_download(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, c->stream));
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));
     return ctx_status(c, err);
@@ -143,7 +151,7 @@ static int be_download(struct backend *be, void *dst, const void *src, size_t nb
 
 static int be_sync(struct backend *be, struct glim_err *err)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));
     return ctx_status(c, err);
 }
@@ -274,19 +282,19 @@ static void be_weight_clear(struct backend *be, struct be_weight *w)
 
 static void be_get_rows(struct backend *be, float *y, const struct be_weight *w, const int32_t *ids, int n)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_get_rows(ctx_of(be), y, w, ids, n);
 }
 
 static void be_matmul(struct backend *be, float *y, const struct be_weight *w, const float *x, int n_rows)
 {
-    cuda_matmul(ctx_of(be), y, w, x, n_rows);
+    cuda_matmul(op_ctx(be), y, w, x, n_rows);
 }
 
 static void be_matmul_n(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                         const float *x, int n_rows)
 {
-    cuda_matmul_n(ctx_of(be), n, ys, ws, x, n_rows);
+    cuda_matmul_n(op_ctx(be), n, ys, ws, x, n_rows);
 }
 
 /* With ctx->glu_fuse (the default; GLIM_CUDA_GLU_FUSE=0 off): gate/up on GEMV v5 also quantize silu(gate) * up for
@@ -294,7 +302,7 @@ static void be_matmul_n(struct backend *be, int n, float *const *ys, const struc
 static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struct be_weight *const *ws,
                                const float *x, int n_rows, int act)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     c->glu_req = c->glu_fuse && act == BE_GLU_SILU && n_rows == 1;
     c->glu_x = NULL;
     cuda_matmul_n(c, 2, ys, ws, x, n_rows);
@@ -306,7 +314,7 @@ static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struc
 static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
                           const float *x, int n_rows, int act)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     c->glu_req = c->glu_fuse && act == BE_GLU_SILU && n_rows == 1;
     c->chain_w = c->ffn_chain && c->glu_req ? ws[2] : NULL;
     c->chain_y = y;
@@ -326,58 +334,58 @@ static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const 
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
                           int n_rows)
 {
-    cuda_matmul_glu(ctx_of(be), y, w, x, g, act, n_rows);
+    cuda_matmul_glu(op_ctx(be), y, w, x, g, act, n_rows);
 }
 
 static void be_rmsnorm(struct backend *be, float *y, const float *x, const struct be_weight *w,
                        int64_t n_rows, int n, float eps)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_rmsnorm(ctx_of(be), y, x, w ? (const float *)w->dev : NULL, n_rows, n, eps);
 }
 
 static void be_rope(struct backend *be, float *x, int n_rows, int n_head, int head_dim, int n_rot,
                     const int32_t *pos, float base, bool neox)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_rope(ctx_of(be), x, n_rows, n_head, head_dim, n_rot, pos, base, neox);
 }
 
 static void be_add(struct backend *be, float *y, const float *x, int64_t n)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_add(ctx_of(be), y, x, n);
 }
 
 static void be_mul_sigmoid(struct backend *be, float *y, const float *g, int64_t n)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_mul_sigmoid(ctx_of(be), y, g, n);
 }
 
 static void be_swiglu(struct backend *be, float *y, const float *gate, const float *up, int64_t n)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_swiglu(ctx_of(be), y, gate, up, n);
 }
 
 static void be_scale_softcap(struct backend *be, float *y, int64_t n, float scale, float cap)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_scale_softcap(ctx_of(be), y, n, scale, cap);
 }
 
 static void be_copy_rows(struct backend *be, float *dst, int64_t dst_stride, const float *src,
                          int64_t src_stride, int n_rows, int n)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_copy_rows(ctx_of(be), dst, dst_stride, src, src_stride, n_rows, n);
 }
 
 static void be_kv_store(struct backend *be, void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,
                         const float *k, const float *v, int n_tokens, const int32_t *pos, int kv_dim)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_kv_store(ctx_of(be), k_cache, v_cache, kv_type, n_slots, k, v, n_tokens, pos, kv_dim);
 }
 
@@ -390,7 +398,7 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
 static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
                            float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n)
 {
-    cuda_xq_forget(ctx_of(be));
+    cuda_xq_forget(op_ctx(be));
     cuda_add_rmsnorm(ctx_of(be), x, h, o, w_o ? (const float *)w_o->dev : NULL, eps_o,
                      w_h ? (const float *)w_h->dev : NULL, eps_h, n_rows, n);
 }
@@ -418,9 +426,13 @@ static void be_attention_prep(struct backend *be, const struct be_attn_prep_args
 static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                                 const float *x, int n_rows, const struct be_attn_prep_args *a)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? a : NULL;
     c->prep_taken = false;
+    /* a 4th part (the output gate) is read by no attn_prep or attention (backend.h): its GEMV may
+     * run beside the q/k/v GEMV, attn_prep and attention, on the side stream */
+    if (n == 4 && n_rows == 1 && !c->prep_req && cuda_matmul_side(c, ys[3], ws[3], x))
+        n = 3;
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
     c->prep_req = NULL;
     cuda_xq_forget(c);
@@ -440,7 +452,7 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
 
 static int be_graph_begin(struct backend *be, struct glim_err *err)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     int rc = ctx_status(c, err);
     if (rc != GLIM_OK)
         return rc;
@@ -460,13 +472,14 @@ static int be_graph_end(struct backend *be, void **graph, struct glim_err *err)
     *graph = NULL;
     if (!c->capturing)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_end without graph_begin");
+    cuda_side_join(c);   /* a capture must end with every forked stream joined */
     c->capturing = false;
     cuda_xq_forget(c);
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(c->stream, &g);
     cudaGraphExec_t exec = NULL;
     if (e == cudaSuccess && c->first_err == cudaSuccess)
-        e = cudaGraphInstantiate(&exec, g, 0);
+        e = cudaGraphInstantiate(&exec, g, cudaGraphInstantiateFlagUseNodePriority);   /* side: lower */
     if (g)
         cudaGraphDestroy(g);
     if (e == cudaSuccess && c->first_err == cudaSuccess) {
@@ -486,7 +499,7 @@ static int be_graph_end(struct backend *be, void **graph, struct glim_err *err)
 
 static int be_graph_launch(struct backend *be, void *graph, struct glim_err *err)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = op_ctx(be);
     int rc = ctx_status(c, err);
     if (rc != GLIM_OK)
         return rc;
@@ -529,6 +542,14 @@ static void be_destroy(struct backend *be)
             cuda_v5_trace_dump(c);
             cudaFree(c->v5_trace);
         }
+        if (c->side) {
+            cudaStreamSynchronize(c->side);
+            cudaStreamDestroy(c->side);
+        }
+        if (c->side_fork)
+            cudaEventDestroy(c->side_fork);
+        if (c->side_done)
+            cudaEventDestroy(c->side_done);
         if (c->cublas)
             cublasDestroy(c->cublas);
         if (c->stream)
@@ -730,6 +751,29 @@ extern "C" long backend_cuda_glu_used(struct backend *be)
     return is_cuda(be) ? ctx_of(be)->glu_used : 0;
 }
 
+/* The output gate's GEMV of a one-token q/k/v/gate job on the side stream with ctas_per_sm persistent
+ * CTAs an SM (1..4), or in the job (0). GLIM_EINVAL if not a CUDA backend or out of range. */
+extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm)
+{
+    if (!is_cuda(be) || ctas_per_sm < 0 || ctas_per_sm > 4)
+        return GLIM_EINVAL;
+    cuda_side_join(ctx_of(be));
+    ctx_of(be)->side_ctas = ctas_per_sm;
+    return GLIM_OK;
+}
+
+/* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
+extern "C" int backend_cuda_get_gate_side(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->side_ctas : -1;
+}
+
+/* gate GEMVs run on the side stream so far, or 0 if not a CUDA backend */
+extern "C" long backend_cuda_side_used(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->side_used : 0;
+}
+
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
  * GLIM_EINVAL if not a CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
@@ -815,8 +859,14 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     be->ctx = c;
     c->device = device;
     cudaDeviceProp prop;
+    int prio_least = 0, prio_most = 0;
     if (CUDA_TRY(c, cudaSetDevice(device)) || CUDA_TRY(c, cudaGetDeviceProperties(&prop, device)) ||
-        CUDA_TRY(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) ||
+        CUDA_TRY(c, cudaDeviceGetStreamPriorityRange(&prio_least, &prio_most)) ||
+        /* the decode chain first: a GEMV forked to `side` takes only what the chain leaves */
+        CUDA_TRY(c, cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, prio_most)) ||
+        CUDA_TRY(c, cudaStreamCreateWithPriority(&c->side, cudaStreamNonBlocking, prio_least)) ||
+        CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_fork, cudaEventDisableTiming)) ||
+        CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_done, cudaEventDisableTiming)) ||
         CUBLAS_TRY(c, cublasCreate(&c->cublas)) || CUBLAS_TRY(c, cublasSetStream(c->cublas, c->stream))) {
         int rc = ctx_status(c, err);
         be_destroy(be);
@@ -855,6 +905,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;
+    const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");   /* written 2026-12-04, not yet timed: opt-in */
+    c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

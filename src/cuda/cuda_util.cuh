@@ -140,6 +140,13 @@ struct cuda_ctx {
     int             carveout;      /* every launch's preferred shared-memory share, % (GLIM_CUDA_CARVEOUT; default 0; -1: none given) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
+    int             side_ctas;     /* > 0: the output gate's GEMV of a one-token q/k/v/gate job runs on `side`
+                                    * with this many persistent CTAs an SM, beside attn_prep and attention
+                                    * (GLIM_CUDA_GATE_SIDE=1..4, backend_cuda_set_gate_side); 0: in the job */
+    cudaStream_t    side;          /* lower priority than `stream`; forked by side_fork, joined by side_done */
+    cudaEvent_t     side_fork, side_done;
+    bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
+    long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
@@ -242,6 +249,12 @@ extern "C" long backend_cuda_prep_used(struct backend *be);
 bool cuda_v5_trace_init(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
+extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm);   /* 0 = off */
+extern "C" int backend_cuda_get_gate_side(struct backend *be);
+extern "C" long backend_cuda_side_used(struct backend *be);
+/* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
+ * false = not such a matmul (nothing launched) */
+bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
@@ -251,6 +264,18 @@ bool cuda_check_blas(struct cuda_ctx *c, cublasStatus_t s, const char *what, con
 #define CUDA_TRY(c, call) cuda_check((c), (call), #call, __FILE__, __LINE__)
 #define CUDA_LAUNCHED(c, what) cuda_check((c), cudaGetLastError(), what, __FILE__, __LINE__)
 #define CUBLAS_TRY(c, call) cuda_check_blas((c), (call), #call, __FILE__, __LINE__)
+
+/* Make `stream` wait for the work forked to `side` (cuda_matmul_side). Every op but attn_prep and
+ * attention calls this first: the side GEMV reads the int8 x scratch and writes its y, which the
+ * ops after attention may reuse. */
+static inline void cuda_side_join(struct cuda_ctx *c)
+{
+    if (!c->side_pending)
+        return;
+    c->side_pending = false;
+    CUDA_TRY(c, cudaEventRecord(c->side_done, c->side));
+    CUDA_TRY(c, cudaStreamWaitEvent(c->stream, c->side_done, 0));
+}
 
 /* Launch k on ctx's stream; as a programmatic dependent launch when ctx->pdl_all
  * (sm_90 unless GLIM_CUDA_PDL=0 or 1), so k must begin with cuda_pdl_enter. Failures are recorded. */
