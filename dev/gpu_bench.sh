@@ -6,7 +6,7 @@
 # GEMVs alone), tg128 under extra settings, and the default again (the spread between runs).
 set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
-# NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (nsys timeline per env), DEPTH (=1: membw, pp4096, depths, memory):
+# NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -42,16 +42,24 @@ for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launch
   env ${e//,/ } GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
   f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "^v5 " /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f
 done
-if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): nsys timeline, each kernel's exposed time (dev/cuda/timeline.py)
-  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-  [ -n "$NSYS" ] || echo "TL: no nsys on this machine"
-  for e in ${NSYS:+$TL}; do
-    env ${e//,/ } timeout 120 $NSYS profile -t cuda --cuda-graph-trace=node -o /tmp/tl -f true $B bench -m $M \
-      --device cuda -p 0 -n 48 -r 1 >/tmp/tl.out 2>&1 || { echo "TL $e: nsys failed"; tail -3 /tmp/tl.out; continue; }
-    timeout 120 $NSYS stats -r cuda_gpu_trace -f csv -o /tmp/tl /tmp/tl.nsys-rep >/dev/null 2>&1
-    echo "== timeline $e"; python3 dev/cuda/timeline.py /tmp/tl_cuda_gpu_trace.csv 2>&1 | head -24
-    cp /tmp/tl_cuda_gpu_trace.csv "$O/tl-${e//[^A-Za-z0-9]/_}.csv" 2>/dev/null
-  done
+if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): kernel timeline, each kernel's exposed time (dev/cuda/timeline.py)
+  CH=$(find /usr/local/cuda*/ /usr/lib/python3*/ /usr/local/lib/python3*/ -name cupti.h 2>/dev/null | head -1)
+  CL=$(find /usr/local/cuda*/ /usr/lib/python3*/ /usr/local/lib/python3*/ -name 'libcupti.so*' 2>/dev/null | head -1)
+  KREC=$(grep -oh "CUpti_ActivityKernel[0-9]*" $(dirname "$CH")/cupti_activity*.h 2>/dev/null | sort -V | tail -1)
+  echo "TL: cupti.h at ${CH:-none}, lib ${CL:-none}, record ${KREC:-?}"
+  if [ -n "$CH" ] && [ -n "$CL" ] && cc -O2 -shared -fPIC -o /tmp/libkt.so dev/cuda/kt_trace.c -I"$(dirname "$CH")" \
+       -DKT_KREC=$KREC "$CL" -Wl,-rpath,"$(dirname "$CL")" 2>/tmp/kt.log; then
+    for e in $TL; do
+      env ${e//,/ } KT_TRACE_OUT=/tmp/tl.csv LD_PRELOAD=/tmp/libkt.so timeout 120 $B bench -m $M --device cuda \
+        -p 0 -n 48 -r 1 >/tmp/tl.out 2>&1 || { echo "TL $e: failed"; tail -3 /tmp/tl.out; continue; }
+      c++filt </tmp/tl.csv >/tmp/tl2.csv
+      echo "== timeline $e ($(grep -c . /tmp/tl2.csv) kernels; $(grep "tg48" /tmp/tl.out | head -1))"
+      python3 dev/cuda/timeline.py /tmp/tl2.csv 2>&1 | head -${TL_LINES:-28}
+      gzip -c /tmp/tl2.csv >"$O/tl-${e//[^A-Za-z0-9]/_}.csv.gz"
+    done
+  else
+    echo "TL: no CUPTI build"; head -5 /tmp/kt.log
+  fi
 fi
 if [ -n "${DEPTH:-}" ]; then   # DEPTH=1: the issue's other figures at the default (membw, pp4096, depths, memory at 131072)
   $B bench --membw --device cuda 2>&1 | grep -iE "GB/s|copy" | head -3

@@ -905,8 +905,10 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;
-    const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");   /* written 2026-12-04, not yet timed: opt-in */
-    c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 0;
+    /* the gate GEMV beside attention, 2 CTAs an SM: tg128 171.1 vs 167.1-168.0 t/s (1: 170.1, 4: 170.7;
+     * --no-graph 161.0 vs 161.3), 2026-12-04. GLIM_CUDA_GATE_SIDE=0: in the q/k/v job */
+    const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");
+    c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 2;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

@@ -142,7 +142,7 @@ struct cuda_ctx {
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
     int             side_ctas;     /* > 0: the output gate's GEMV of a one-token q/k/v/gate job runs on `side`
                                     * with this many persistent CTAs an SM, beside attn_prep and attention
-                                    * (GLIM_CUDA_GATE_SIDE=1..4, backend_cuda_set_gate_side); 0: in the job */
+                                    * (GLIM_CUDA_GATE_SIDE=0..4, default 2, backend_cuda_set_gate_side); 0: in the job */
     cudaStream_t    side;          /* lower priority than `stream`; forked by side_fork, joined by side_done */
     cudaEvent_t     side_fork, side_done;
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
