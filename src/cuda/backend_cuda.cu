@@ -460,6 +460,7 @@ static int be_graph_begin(struct backend *be, struct glim_err *err)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_begin: a capture is already open");
     cuda_xq_forget(c);
     c->v5_trace_n = 0;   /* the trace keeps the graph's launches (the last replay) */
+    c->norm_trace_n = 0;
     if (CUDA_TRY(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed)))
         return ctx_status(c, err);
     c->capturing = true;
@@ -497,6 +498,16 @@ static int be_graph_end(struct backend *be, void **graph, struct glim_err *err)
     return rc;
 }
 
+/* GLIM_CUDA_GRAPH_TIME=1 (diagnosis): add the last replay's GPU time (start event to end event) */
+static void graph_time_read(struct cuda_ctx *c)
+{
+    float ms = 0;
+    if (c->gt_open && cudaEventSynchronize(c->gt_ev[1]) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, c->gt_ev[0], c->gt_ev[1]) == cudaSuccess)
+        c->gt_sum_ms += ms, c->gt_n++;
+    c->gt_open = false;
+}
+
 static int be_graph_launch(struct backend *be, void *graph, struct glim_err *err)
 {
     struct cuda_ctx *c = op_ctx(be);
@@ -506,7 +517,15 @@ static int be_graph_launch(struct backend *be, void *graph, struct glim_err *err
     if (!graph)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_launch: no graph");
     cuda_xq_forget(c);
+    if (c->graph_time)
+        graph_time_read(c);
+    if (c->graph_time)
+        CUDA_TRY(c, cudaEventRecord(c->gt_ev[0], c->stream));
     CUDA_TRY(c, cudaGraphLaunch((cudaGraphExec_t)graph, c->stream));
+    if (c->graph_time) {
+        CUDA_TRY(c, cudaEventRecord(c->gt_ev[1], c->stream));
+        c->gt_open = true;
+    }
     return ctx_status(c, err);
 }
 
@@ -536,6 +555,19 @@ static void be_destroy(struct backend *be)
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
+        }
+        if (c->graph_time) {
+            graph_time_read(c);
+            if (c->gt_n)
+                fprintf(stderr, "graph time: %ld replays, %.1f us of GPU time each (first kernel's start to last's end)\n",
+                        c->gt_n, 1e3 * c->gt_sum_ms / (double)c->gt_n);
+            cudaEventDestroy(c->gt_ev[0]);
+            cudaEventDestroy(c->gt_ev[1]);
+        }
+        if (c->norm_trace) {
+            cudaStreamSynchronize(c->stream);
+            cuda_norm_trace_dump(c);
+            cudaFree(c->norm_trace);
         }
         if (c->v5_trace) {
             cudaStreamSynchronize(c->stream);
@@ -915,6 +947,15 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         be_destroy(be);
         return rc;
     }
+    const char *f_ntr = getenv("GLIM_CUDA_NORM_TRACE"), *f_gt = getenv("GLIM_CUDA_GRAPH_TIME");
+    if ((f_ntr && strcmp(f_ntr, "1") == 0 && !cuda_norm_trace_init(c)) ||
+        (f_gt && strcmp(f_gt, "1") == 0 &&
+         (CUDA_TRY(c, cudaEventCreate(&c->gt_ev[0])) || CUDA_TRY(c, cudaEventCreate(&c->gt_ev[1]))))) {
+        int rc = ctx_status(c, err);
+        be_destroy(be);
+        return rc;
+    }
+    c->graph_time = f_gt && strcmp(f_gt, "1") == 0;
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");

@@ -147,6 +147,13 @@ struct cuda_ctx {
     cudaEvent_t     side_fork, side_done;
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
+    void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
+    int             norm_trace_n;  /* launches traced since graph_begin */
+    bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
+    cudaEvent_t     gt_ev[2];
+    bool            gt_open;       /* gt_ev holds a replay not yet read */
+    double          gt_sum_ms;
+    long            gt_n;
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
@@ -247,6 +254,8 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* mat
 extern "C" long backend_cuda_prep_used(struct backend *be);
 /* gemv_mma.cu: the v5 trace (GLIM_CUDA_V5_TRACE=1, diagnosis): its buffer, and printing it */
 bool cuda_v5_trace_init(struct cuda_ctx *c);
+bool cuda_norm_trace_init(struct cuda_ctx *c);   /* fused.cu: add_rmsnorm's phases (GLIM_CUDA_NORM_TRACE=1) */
+void cuda_norm_trace_dump(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
 extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm);   /* 0 = off */

@@ -45,11 +45,27 @@ static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq
 /* Rows for which rms_vec_ok (the separate norms take rmsnorm_vec_kernel): o, x and both
  * weights are loaded up front; o's sum, x's update and sum, and h stay in registers.
  * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve). */
+/* the norm trace (GLIM_CUDA_NORM_TRACE=1, diagnosis): thread 0's global timer at entry, after
+ * the PDL wait, after each block sum and at the end, per launch (cuda_norm_trace_dump) */
+#define NORM_TRACE_PER 5
+#define NORM_TRACE_CAP 256
+template <bool TR>
+static __device__ __forceinline__ void norm_stamp(unsigned long long *tr, int which)
+{
+    if (TR && threadIdx.x == 0) {
+        unsigned long long ns;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+        tr[which] = ns;
+    }
+}
+
+template <bool TR>
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early)
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr)
 {
     __shared__ double red[32];
+    norm_stamp<TR>(tr, 0);
     int64_t row = (int64_t)blockIdx.x * n;
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
@@ -60,6 +76,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
             rms_vec_load(xv, x + row, n4, 0.0f);
     }
     cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
+    norm_stamp<TR>(tr, 1);
     rms_vec_load(ov, o + row, n4, 0.0f);
     if (early != 1)
         rms_vec_load(xv, x + row, n4, 0.0f);
@@ -68,12 +85,14 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         rms_vec_load(wh, w_h, n4, 1.0f);
     }
     float r = rms_scale(block_sum(rms_vec_sumsq(ov), red), n, eps_o);
+    norm_stamp<TR>(tr, 2);
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {   /* padding stays 0: 0 + 0 * r */
         ov[j] = rms_vec_apply(ov[j], r, wo[j], w_o != NULL);
         xv[j] = add_normed4(xv[j], ov[j]);
     }
     r = rms_scale(block_sum(rms_vec_sumsq(xv), red), n, eps_h);
+    norm_stamp<TR>(tr, 3);
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {
         int i = threadIdx.x + j * RMS_VEC_THREADS;
@@ -85,6 +104,38 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         ((float4 *)(h + row))[i] = hv;
         if (xq)
             quantize4_k45(hv, i, xq + row, xd + row / 32);
+    }
+    norm_stamp<TR>(tr, 4);
+}
+
+bool cuda_norm_trace_init(struct cuda_ctx *c)
+{
+    return !CUDA_TRY(c, cudaMalloc(&c->norm_trace, NORM_TRACE_CAP * NORM_TRACE_PER * sizeof(unsigned long long)));
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Medians over the traced launches (the last graph replay's), us: entry -> wait done, -> first sum,
+ * -> second sum, -> end */
+void cuda_norm_trace_dump(struct cuda_ctx *c)
+{
+    int n = c->norm_trace_n < NORM_TRACE_CAP ? c->norm_trace_n : NORM_TRACE_CAP;
+    unsigned long long h[NORM_TRACE_CAP * NORM_TRACE_PER];
+    if (!c->norm_trace || n < 1 ||
+        cudaMemcpy(h, c->norm_trace, (size_t)n * NORM_TRACE_PER * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return;
+    static const char *what[4] = {"entry -> wait done", "wait -> first sum", "first -> second sum", "second sum -> end"};
+    double d[NORM_TRACE_CAP];
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < n; i++)
+            d[i] = (double)(h[i * NORM_TRACE_PER + k + 1] - h[i * NORM_TRACE_PER + k]) / 1e3;
+        qsort(d, (size_t)n, sizeof *d, cmp_dbl);
+        fprintf(stderr, "norm trace: %d launches, %-20s p10 %6.2f  p50 %6.2f  p90 %6.2f us\n", n, what[k], d[n / 10],
+                d[n / 2], d[n * 9 / 10]);
     }
 }
 
@@ -144,9 +195,15 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
             cuda_xq_filled(c, h, n, (int)n_rows);
         return;
     }
-    if (vec_o && vec_x)
-        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel, x, h, o, w_o,
-                        eps_o, w_h, eps_h, n, xq, xd, early);
+    unsigned long long *tr = NULL;
+    if (c->norm_trace && n_rows == 1 && c->norm_trace_n < NORM_TRACE_CAP)
+        tr = (unsigned long long *)c->norm_trace + (size_t)c->norm_trace_n++ * NORM_TRACE_PER;
+    if (vec_o && vec_x && tr)
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<true>, x, h, o,
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
+    else if (vec_o && vec_x)
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<false>, x, h, o,
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
                         w_h, eps_h, n);
