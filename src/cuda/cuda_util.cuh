@@ -152,7 +152,7 @@ struct cuda_ctx {
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
     cudaEvent_t     gt_ev[2];
     bool            gt_open;       /* gt_ev holds a replay not yet read */
-    double          gt_sum_ms;
+    double          gt_sum_ms, gt_launch_us;
     long            gt_n;
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */

@@ -130,13 +130,17 @@ void cuda_norm_trace_dump(struct cuda_ctx *c)
         return;
     static const char *what[4] = {"entry -> wait done", "wait -> first sum", "first -> second sum", "second sum -> end"};
     double d[NORM_TRACE_CAP];
-    for (int k = 0; k < 4; k++) {
-        for (int i = 0; i < n; i++)
-            d[i] = (double)(h[i * NORM_TRACE_PER + k + 1] - h[i * NORM_TRACE_PER + k]) / 1e3;
-        qsort(d, (size_t)n, sizeof *d, cmp_dbl);
-        fprintf(stderr, "norm trace: %d launches, %-20s p10 %6.2f  p50 %6.2f  p90 %6.2f us\n", n, what[k], d[n / 10],
-                d[n / 2], d[n * 9 / 10]);
-    }
+    for (int par = 0; par < 2; par++)   /* a decode step's even launches come after Wo, odd ones after down */
+        for (int k = 0; k < 4; k++) {
+            int m = 0;
+            for (int i = par; i < n; i += 2)
+                d[m++] = (double)(h[i * NORM_TRACE_PER + k + 1] - h[i * NORM_TRACE_PER + k]) / 1e3;
+            if (!m)
+                continue;
+            qsort(d, (size_t)m, sizeof *d, cmp_dbl);
+            fprintf(stderr, "norm trace: %d launches after %-4s %-20s p10 %6.2f  p50 %6.2f  p90 %6.2f us\n", m,
+                    par ? "down" : "Wo", what[k], d[m / 10], d[m / 2], d[m * 9 / 10]);
+        }
 }
 
 /* Other rows (rmsnorm_kernel's strided mapping, rms_threads(n) threads): each thread
@@ -198,11 +202,20 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     unsigned long long *tr = NULL;
     if (c->norm_trace && n_rows == 1 && c->norm_trace_n < NORM_TRACE_CAP)
         tr = (unsigned long long *)c->norm_trace + (size_t)c->norm_trace_n++ * NORM_TRACE_PER;
+    /* GLIM_CUDA_NORM_SMEM=KiB (bench knob): that much dynamic shared memory, so no GEMV CTA shares the SM */
+    static int smem_kb = -1;
+    size_t smem = (size_t)cuda_env_knob("GLIM_CUDA_NORM_SMEM", &smem_kb) * 1024;
+    static bool smem_set;
+    if (smem && !smem_set) {
+        CUDA_TRY(c, cudaFuncSetAttribute(add_rmsnorm_vec_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CUDA_TRY(c, cudaFuncSetAttribute(add_rmsnorm_vec_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        smem_set = true;
+    }
     if (vec_o && vec_x && tr)
-        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<true>, x, h, o,
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), smem, add_rmsnorm_vec_kernel<true>, x, h, o,
                         w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
     else if (vec_o && vec_x)
-        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<false>, x, h, o,
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), smem, add_rmsnorm_vec_kernel<false>, x, h, o,
                         w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
