@@ -12,6 +12,9 @@
  */
 #include "attn_prep.cuh"
 
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
 /* ---- add_rmsnorm ----------------------------------------------------------------- */
 
 /* x + on per element, rounded as the add kernel rounds it: __fadd_rn keeps the compiler
@@ -42,60 +45,90 @@ static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq
         xd[i >> 3] = make_float2(d, d * (float)sum);
 }
 
-/* Rows for which rms_vec_ok (the separate norms take rmsnorm_vec_kernel): o, x and both
- * weights are loaded up front; o's sum, x's update and sum, and h stay in registers.
- * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve). */
-/* the norm trace (GLIM_CUDA_NORM_TRACE=1, diagnosis): thread 0's global timer at entry, after
- * the PDL wait, after each block sum and at the end, per launch (cuda_norm_trace_dump) */
+/* the norm trace (GLIM_CUDA_NORM_TRACE=1, diagnosis): one thread's global timer at entry, after
+ * the PDL wait, after each sum and at the end, per launch (cuda_norm_trace_dump) */
 #define NORM_TRACE_PER 5
 #define NORM_TRACE_CAP 256
 template <bool TR>
-static __device__ __forceinline__ void norm_stamp(unsigned long long *tr, int which)
+static __device__ __forceinline__ void norm_stamp(unsigned long long *tr, int which, bool me)
 {
-    if (TR && threadIdx.x == 0) {
+    if (TR && me) {
         unsigned long long ns;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
         tr[which] = ns;
     }
 }
 
-template <bool TR>
-static __global__ void __launch_bounds__(RMS_VEC_THREADS)
-    add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr)
+/* A cluster of NORM_CL CTAs of 128 threads plays one 1024-thread block (thread rank * 128 + t):
+ * one row's traffic goes through 8 SMs instead of one. (One CTA's add_rmsnorm took 4.8 us from its
+ * PDL wait to its end on the H200, 2026-12-04: its 180 KB of loads and stores are one SM's.) */
+#define NORM_CL 8
+
+/* block_sum's additions in block_sum's order over such a cluster: each warp's butterfly, every
+ * warp's sum into slot rank * 4 + warp of every CTA's red, one cluster barrier, then each warp's
+ * butterfly over the 32 slots (as block_sum's warps do over red). red: one array per sum of a
+ * launch, so no CTA rewrites a slot another may still read. */
+static __device__ inline double cluster_sum(double v, double *red)
 {
-    __shared__ double red[32];
-    norm_stamp<TR>(tr, 0);
-    int64_t row = (int64_t)blockIdx.x * n;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cg::cluster_group cl = cg::this_cluster();
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) {
+        int slot = (int)cl.block_rank() * 4 + (int)(threadIdx.x >> 5);
+        for (unsigned r = 0; r < NORM_CL; r++)
+            cl.map_shared_rank(red, r)[slot] = v;
+    }
+    cl.sync();
+    v = red[threadIdx.x & 31];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+#endif
+    return v;
+}
+
+/* Rows for which rms_vec_ok (the separate norms take rmsnorm_vec_kernel): o, x and both
+ * weights are loaded up front; o's sum, x's update and sum, and h stay in registers.
+ * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve).
+ * tid: the thread of the 1024 this one is; CL: the sums over a cluster (cluster_sum), else the block. */
+template <bool TR, bool CL>
+static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float *o, const float *w_o, float eps_o,
+                                                       const float *w_h, float eps_h, int n, int8_t *xq, float2 *xd,
+                                                       int early, unsigned long long *tr, int64_t row, int tid,
+                                                       bool stamp, double (*red)[32])
+{
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
+    norm_stamp<TR>(tr, 0, stamp);
     if (early) {   /* bench knob: these are not the predecessor's (see cuda_add_rmsnorm) */
-        rms_vec_load(wo, w_o, n4, 1.0f);
-        rms_vec_load(wh, w_h, n4, 1.0f);
+        rms_vec_load(wo, w_o, n4, 1.0f, tid);
+        rms_vec_load(wh, w_h, n4, 1.0f, tid);
         if (early == 1)
-            rms_vec_load(xv, x + row, n4, 0.0f);
+            rms_vec_load(xv, x + row, n4, 0.0f, tid);
     }
     cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
-    norm_stamp<TR>(tr, 1);
-    rms_vec_load(ov, o + row, n4, 0.0f);
+    norm_stamp<TR>(tr, 1, stamp);
+    rms_vec_load(ov, o + row, n4, 0.0f, tid);
     if (early != 1)
-        rms_vec_load(xv, x + row, n4, 0.0f);
+        rms_vec_load(xv, x + row, n4, 0.0f, tid);
     if (!early) {
-        rms_vec_load(wo, w_o, n4, 1.0f);
-        rms_vec_load(wh, w_h, n4, 1.0f);
+        rms_vec_load(wo, w_o, n4, 1.0f, tid);
+        rms_vec_load(wh, w_h, n4, 1.0f, tid);
     }
-    float r = rms_scale(block_sum(rms_vec_sumsq(ov), red), n, eps_o);
-    norm_stamp<TR>(tr, 2);
+    double ss = rms_vec_sumsq(ov);
+    float r = rms_scale(CL ? cluster_sum(ss, red[0]) : block_sum(ss, red[0]), n, eps_o);
+    norm_stamp<TR>(tr, 2, stamp);
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {   /* padding stays 0: 0 + 0 * r */
         ov[j] = rms_vec_apply(ov[j], r, wo[j], w_o != NULL);
         xv[j] = add_normed4(xv[j], ov[j]);
     }
-    r = rms_scale(block_sum(rms_vec_sumsq(xv), red), n, eps_h);
-    norm_stamp<TR>(tr, 3);
+    ss = rms_vec_sumsq(xv);
+    r = rms_scale(CL ? cluster_sum(ss, red[1]) : block_sum(ss, red[0]), n, eps_h);
+    norm_stamp<TR>(tr, 3, stamp);
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {
-        int i = threadIdx.x + j * RMS_VEC_THREADS;
+        int i = tid + j * RMS_VEC_THREADS;
         if (i >= n4)   /* n % 256 == 0 when quantizing: whole warps leave together */
             break;
         float4 hv = rms_vec_apply(xv[j], r, wh[j], w_h != NULL);
@@ -105,7 +138,50 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
         if (xq)
             quantize4_k45(hv, i, xq + row, xd + row / 32);
     }
-    norm_stamp<TR>(tr, 4);
+    norm_stamp<TR>(tr, 4, stamp);
+}
+
+template <bool TR>
+static __global__ void __launch_bounds__(RMS_VEC_THREADS)
+    add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr)
+{
+    __shared__ double red[1][32];
+    add_rmsnorm_row<TR, false>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, (int64_t)blockIdx.x * n,
+                               (int)threadIdx.x, threadIdx.x == 0, red);
+}
+
+/* The same, one cluster of NORM_CL CTAs a row (sm_90; the few rows of decode and verify): the
+ * same threads' work and the same sums, so the same bits */
+template <bool TR>
+static __global__ void __launch_bounds__(RMS_VEC_THREADS / NORM_CL)
+    add_rmsnorm_cl_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
+                          float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __shared__ double red[2][32];
+    int rank = (int)cg::this_cluster().block_rank();
+    add_rmsnorm_row<TR, true>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr,
+                              (int64_t)(blockIdx.x / NORM_CL) * n, rank * (RMS_VEC_THREADS / NORM_CL) + (int)threadIdx.x,
+                              rank == 0 && threadIdx.x == 0, red);
+#endif
+}
+
+/* launch the cluster form: grid of n_rows clusters; PDL and the carveout as cuda_launch_dep */
+template <bool TR>
+static void launch_add_rmsnorm_cl(struct cuda_ctx *c, int64_t n_rows, float *x, float *h, float *o,
+                                  const float *w_o, float eps_o, const float *w_h, float eps_h, int n, int8_t *xq,
+                                  float2 *xd, int early, unsigned long long *tr)
+{
+    cudaLaunchAttribute attr[3];
+    cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)(n_rows * NORM_CL)),
+                                                 dim3(RMS_VEC_THREADS / NORM_CL), 0, attr, c->pdl_all);
+    attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attr[cfg.numAttrs].val.clusterDim.x = NORM_CL;
+    attr[cfg.numAttrs].val.clusterDim.y = 1;
+    attr[cfg.numAttrs++].val.clusterDim.z = 1;
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, add_rmsnorm_cl_kernel<TR>, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early,
+                                   tr));
 }
 
 bool cuda_norm_trace_init(struct cuda_ctx *c)
@@ -202,20 +278,23 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     unsigned long long *tr = NULL;
     if (c->norm_trace && n_rows == 1 && c->norm_trace_n < NORM_TRACE_CAP)
         tr = (unsigned long long *)c->norm_trace + (size_t)c->norm_trace_n++ * NORM_TRACE_PER;
-    /* GLIM_CUDA_NORM_SMEM=KiB (bench knob): that much dynamic shared memory, so no GEMV CTA shares the SM */
-    static int smem_kb = -1;
-    size_t smem = (size_t)cuda_env_knob("GLIM_CUDA_NORM_SMEM", &smem_kb) * 1024;
-    static bool smem_set;
-    if (smem && !smem_set) {
-        CUDA_TRY(c, cudaFuncSetAttribute(add_rmsnorm_vec_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        CUDA_TRY(c, cudaFuncSetAttribute(add_rmsnorm_vec_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        smem_set = true;
+    /* the cluster form for decode and verify (sm_90): 4.8 us a launch for one CTA
+     * (GLIM_CUDA_NORM_CLUSTER=0: the one-CTA kernel) */
+    static int cl_env = -1;
+    if (cl_env < 0) {
+        const char *e = getenv("GLIM_CUDA_NORM_CLUSTER");
+        cl_env = !(e && strcmp(e, "0") == 0);
     }
-    if (vec_o && vec_x && tr)
-        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), smem, add_rmsnorm_vec_kernel<true>, x, h, o,
+    bool cl = cl_env && c->cc_major >= 9 && n_rows <= 16;
+    if (vec_o && vec_x && cl && tr)
+        launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
+    else if (vec_o && vec_x && cl)
+        launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
+    else if (vec_o && vec_x && tr)
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<true>, x, h, o,
                         w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
     else if (vec_o && vec_x)
-        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), smem, add_rmsnorm_vec_kernel<false>, x, h, o,
+        cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<false>, x, h, o,
                         w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,

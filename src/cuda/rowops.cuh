@@ -64,13 +64,14 @@ static __device__ __forceinline__ float rms_apply(float x, float r, const float 
     return w ? x * r * w[i] : x * r;
 }
 
-/* This thread's float4s of a row of n4 float4s; `fill` past the end, or everywhere if
- * row is NULL (a missing weight reads as ones). */
-static __device__ __forceinline__ void rms_vec_load(float4 *v, const float *row, int n4, float fill)
+/* This thread's (or thread tid's of 1024) float4s of a row of n4 float4s; `fill` past the end,
+ * or everywhere if row is NULL (a missing weight reads as ones). */
+static __device__ __forceinline__ void rms_vec_load(float4 *v, const float *row, int n4, float fill,
+                                                    int tid = (int)threadIdx.x)
 {
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {
-        int i = threadIdx.x + j * RMS_VEC_THREADS;
+        int i = tid + j * RMS_VEC_THREADS;
         v[j] = row && i < n4 ? ((const float4 *)row)[i] : make_float4(fill, fill, fill, fill);
     }
 }
