@@ -95,7 +95,7 @@ template <bool TR, bool CL>
 static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float *o, const float *w_o, float eps_o,
                                                        const float *w_h, float eps_h, int n, int8_t *xq, float2 *xd,
                                                        int early, unsigned long long *tr, int64_t row, int tid,
-                                                       bool stamp, double (*red)[32])
+                                                       bool stamp, double (*red)[32], int trig)
 {
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
@@ -106,7 +106,9 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         if (early == 1)
             rms_vec_load(xv, x + row, n4, 0.0f, tid);
     }
-    cuda_pdl_enter();   /* and the GEMV that reads h may start its weight loads now */
+    cuda_pdl_wait();
+    if (trig == 0)   /* and the GEMV that reads h may start its weight loads now (1, 2: after a sum) */
+        cuda_pdl_trigger();
     norm_stamp<TR>(tr, 1, stamp);
     rms_vec_load(ov, o + row, n4, 0.0f, tid);
     if (early != 1)
@@ -118,6 +120,8 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
     double ss = rms_vec_sumsq(ov);
     float r = rms_scale(CL ? cluster_sum(ss, red[0]) : block_sum(ss, red[0]), n, eps_o);
     norm_stamp<TR>(tr, 2, stamp);
+    if (trig == 1)
+        cuda_pdl_trigger();
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {   /* padding stays 0: 0 + 0 * r */
         ov[j] = rms_vec_apply(ov[j], r, wo[j], w_o != NULL);
@@ -126,6 +130,8 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
     ss = rms_vec_sumsq(xv);
     r = rms_scale(CL ? cluster_sum(ss, red[1]) : block_sum(ss, red[0]), n, eps_h);
     norm_stamp<TR>(tr, 3, stamp);
+    if (trig == 2)
+        cuda_pdl_trigger();
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {
         int i = tid + j * RMS_VEC_THREADS;
@@ -144,11 +150,11 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
 template <bool TR>
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr)
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig)
 {
     __shared__ double red[1][32];
     add_rmsnorm_row<TR, false>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, (int64_t)blockIdx.x * n,
-                               (int)threadIdx.x, threadIdx.x == 0, red);
+                               (int)threadIdx.x, threadIdx.x == 0, red, trig);
 }
 
 /* The same, one cluster of NORM_CL CTAs a row (sm_90; the few rows of decode and verify): the
@@ -156,14 +162,14 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
 template <bool TR>
 static __global__ void __launch_bounds__(RMS_VEC_THREADS / NORM_CL)
     add_rmsnorm_cl_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                          float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr)
+                          float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     __shared__ double red[2][32];
     int rank = (int)cg::this_cluster().block_rank();
     add_rmsnorm_row<TR, true>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr,
                               (int64_t)(blockIdx.x / NORM_CL) * n, rank * (RMS_VEC_THREADS / NORM_CL) + (int)threadIdx.x,
-                              rank == 0 && threadIdx.x == 0, red);
+                              rank == 0 && threadIdx.x == 0, red, trig);
 #endif
 }
 
@@ -171,7 +177,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS / NORM_CL)
 template <bool TR>
 static void launch_add_rmsnorm_cl(struct cuda_ctx *c, int64_t n_rows, float *x, float *h, float *o,
                                   const float *w_o, float eps_o, const float *w_h, float eps_h, int n, int8_t *xq,
-                                  float2 *xd, int early, unsigned long long *tr)
+                                  float2 *xd, int early, unsigned long long *tr, int trig)
 {
     cudaLaunchAttribute attr[3];
     cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)(n_rows * NORM_CL)),
@@ -181,7 +187,7 @@ static void launch_add_rmsnorm_cl(struct cuda_ctx *c, int64_t n_rows, float *x, 
     attr[cfg.numAttrs].val.clusterDim.y = 1;
     attr[cfg.numAttrs++].val.clusterDim.z = 1;
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, add_rmsnorm_cl_kernel<TR>, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early,
-                                   tr));
+                                   tr, trig));
 }
 
 bool cuda_norm_trace_init(struct cuda_ctx *c)
@@ -287,16 +293,18 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
         cl_env = e && strcmp(e, "1") == 0;
     }
     bool cl = cl_env && c->cc_major >= 9 && n_rows <= 16;
+    static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2 (bench knob): the PDL trigger after the first or second sum */
+    int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
     if (vec_o && vec_x && cl && tr)
-        launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
+        launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (vec_o && vec_x && cl)
-        launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
+        launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (vec_o && vec_x && tr)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<true>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<false>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
                         w_h, eps_h, n);
