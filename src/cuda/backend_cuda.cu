@@ -432,7 +432,7 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     c->prep_taken = false;
     /* a 4th part (the output gate) is read by no attn_prep or attention (backend.h): its GEMV may
      * run beside the q/k/v GEMV, attn_prep and attention, on the side stream */
-    if (n == 4 && n_rows <= c->side_rows && !c->prep_req && cuda_matmul_side(c, ys[3], ws[3], x, n_rows))
+    if (n == 4 && n_rows == 1 && !c->prep_req && cuda_matmul_side(c, ys[3], ws[3], x))
         n = 3;
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
     c->prep_req = NULL;
@@ -805,23 +805,6 @@ extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm)
     return GLIM_OK;
 }
 
-/* The gate GEMV goes to the side stream for jobs of up to rows (1..16) activation rows. GLIM_EINVAL if
- * not a CUDA backend or out of range. */
-extern "C" int backend_cuda_set_gate_side_rows(struct backend *be, int rows)
-{
-    if (!is_cuda(be) || rows < 1 || rows > 16)
-        return GLIM_EINVAL;
-    cuda_side_join(ctx_of(be));
-    ctx_of(be)->side_rows = rows;
-    return GLIM_OK;
-}
-
-/* the most rows of a job whose gate GEMV goes to the side stream, or -1 if not a CUDA backend */
-extern "C" int backend_cuda_get_gate_side_rows(struct backend *be)
-{
-    return is_cuda(be) ? ctx_of(be)->side_rows : -1;
-}
-
 /* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gate_side(struct backend *be)
 {
@@ -969,9 +952,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * --no-graph 161.0 vs 161.3), 2026-12-04. GLIM_CUDA_GATE_SIDE=0: in the q/k/v job */
     const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");
     c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 2;
-    const char *f_side_rows = getenv("GLIM_CUDA_GATE_SIDE_ROWS");   /* 2..16 rows (DFlash verify): opt-in until timed */
-    c->side_rows = f_side_rows ? atoi(f_side_rows) : 1;
-    c->side_rows = c->side_rows < 1 ? 1 : c->side_rows > 16 ? 16 : c->side_rows;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

@@ -143,7 +143,6 @@ struct cuda_ctx {
     int             side_ctas;     /* > 0: the output gate's GEMV of a one-token q/k/v/gate job runs on `side`
                                     * with this many persistent CTAs an SM, beside attn_prep and attention
                                     * (GLIM_CUDA_GATE_SIDE=0..4, default 2, backend_cuda_set_gate_side); 0: in the job */
-    int             side_rows;     /* ... for jobs of up to this many rows (GLIM_CUDA_GATE_SIDE_ROWS, default 1) */
     cudaStream_t    side;          /* lower priority than `stream`; forked by side_fork, joined by side_done */
     cudaEvent_t     side_fork, side_done;
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
@@ -261,12 +260,10 @@ void cuda_v5_trace_dump(struct cuda_ctx *c);
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
 extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gate_side(struct backend *be);
-extern "C" int backend_cuda_set_gate_side_rows(struct backend *be, int rows);
-extern "C" int backend_cuda_get_gate_side_rows(struct backend *be);
 extern "C" long backend_cuda_side_used(struct backend *be);
-/* gemv_q8.cu: y = w x (1..16 rows) on ctx->side, forked from ctx->stream after x's int8 copy is made;
+/* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
-bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows);
+bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
 
 /* Record err (if it is the first) with the call site; returns true on failure. */

@@ -700,21 +700,19 @@ void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, con
     cuda_matmul_q8_n(c, 1, &y, &w, x, n_rows, NULL, 0);
 }
 
-/* The GEMV y = w x of 1..16 activation rows on ctx->side, beside what ctx->stream runs next (the
- * q/k/v job, attn_prep, attention: few CTAs on the short keys of a decode step). x is quantized
- * first on ctx->stream (or found in the cache), then the side stream waits for that and runs the
- * GEMV (one row: ctx->side_ctas persistent CTAs an SM) without PDL (its predecessor is an event);
- * cuda_side_join ends it. The kernel a one-part job of these rows takes: the same bits as in the
- * job for one row (v3 computes each row on its own); for 2..16 rows v5's split can differ from the
- * job's in float order, as test_matmul_n allows there. */
-bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, int n_rows)
+/* The one-row GEMV y = w x on ctx->side, beside what ctx->stream runs next (the q/k/v job, attn_prep,
+ * attention: few CTAs on the short keys of a decode step). x is quantized first on ctx->stream (or
+ * found in the cache), then the side stream waits for that and runs the GEMV with ctx->side_ctas
+ * persistent CTAs an SM and no PDL (its predecessor is an event); cuda_side_join ends it. The same
+ * kernel on the same rows: the same bits as in the job. */
+bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x)
 {
     if (c->side_ctas <= 0 || !c->side || c->exact || c->gemv_ver != 3 || !cuda_q8_supported(w->dev_type) ||
-        c->side_pending || c->first_err != cudaSuccess || n_rows < 1 || n_rows > 16)
+        c->side_pending || c->first_err != cudaSuccess)
         return false;
     const int8_t *xq;
     const float2 *xd;
-    if (!quantize_x(c, x, w->k, n_rows, layout_of(w->dev_type), NULL, 0, &xq, &xd))
+    if (!quantize_x(c, x, w->k, 1, layout_of(w->dev_type), NULL, 0, &xq, &xd))
         return false;
     if (CUDA_TRY(c, cudaEventRecord(c->side_fork, c->stream)) || CUDA_TRY(c, cudaStreamWaitEvent(c->side, c->side_fork, 0)))
         return false;
@@ -722,7 +720,7 @@ bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     int persist = c->gemv_persist;
     bool pdl = c->pdl, pdl_all = c->pdl_all;
     c->stream = c->side, c->gemv_persist = c->side_ctas, c->pdl = c->pdl_all = false;
-    cuda_matmul_q8_n(c, 1, &y, &w, x, n_rows, NULL, 0);   /* finds x's int8 copy: launches the GEMV only */
+    cuda_matmul_q8_n(c, 1, &y, &w, x, 1, NULL, 0);   /* finds x's int8 copy: launches the GEMV only */
     c->stream = main, c->gemv_persist = persist, c->pdl = pdl, c->pdl_all = pdl_all;
     c->side_pending = true;
     c->side_used++;
