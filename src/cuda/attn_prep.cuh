@@ -46,14 +46,6 @@ static __device__ __forceinline__ void prep_cos_sin(const prep_params &p, int t,
     }
 }
 
-/* the butterfly block_sum runs within a warp */
-static __device__ __forceinline__ double warp_sum_d(double v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* Token t, head hh (< n_qb: query head hh, else key head hh - n_qb) by the calling warp;
  * row: PREP_MAX_DIM floats of shared memory of this warp's own. Reads the head through L2
  * (another SM may have written it just now). */
@@ -70,7 +62,7 @@ static __device__ __forceinline__ void prep_head_warp(const prep_params &p, int 
             s0 += (double)__ldcg(src + i) * __ldcg(src + i);
         for (int i = lane + 32; i < D; i += 64)
             s1 += (double)__ldcg(src + i) * __ldcg(src + i);
-        r = rms_scale(warp_sum_d(s0) + warp_sum_d(s1), D, p.eps);
+        r = rms_scale(warp_sum(s0) + warp_sum(s1), D, p.eps);
     }
     for (int i = lane; i < D; i += 32)
         row[i] = w ? rms_apply(__ldcg(src + i), r, w, i) : __ldcg(src + i);
@@ -134,7 +126,7 @@ static __device__ __forceinline__ void prep_group_warp(const prep_params &p, int
             for (int e = 1; e < 4; e += 2)
                 if (lane + 32 * e < D)
                     s1 += (double)v[j][e] * v[j][e];
-            rs = rms_scale(warp_sum_d(s0) + warp_sum_d(s1), D, p.eps);
+            rs = rms_scale(warp_sum(s0) + warp_sum(s1), D, p.eps);
         }
         float *row = rows + (int64_t)r * D;
 #pragma unroll

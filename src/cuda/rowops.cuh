@@ -19,19 +19,22 @@
 /* Sum of v over the block (blockDim.x a multiple of 32): butterfly within each warp,
  * then over the warps' sums. Double addition does not associate, so every kernel whose
  * result must match another's reduces through this one order. */
-static __device__ inline double block_sum(double v, double *red)
+static __device__ __forceinline__ double warp_sum(double v)   /* the butterfly: every lane gets the same bits */
 {
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ inline double block_sum(double v, double *red)
+{
+    v = warp_sum(v);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warp = blockDim.x / 32;
     __syncthreads();                       /* red may still be read by a previous call */
     if (lane == 0)
         red[warp] = v;
     __syncthreads();
-    v = lane < n_warp ? red[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
+    return warp_sum(lane < n_warp ? red[lane] : 0.0);
 }
 
 /* Block size of the plain (strided) RMSNorm kernels for rows of n: it fixes which
