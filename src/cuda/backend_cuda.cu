@@ -525,11 +525,12 @@ static int be_graph_launch(struct backend *be, void *graph, struct glim_err *err
     if (!graph)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_launch: no graph");
     cuda_xq_forget(c);
-    if (c->graph_time)
+    double t0 = 0;
+    if (c->graph_time) {
         graph_time_read(c);
-    double t0 = c->graph_time ? host_us() : 0;
-    if (c->graph_time)
+        t0 = host_us();
         CUDA_TRY(c, cudaEventRecord(c->gt_ev[0], c->stream));
+    }
     CUDA_TRY(c, cudaGraphLaunch((cudaGraphExec_t)graph, c->stream));
     if (c->graph_time) {
         CUDA_TRY(c, cudaEventRecord(c->gt_ev[1], c->stream));
