@@ -55,6 +55,7 @@ if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): kernel timeli
       c++filt </tmp/tl.csv >/tmp/tl2.csv
       echo "== timeline $e ($(grep -c . /tmp/tl2.csv) kernels; $(grep "tg48" /tmp/tl.out | head -1))"
       python3 dev/cuda/timeline.py /tmp/tl2.csv 2>&1 | head -${TL_LINES:-28}
+      python3 dev/cuda/chain.py /tmp/tl2.csv 2>&1 | head -24   # one layer's chain, kernel by kernel
       gzip -c /tmp/tl2.csv >"$O/tl-${e//[^A-Za-z0-9]/_}.csv.gz"
     done
   else
