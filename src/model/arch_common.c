@@ -39,10 +39,13 @@ size_t arch_scratch_layout(const struct glim_model *m, int T, void *base, struct
     carve(b, &off, T * F * f, (void **)&s->f2);
     carve(b, &off, (size_t)ARCH_OUT_ROWS * hp->n_vocab * f, (void **)&s->logits);
     carve(b, &off, T * E * f, (void **)&s->embd);
-    carve(b, &off, T * sizeof(int32_t), (void **)&s->ids);
     carve(b, &off, (size_t)T * (hp->n_rot / 2) * 2 * f, (void **)&s->rope_cs);
     s->cs_made = false;
-    return carve(b, &off, T * sizeof(int32_t), (void **)&s->pos);
+    /* ids then positions, back to back: a step's inputs go up in one copy (arch_upload_inputs) */
+    size_t end = carve(b, &off, 2 * (size_t)T * sizeof(int32_t), (void **)&s->ids);
+    if (b)
+        s->pos = s->ids + T;
+    return end;
 }
 
 size_t arch_scratch_bytes(const struct glim_model *m, int n_tokens)
@@ -53,20 +56,28 @@ size_t arch_scratch_bytes(const struct glim_model *m, int n_tokens)
 int arch_upload_inputs(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
                        struct glim_err *err)
 {
-    int32_t pos[256];
+    enum { SMALL = 128 };   /* a decode or verify step: ids and positions in one copy */
+    int32_t buf[2 * SMALL];
     struct backend *be = m->be;
-    for (int t = 0; t < b->n_tokens; t++) {
+    int T = b->n_tokens;
+    for (int t = 0; t < T; t++) {
         if (b->tokens[t] < 0 || b->tokens[t] >= m->hp.n_vocab)
             return glim_fail(err, GLIM_EINVAL, "token id %d at index %d: expected 0..%d",
                              b->tokens[t], t, m->hp.n_vocab - 1);
     }
-    int rc = be->i->upload(be, s->ids, b->tokens, (size_t)b->n_tokens * sizeof(int32_t), err);
-    /* positions are uploaded in pieces through a small stack buffer */
-    for (int t0 = 0; rc == GLIM_OK && t0 < b->n_tokens; t0 += 256) {
-        int n = GLIM_MIN(256, b->n_tokens - t0);
+    if (T <= SMALL) {   /* s->pos follows s->ids (arch_scratch_layout): each upload waits for its copy */
+        memcpy(buf, b->tokens, (size_t)T * sizeof(int32_t));
+        for (int t = 0; t < T; t++)
+            buf[T + t] = b->pos0 + t;
+        return be->i->upload(be, s->ids, buf, 2 * (size_t)T * sizeof(int32_t), err);
+    }
+    int rc = be->i->upload(be, s->ids, b->tokens, (size_t)T * sizeof(int32_t), err);
+    /* positions are uploaded in pieces through the small stack buffer */
+    for (int t0 = 0; rc == GLIM_OK && t0 < T; t0 += 2 * SMALL) {
+        int n = GLIM_MIN(2 * SMALL, T - t0);
         for (int i = 0; i < n; i++)
-            pos[i] = b->pos0 + t0 + i;
-        rc = be->i->upload(be, s->pos + t0, pos, (size_t)n * sizeof(int32_t), err);
+            buf[i] = b->pos0 + t0 + i;
+        rc = be->i->upload(be, s->pos + t0, buf, (size_t)n * sizeof(int32_t), err);
     }
     return rc;
 }
