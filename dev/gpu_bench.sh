@@ -7,11 +7,12 @@
 set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
+# UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
 cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 --target glim-cli test_golden_gpu test_cuda_ops >/tmp/build.log 2>&1 \
+      -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 --target glim-cli test_golden_gpu test_cuda_ops ${UNITS:-} >/tmp/build.log 2>&1 \
   || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; exit 1; }
 el "build ok"
 ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
@@ -21,6 +22,9 @@ for c in ${GOLD:-X=1 GLIM_CUDA_T16=1}; do
 done
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
   env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
+done
+for u in ${UNITS:-}; do
+  timeout 120 ./build-gpu/tests/$u >/tmp/u.log 2>&1; echo "$u rc=$? $(tail -1 /tmp/u.log)"; grep -E "^  |FAIL" /tmp/u.log | head -12
 done
 if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test (GLIM_TEST_QUICK=1: without the caches past 10000 slots)
   timeout $OPS_S stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
@@ -35,6 +39,10 @@ tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("
   cp /tmp/tg.log "$O/tg-${label//[^A-Za-z0-9]/_}.log"; [ $rc = 0 ] || { echo "$label: rc=$rc"; tail -5 /tmp/tg.log; }; }
 tg default X=1 -- -p 512 -n 128 -r 3
 tg default-nograph X=1 -- -p 0 -n 128 -r 2 --no-graph
+if [ -n "${GREEDY:-}" ]; then
+  tg greedy X=1 -- -p 0 -n 128 -r 3 --greedy
+  tg greedy-nograph X=1 -- -p 0 -n 128 -r 2 --greedy --no-graph
+fi
 for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -n 128 -r 3; done
 for e in ${EXTRA:-}; do tg "$e" ${e//,/ } -- -p 0 -n 128 -r 3; done
 for e in ${NGEXTRA:-}; do tg "$e-nograph" ${e//,/ } -- -p 0 -n 128 -r 2 --no-graph; done

@@ -118,6 +118,16 @@ int64_t glim_session_n_ctx(const struct glim_session *s);
 int glim_session_eval(struct glim_session *s, const int32_t *tokens, int n,
                       float *logits, int n_out, struct glim_err *err);
 
+/* Greedy decoding from tok0: feed tok0 at the current position, pick the largest logit
+ * (NaN as -inf, lowest id among equals), feed it, and so on until n_max tokens are picked,
+ * on_token (NULL = none) returns non-zero for the token just picked, or the context is full.
+ * out[0 .. *n_out) are the picks; the session then holds tok0 and every pick but the last
+ * (as after glim_session_eval and a sample). The same tokens as glim_session_eval with the
+ * argmax of its logits; where the backend picks on the device (CUDA), the logits stay there
+ * and each step is queued before the host has seen the previous one's token. */
+int glim_session_greedy(struct glim_session *s, int32_t tok0, int n_max, int32_t *out,
+                        int (*on_token)(void *ud, int32_t tok), void *ud, int *n_out, struct glim_err *err);
+
 /* Drop everything at positions >= pos (pos <= current position). */
 int glim_session_truncate(struct glim_session *s, int64_t pos, struct glim_err *err);
 

@@ -43,6 +43,10 @@ static void usage(FILE *out)
             "  --device D         cpu | cuda (default: glim's default)\n"
             "  --kernels K        auto | ref (default auto)\n"
             "  --no-graph         do not replay decode steps as CUDA graphs\n"
+            "  --greedy           tg: each step picks the next token itself (glim run --temp 0's\n"
+            "                     decoding: on CUDA the logits stay on the GPU and a step is queued\n"
+            "                     before the last one's token is seen) instead of evaluating random\n"
+            "                     ids and downloading their logits as llama-bench does\n"
             "  --json             print a JSON array (llama-bench field names) instead of the table\n"
             "  -o md|json         same as llama-bench's -o\n"
             "  --membw            measure memory read bandwidth; alone: only that, with a model:\n"
@@ -64,7 +68,7 @@ struct opts {
     int  reps;
     const char *device;
     int  kernels;
-    bool json, membw, model_given, no_graph;
+    bool json, membw, model_given, no_graph, greedy;
     long long membw_mib;
     unsigned long long seed;
 };
@@ -151,6 +155,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         if (is_flag(f, "--no-graph", NULL)) {
             o->no_graph = true;
+            continue;
+        }
+        if (is_flag(f, "--greedy", NULL)) {
+            o->greedy = true;
             continue;
         }
         const char *v = cli_value(CMD, argc, argv, &i);
@@ -249,6 +257,7 @@ static int read_facts(const char *path, struct model_facts *mf)
 
 struct result {
     int      n_prompt, n_gen, n_depth, n_threads;
+    bool     greedy;     /* tg by glim_session_greedy */
     int      n_samples;
     double   samples_ns[1000];
     double   avg_ns, stddev_ns, avg_ts, stddev_ts;
@@ -275,13 +284,20 @@ static void random_ids(int32_t *ids, int n, int32_t n_vocab, uint64_t *rng)
         ids[i] = (int32_t)(rng_next(rng) % (uint64_t)n_vocab);
 }
 
-/* pp: one eval of n_prompt tokens (logits of the last); tg: n_gen evals of one token */
+/* pp: one eval of n_prompt tokens (logits of the last); tg: n_gen evals of one token, or
+ * (greedy) n_gen steps from one random id, each picking the next */
 static int run_once(struct glim_session *s, const struct result *r, int32_t *ids, float *logits,
                     int32_t n_vocab, uint64_t *rng, int n_tg, struct glim_err *err)
 {
     if (r->n_prompt > 0) {
         random_ids(ids, r->n_prompt, n_vocab, rng);
         return glim_session_eval(s, ids, r->n_prompt, logits, 1, err);
+    }
+    if (r->greedy) {
+        int n = 0;
+        random_ids(ids, 1, n_vocab, rng);
+        int rc = glim_session_greedy(s, ids[0], n_tg, ids, NULL, NULL, &n, err);
+        return rc == GLIM_OK && n != n_tg ? glim_fail(err, GLIM_ERANGE, "greedy: %d of %d steps", n, n_tg) : rc;
     }
     for (int i = 0; i < n_tg; i++) {
         random_ids(ids, 1, n_vocab, rng);
@@ -380,7 +396,8 @@ static int run_test(struct glim_model *m, const struct opts *o, struct result *r
 
 static void test_name(const struct result *r, char *buf, size_t size)
 {
-    int n = r->n_prompt > 0 ? snprintf(buf, size, "pp%d", r->n_prompt) : snprintf(buf, size, "tg%d", r->n_gen);
+    int n = r->n_prompt > 0 ? snprintf(buf, size, "pp%d", r->n_prompt)
+                            : snprintf(buf, size, "tg%d%s", r->n_gen, r->greedy ? " greedy" : "");
     if (r->n_depth > 0 && n > 0 && (size_t)n < size)
         snprintf(buf + n, size - (size_t)n, " @ d%d", r->n_depth);
 }
@@ -447,6 +464,8 @@ static void print_json(const struct opts *o, const struct model_facts *mf, const
            (unsigned long long)mf->size_bytes, (unsigned long long)mf->n_params, be);
     printf("    \"n_threads\": %d,\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": %d,\n",
            r->n_threads, r->n_prompt, r->n_gen, r->n_depth);
+    if (r->greedy)
+        printf("    \"greedy\": true,\n");
     printf("    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n",
            r->avg_ns, r->stddev_ns, r->avg_ts, r->stddev_ts);
     printf("    \"samples_ns\": [");
@@ -554,7 +573,7 @@ static int bench_threads(const struct opts *o, const struct model_facts *mf, int
             struct result *r = &res[*n_res];
             memset(r, 0, sizeof *r);
             *r = (struct result){.n_prompt = pp ? n : 0, .n_gen = pp ? 0 : n, .n_depth = (int)o->depth.v[d],
-                                 .n_threads = shown_threads};
+                                 .n_threads = shown_threads, .greedy = !pp && o->greedy};
             if ((rc = run_test(m, o, r, err)))
                 break;
             if (o->json)

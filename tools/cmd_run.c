@@ -154,6 +154,53 @@ static int next_token(struct gen_src *g, const struct tok_vocab *v, int32_t *id,
     return rc;
 }
 
+/* Plain greedy decoding (no penalties, no draft) through glim_session_greedy: the tokens
+ * next_token would give, with the pick on the device where the backend has one. */
+struct greedy_sink {
+    const struct tok_vocab *v;
+    struct tok_stream      *ts;
+    struct strbuf          *text;
+    long long               n_gen;
+    int                     rc;
+    struct glim_err        *err;
+};
+
+/* prints a token; non-zero (stop) at an end-of-generation token or a failure */
+static int greedy_emit(void *ud, int32_t id)
+{
+    struct greedy_sink *k = ud;
+    k->n_gen++;
+    if (tok_is_eog(k->v, id))
+        return 1;
+    strbuf_reset(k->text);
+    if ((k->rc = tok_stream_feed(k->ts, id, k->text)) != GLIM_OK)
+        return 1;
+    fwrite(k->text->data ? k->text->data : "", 1, k->text->len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static int greedy_run(struct gen_src *g, struct greedy_sink *k, long long n_predict)
+{
+    enum { CHUNK = 1024 };   /* picks a call: each call's last pick feeds the next call */
+    int32_t picks[CHUNK], id = 0;
+    if (n_predict < 1 || glim_session_pos(g->s) >= glim_session_n_ctx(g->s))
+        return GLIM_OK;
+    int rc = sampler_sample(g->smp, g->logits, g->V, &id, k->err);   /* the first: from the prefill */
+    if (rc != GLIM_OK || greedy_emit(k, id))
+        return rc != GLIM_OK ? rc : k->rc;
+    while (k->n_gen < n_predict && glim_session_pos(g->s) < glim_session_n_ctx(g->s)) {
+        int n = 0, want = (int)GLIM_MIN(n_predict - k->n_gen, (long long)CHUNK);
+        long long before = k->n_gen;
+        if ((rc = glim_session_greedy(g->s, id, want, picks, greedy_emit, k, &n, k->err)) != GLIM_OK)
+            return rc;
+        if (k->rc != GLIM_OK || n == 0 || k->n_gen - before < want || tok_is_eog(k->v, picks[n - 1]))
+            break;   /* stopped: end of generation, a failure, or the context end */
+        id = picks[n - 1];
+    }
+    return k->rc;
+}
+
 static void print_stats(const struct gen_src *g, size_t n_prompt, long long n_gen, double t_prefill, double t_dec)
 {
     fprintf(stderr, "prefill %.2f tok/s | decode %.2f tok/s (%lld tokens) | time to first token %.1f ms\n",
@@ -213,7 +260,16 @@ static int generate(const struct run_opts *o, struct glim_model *m, const struct
     tok_stream_init(&ts, v, o->special ? TOK_DECODE_SPECIAL : 0);
     long long n_gen = 0;
     int32_t id = 0;
-    while (n_gen < o->n_predict && glim_session_pos(g.s) < glim_session_n_ctx(g.s)) {
+    bool plain = !g.df && sampler_params_is_plain_greedy(&o->sp);
+    if (plain) {
+        struct greedy_sink k = {.v = v, .ts = &ts, .text = &text, .err = err};
+        rc = greedy_run(&g, &k, o->n_predict);
+        n_gen = k.n_gen;
+        if (rc != GLIM_OK)
+            goto done;
+    }
+    while (!plain && n_gen < o->n_predict &&
+           glim_session_pos(g.s) < glim_session_n_ctx(g.s)) {
         bool eog = false;
         if ((rc = next_token(&g, v, &id, &eog, err)) != GLIM_OK)
             goto done;

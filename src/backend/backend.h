@@ -96,6 +96,9 @@ struct be_attn_prep_args {
     const float            *rope_cs;
 };
 
+#define BE_FETCH_SLOTS 4
+#define BE_FETCH_MAX   256
+
 struct backend_i {
     const char *name;                                   /* "cpu-ref", "cpu", "cuda" */
     void (*destroy)(struct backend *be);
@@ -179,6 +182,19 @@ struct backend_i {
      * finish them while those run (before any other op) */
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
+
+    /* ---- optional: the greedy pick on the device ----
+     * out[r] = the index of the largest x[r][0..n), r < n_rows (out: device memory), in the
+     * sampler's greedy order: NaN counts as -inf, the lowest index wins among equals. pos_inc
+     * (n_rows == 1 only; NULL = none): pos_inc[0] += 1 after. With out = a step's ids and
+     * pos_inc = its positions, a decode step makes the next one's inputs from its own logits,
+     * so the host can queue that step before it has seen this one's token. */
+    void (*argmax)(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc);
+    /* optional: a small download (nbytes <= BE_FETCH_MAX) in stream order that the host
+     * collects later: fetch_start queues src into staging slot (< BE_FETCH_SLOTS) and returns;
+     * fetch_wait waits for that slot's copy and copies it to dst. NULL: use download. */
+    int (*fetch_start)(struct backend *be, int slot, const void *src, size_t nbytes, struct glim_err *err);
+    int (*fetch_wait)(struct backend *be, int slot, void *dst, size_t nbytes, struct glim_err *err);
 
     /* ---- optional: graph capture of a whole decode step (CUDA graphs) ----
      * NULL on backends without it. Between graph_begin and graph_end only ops are

@@ -169,6 +169,7 @@ static const struct backend_i CPU_FAST = {
     .copy_rows = cpu_copy_rows,
     .kv_store = cpu_kv_store,
     .attention = cpu_attn,
+    .argmax = cpu_ref_argmax,
 };
 
 int backend_cpu_new_level(int n_threads, int level, struct backend **out, struct glim_err *err)

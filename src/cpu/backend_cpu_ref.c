@@ -105,6 +105,7 @@ static const struct backend_i CPU_REF = {
     .copy_rows = ref_copy_rows,
     .kv_store = ref_kv_store,
     .attention = ref_attention,
+    .argmax = cpu_ref_argmax,
 };
 
 int backend_cpu_ref_new(int n_threads, struct backend **out, struct glim_err *err)

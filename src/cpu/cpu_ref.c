@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../quant/quant.h"
+#include "../runtime/sampler.h"
 
 static const uint8_t *weight_row(const struct be_weight *w, int64_t row)
 {
@@ -97,6 +98,15 @@ void cpu_ref_scale_softcap(float *y, int64_t n, float scale, float cap)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] = cap > 0 ? cap * tanhf(y[i] * scale / cap) : y[i] * scale;
+}
+
+void cpu_ref_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
+{
+    (void)be;
+    for (int r = 0; r < n_rows; r++)   /* one greedy order for every backend: the sampler's */
+        out[r] = sampler_argmax(x + (size_t)r * (size_t)n, (int32_t)n);
+    if (pos_inc)
+        pos_inc[0] += 1;
 }
 
 void cpu_ref_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,

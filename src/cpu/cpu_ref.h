@@ -22,6 +22,9 @@ void cpu_ref_add(float *y, const float *x, int64_t n);
 void cpu_ref_mul_sigmoid(float *y, const float *g, int64_t n);
 void cpu_ref_swiglu(float *y, const float *gate, const float *up, int64_t n);
 void cpu_ref_scale_softcap(float *y, int64_t n, float scale, float cap);
+/* backend.h argmax (both CPU backends' op): the sampler's greedy pick per row, then
+ * pos_inc[0] += 1 when given */
+void cpu_ref_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc);
 void cpu_ref_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
                        int n_rows, int n);
 void cpu_ref_kv_store(void *k_cache, void *v_cache, uint32_t kv_type, int64_t n_slots,

@@ -157,6 +157,36 @@ static int be_sync(struct backend *be, struct glim_err *err)
     return ctx_status(c, err);
 }
 
+/* backend.h fetch_start / fetch_wait: page-locked slots, so the copy is truly asynchronous */
+static int be_fetch_start(struct backend *be, int slot, const void *src, size_t nbytes, struct glim_err *err)
+{
+    struct cuda_ctx *c = op_ctx(be);
+    if (slot < 0 || slot >= BE_FETCH_SLOTS || nbytes > BE_FETCH_MAX)
+        return glim_fail(err, GLIM_EINVAL, "cuda: fetch of %zu bytes into slot %d: expected <= %d bytes, slot < %d",
+                         nbytes, slot, BE_FETCH_MAX, BE_FETCH_SLOTS);
+    if (!c->fetch_host) {
+        if (CUDA_TRY(c, cudaHostAlloc(&c->fetch_host, BE_FETCH_SLOTS * BE_FETCH_MAX, cudaHostAllocDefault)))
+            return ctx_status(c, err);
+        for (int i = 0; i < BE_FETCH_SLOTS; i++)
+            if (CUDA_TRY(c, cudaEventCreateWithFlags(&c->fetch_ev[i], cudaEventDisableTiming)))
+                return ctx_status(c, err);
+    }
+    CUDA_TRY(c, cudaMemcpyAsync((char *)c->fetch_host + slot * BE_FETCH_MAX, src, nbytes, cudaMemcpyDeviceToHost,
+                                c->stream));
+    CUDA_TRY(c, cudaEventRecord(c->fetch_ev[slot], c->stream));
+    return ctx_status(c, err);
+}
+
+static int be_fetch_wait(struct backend *be, int slot, void *dst, size_t nbytes, struct glim_err *err)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    if (slot < 0 || slot >= BE_FETCH_SLOTS || nbytes > BE_FETCH_MAX || !c->fetch_host)
+        return glim_fail(err, GLIM_EINVAL, "cuda: fetch_wait on slot %d: nothing fetched there", slot);
+    CUDA_TRY(c, cudaEventSynchronize(c->fetch_ev[slot]));
+    memcpy(dst, (char *)c->fetch_host + slot * BE_FETCH_MAX, nbytes);
+    return ctx_status(c, err);
+}
+
 static size_t be_mem_free(struct backend *be)
 {
     size_t free_b = 0, total_b = 0;
@@ -336,6 +366,11 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
                           int n_rows)
 {
     cuda_matmul_glu(op_ctx(be), y, w, x, g, act, n_rows);
+}
+
+static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
+{
+    cuda_argmax(op_ctx(be), out, x, n_rows, n, pos_inc);
 }
 
 static void be_rmsnorm(struct backend *be, float *y, const float *x, const struct be_weight *w,
@@ -562,7 +597,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
-                                       &c->v5_cnt2, &c->chain_sync};
+                                       &c->v5_cnt2, &c->chain_sync, &c->am_part};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -585,6 +620,13 @@ static void be_destroy(struct backend *be)
             cudaStreamSynchronize(c->stream);
             cuda_v5_trace_dump(c);
             cudaFree(c->v5_trace);
+        }
+        if (c->fetch_host) {
+            cudaStreamSynchronize(c->stream);
+            cudaFreeHost(c->fetch_host);
+            for (int i = 0; i < BE_FETCH_SLOTS; i++)
+                if (c->fetch_ev[i])
+                    cudaEventDestroy(c->fetch_ev[i]);
         }
         if (c->side) {
             cudaStreamSynchronize(c->side);
@@ -654,6 +696,9 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
         if (rope_table)
             o.rope_table = be_rope_table;
     }
+    o.argmax = be_argmax;
+    o.fetch_start = be_fetch_start;
+    o.fetch_wait = be_fetch_wait;
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
     o.graph_launch = be_graph_launch;

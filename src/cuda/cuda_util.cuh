@@ -154,6 +154,9 @@ struct cuda_ctx {
     bool            gt_open;       /* gt_ev holds a replay not yet read */
     double          gt_sum_ms, gt_launch_us;
     long            gt_n;
+    struct cuda_buf am_part;       /* argmax.cu: per-row CTA (key, index) pairs and arrival counts */
+    void           *fetch_host;    /* fetch_start's page-locked staging, BE_FETCH_SLOTS x BE_FETCH_MAX (first use) */
+    cudaEvent_t     fetch_ev[BE_FETCH_SLOTS];
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
@@ -300,6 +303,8 @@ static inline void cuda_launch_dep(struct cuda_ctx *c, dim3 grid, dim3 block, si
 
 /* Grow b to at least nbytes (stream-ordered); false on failure (recorded). */
 bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes);
+/* argmax.cu: backend.h argmax on ctx->stream */
+void cuda_argmax(struct cuda_ctx *c, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc);
 void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b);
 
 static inline unsigned cuda_blocks(int64_t n, int threads)

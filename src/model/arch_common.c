@@ -164,36 +164,75 @@ static int run_body(arch_body_fn body, struct glim_model *m, struct kv_cache *kv
     return body(m, kv, b, s, err);
 }
 
-int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
-                arch_body_fn body, struct glim_err *err)
+/* A one-token step's device work: body, head and, for a greedy step, the pick of the next
+ * token into the step's own ids (positions + 1), which the next replay reads. */
+static int step_ops(arch_body_fn body, struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                    struct fwd_scratch *s, bool greedy, struct glim_err *err)
+{
+    int rc = run_body(body, m, kv, b, s, err);
+    if (rc != GLIM_OK)
+        return rc;
+    arch_head(m, s, 0, 1);
+    if (greedy)
+        m->be->i->argmax(m->be, s->ids, s->logits, 1, m->hp.n_vocab, s->pos);
+    return GLIM_OK;
+}
+
+/* step_ops, eagerly for the first such step of a session (*count), captured into *graph on the
+ * second and replayed after: a capture that fails leaves the session eager. */
+static int decode_step(arch_body_fn body, struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
+                       struct fwd_scratch *s, void **graph, int64_t *count, bool greedy, struct glim_err *err)
 {
     struct backend *be = m->be;
     int rc;
-    if (!graphable(m, kv, b) || kv->n_decode++ < 1) {
-        if ((rc = run_body(body, m, kv, b, s, err)) != GLIM_OK)
-            return rc;
-        return b->n_out ? arch_output(m, b, s, err) : GLIM_OK;
-    }
-    if (!kv->graph) {
+    if (!graphable(m, kv, b) || (*count)++ < 1)
+        return step_ops(body, m, kv, b, s, greedy, err);
+    if (!*graph) {
         if ((rc = be->i->graph_begin(be, err)) != GLIM_OK)
             return rc;
-        int brc = run_body(body, m, kv, b, s, err);
-        if (brc == GLIM_OK)
-            arch_head(m, s, 0, 1);
-        rc = be->i->graph_end(be, &kv->graph, err);   /* always end the capture */
+        int brc = step_ops(body, m, kv, b, s, greedy, err);
+        rc = be->i->graph_end(be, graph, err);   /* always end the capture */
         if (brc != GLIM_OK || rc != GLIM_OK) {
             /* this step cannot be captured: stay eager for the session and run it now */
             kv->graph_ok = false;
-            kv->graph = NULL;
+            *graph = NULL;
             glim_err_clear(err);
-            if ((rc = run_body(body, m, kv, b, s, err)) != GLIM_OK)
-                return rc;
-            return arch_output(m, b, s, err);
+            return step_ops(body, m, kv, b, s, greedy, err);
         }
     }
-    if ((rc = be->i->graph_launch(be, kv->graph, err)) != GLIM_OK)
+    return be->i->graph_launch(be, *graph, err);
+}
+
+int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
+                arch_body_fn body, struct glim_err *err)
+{
+    if (!graphable(m, kv, b)) {
+        int rc = run_body(body, m, kv, b, s, err);
+        if (rc != GLIM_OK)
+            return rc;
+        return b->n_out ? arch_output(m, b, s, err) : GLIM_OK;
+    }
+    int rc = decode_step(body, m, kv, b, s, &kv->graph, &kv->n_decode, false, err);
+    if (rc != GLIM_OK)
         return rc;
-    return be->i->download(be, b->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float), err);
+    return m->be->i->download(m->be, b->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float), err);
+}
+
+int arch_greedy_step(struct glim_model *m, struct kv_cache *kv, void *scratch, const int32_t *tok, int32_t pos,
+                     const int32_t **dev_tok, struct glim_err *err)
+{
+    if (!m->arch->body || !m->be->i->argmax)
+        return glim_fail(err, GLIM_EUNSUPPORTED, "greedy step: the %s arch on the %s backend has no device-side pick",
+                         m->arch->name, m->be->i->name);
+    struct fwd_scratch s;
+    int32_t id = tok ? *tok : 0;
+    struct fwd_batch b = {.n_tokens = 1, .tokens = &id, .pos0 = pos, .n_out = 1};
+    arch_scratch_layout(m, 1, scratch, &s);
+    int rc = tok ? arch_upload_inputs(m, &b, &s, err) : GLIM_OK;
+    if (rc != GLIM_OK)
+        return rc;
+    *dev_tok = s.ids;
+    return decode_step(m->arch->body, m, kv, &b, &s, &kv->graph_greedy, &kv->n_greedy, true, err);
 }
 
 /* ys[i] = x . ws[i]^T for weights that share one input: one backend call when it can. */

@@ -56,6 +56,15 @@ int arch_forward(struct glim_model *m, struct kv_cache *kv, const struct fwd_bat
 int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
                 arch_body_fn body, struct glim_err *err);
 
+/* Queue one single-token decode step at position pos that ends with the device's greedy pick
+ * (backend argmax) written over its own input id, with its position advanced: tok != NULL
+ * uploads tok and pos first; tok == NULL steps on from what the previous greedy step left
+ * (pos must then be that step's pos + 1; the CPU backends read it). Nothing waits: the
+ * picked id is at *dev_tok (device) once the step has run. GLIM_EUNSUPPORTED without an
+ * argmax op or a body. Graphs as arch_finish. */
+int arch_greedy_step(struct glim_model *m, struct kv_cache *kv, void *scratch, const int32_t *tok, int32_t pos,
+                     const int32_t **dev_tok, struct glim_err *err);
+
 /* How a layer's attention positions its queries and keys. */
 struct attend_opts {
     bool  rope;        /* rotate q and k (NoPE layers: false) */

@@ -45,6 +45,8 @@ void kv_cache_free(struct kv_cache *kv)
         return;
     if (kv->graph && kv->be->i->graph_free)
         kv->be->i->graph_free(kv->be, kv->graph);
+    if (kv->graph_greedy && kv->be->i->graph_free)
+        kv->be->i->graph_free(kv->be, kv->graph_greedy);
     if (kv->layers) {
         for (int il = 0; il < kv->n_layer; il++) {
             kv->be->i->release(kv->be, kv->layers[il].k);

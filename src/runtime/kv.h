@@ -35,6 +35,9 @@ struct kv_cache {
     void            *graph;     /* owned by the backend; NULL until captured */
     bool             graph_ok;  /* false after a failed capture: stay eager */
     int64_t          n_decode;  /* single-token steps so far (capture on the second) */
+    /* the same step followed by the device's greedy pick of the next token (arch_greedy_step) */
+    void            *graph_greedy;
+    int64_t          n_greedy;
 };
 
 /* bytes the cache would take (memory plan) */

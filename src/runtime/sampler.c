@@ -56,6 +56,13 @@ bool sampler_params_is_greedy(const struct sampler_params *p)
     return !(p->temperature > 0.0f);   /* -1 and 0 both mean argmax (§1.10) */
 }
 
+bool sampler_params_is_plain_greedy(const struct sampler_params *p)
+{
+    bool no_penalty = p->penalty_last_n == 0 ||
+                      (p->repeat_penalty == 1.0f && p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f);
+    return sampler_params_is_greedy(p) && no_penalty;
+}
+
 /* ---- RNG: MT19937 + std::seed_seq ----------------------------------------- */
 
 /* std::seed_seq::generate over 624 words ([rand.util.seedseq]), so a seed

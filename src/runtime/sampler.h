@@ -42,6 +42,8 @@ struct sampler_rng {
 void     sampler_params_init(struct sampler_params *p);          /* spec defaults: greedy */
 int      sampler_params_check(const struct sampler_params *p, struct glim_err *err);
 bool     sampler_params_is_greedy(const struct sampler_params *p);
+/* greedy and no penalty changes a logit: the pick is the plain argmax (glim_session_greedy) */
+bool     sampler_params_is_plain_greedy(const struct sampler_params *p);
 
 void     sampler_rng_seed(struct sampler_rng *r, uint64_t seed);  /* 0 = from entropy */
 uint32_t sampler_rng_u32(struct sampler_rng *r);                  /* raw MT output */
