@@ -82,7 +82,7 @@ static __global__ void __launch_bounds__(AM_THREADS) argmax_kernel(int32_t *out,
     if (threadIdx.x == 0) {
         out[r] = bi;
         count[r] = 0;
-        if (pos_inc)
+        if (pos_inc && r == 0)   /* once, whatever the rows */
             pos_inc[0] += 1;
     }
 }

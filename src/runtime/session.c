@@ -7,6 +7,8 @@
  * allocated. Owner thread only.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -232,6 +234,13 @@ int glim_session_eval(struct glim_session *s, const int32_t *tokens, int n, floa
     return session_eval_taps(s, tokens, n, logits, n_out, 0, NULL, NULL, err);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* glim_session_greedy where the backend cannot pick: an eval and the host's argmax a token */
 static int greedy_host(struct glim_session *s, int32_t tok, int n_max, int32_t *out,
                        int (*on_token)(void *ud, int32_t tok), void *ud, int *n_out, struct glim_err *err)
@@ -290,6 +299,11 @@ int glim_session_greedy(struct glim_session *s, int32_t tok0, int n_max, int32_t
         n_max = (int)(kv->n_ctx - pos0);
     if (!s->m->arch->body || !s->m->be->i->argmax)
         return greedy_host(s, tok0, n_max, out, on_token, ud, n_out, err);
+    /* GLIM_GREEDY_STATS=1 (diagnosis): the host's time queueing steps vs waiting for picks */
+    static int stats = -1;
+    if (stats < 0)
+        stats = getenv("GLIM_GREEDY_STATS") && strcmp(getenv("GLIM_GREEDY_STATS"), "0") != 0;
+    double t_queue = 0, t_wait = 0, t0 = 0;
     /* two steps in flight: step i + 1 is queued before the host waits for step i's pick */
     struct pick_ring ring = {.be = s->m->be};
     const int32_t *dev = NULL;
@@ -297,17 +311,21 @@ int glim_session_greedy(struct glim_session *s, int32_t tok0, int n_max, int32_t
     bool stop = false;
     while (rc == GLIM_OK) {
         while (!stop && queued < n_max && queued < got + 2) {
+            t0 = stats ? now_s() : 0;
             rc = arch_greedy_step(s->m, kv, s->scratch, queued ? NULL : &tok0, (int32_t)(pos0 + queued), &dev, err);
             if (rc == GLIM_OK)
                 rc = pick_start(&ring, queued, dev, err);
             if (rc != GLIM_OK)
                 break;
             queued++;
+            t_queue += stats ? now_s() - t0 : 0;
         }
         if (rc != GLIM_OK || got == queued)
             break;
+        t0 = stats ? now_s() : 0;
         if ((rc = pick_wait(&ring, got, &out[got], err)) != GLIM_OK)
             break;
+        t_wait += stats ? now_s() - t0 : 0;
         got++;
         if (on_token && !stop && on_token(ud, out[got - 1])) {
             stop = true;
@@ -316,6 +334,9 @@ int glim_session_greedy(struct glim_session *s, int32_t tok0, int n_max, int32_t
     }
     if (!stop)
         *n_out = got;
+    if (stats && queued)
+        fprintf(stderr, "greedy: %d steps, host %.1f us a step queueing, %.1f us waiting for picks\n", queued,
+                1e6 * t_queue / queued, 1e6 * t_wait / queued);
     kv->pos = pos0 + *n_out;
     if (pos0 + queued > kv->pos_hi)
         kv->pos_hi = pos0 + queued;
