@@ -51,12 +51,12 @@ static void test_draft_parity(void)
     for (int p = 0; p < 80; p += 16)
         CHECK_EQ(dflash_inject(d, kv, hid + (size_t)p * 512, 16, p, scratch, &err), 0);
     int32_t blk[8] = {507, 0, 0, 0, 0, 0, 0, 0};
-    CHECK_EQ(dflash_draft(d, kv, blk, 8, 80, logits, scratch, &err), 0);
+    CHECK_EQ(dflash_draft(d, kv, blk, 8, 80, logits, NULL, scratch, &err), 0);
     double e1 = g_maxabs(logits, b1, 8 * 512);
     /* then rows 80..83 and block [511, mask x 7] at 84..91 */
     CHECK_EQ(dflash_inject(d, kv, hid + (size_t)80 * 512, 4, 80, scratch, &err), 0);
     blk[0] = 511;
-    CHECK_EQ(dflash_draft(d, kv, blk, 8, 84, logits, scratch, &err), 0);
+    CHECK_EQ(dflash_draft(d, kv, blk, 8, 84, logits, NULL, scratch, &err), 0);
     double e2 = g_maxabs(logits, b2, 8 * 512);
     printf("  draft block1 maxabs %.3g, block2 maxabs %.3g\n", e1, e2);
     CHECK(e1 <= 1e-3);
@@ -266,6 +266,7 @@ static void test_resume(void)
     struct dflash_params p;
     dflash_params_init(&p);
     p.block_length = 4;
+    p.logits_on_host = true;   /* the draft logits are compared below */
     struct dflash *df = NULL;
     struct glim_err err = {0};
     CHECK_EQ(dflash_new(f.t, f.d, s, &p, &df, &err), 0);
@@ -364,6 +365,7 @@ static void test_accept_rollback(void)
         struct dflash_params p;
         dflash_params_init(&p);
         p.block_length = B;
+        p.logits_on_host = true;   /* verify row 0's logits are compared below */
         struct dflash *df = NULL;
         struct glim_err err = {0};
         CHECK_EQ(dflash_new(f.t, f.d, s, &p, &df, &err), 0);

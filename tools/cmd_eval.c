@@ -133,6 +133,9 @@ static int run_draft(const struct eval_opts *o, struct glim_model *m, struct gli
     struct dflash_params p;
     dflash_params_init(&p);
     p.block_length = (int)o->block_length, p.n_draft = (int)o->n_draft;
+    /* GLIM_DFLASH_HOST_LOGITS=1 (bench knob): every row's logits to the host, picks made there */
+    const char *hl = getenv("GLIM_DFLASH_HOST_LOGITS");
+    p.logits_on_host = hl && strcmp(hl, "0") != 0;
     int rc = glim_draft_load(m, o->draft, &d, err);
     if (rc == GLIM_OK)
         rc = dflash_new(m, d, s, &p, &df, err);

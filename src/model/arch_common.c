@@ -7,6 +7,7 @@
 
 #include "../base/alloc.h"
 #include "../quant/quant.h"
+#include "../runtime/sampler.h"
 
 static size_t carve(char *base, size_t *off, size_t nbytes, void **out)
 {
@@ -130,16 +131,34 @@ static void arch_head(struct glim_model *m, struct fwd_scratch *s, int r0, int n
         be->i->scale_softcap(be, s->logits, (int64_t)n * hp->n_vocab, hp->logit_scale, hp->softcap);
 }
 
+/* Rows r0.. (n of them, computed into s->logits) to the batch's outputs at row o: their picks
+ * made on the backend when it can (no logits leave it), else their logits (and picks of them). */
+static int arch_deliver(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s, int o, int n,
+                        struct glim_err *err)
+{
+    struct backend *be = m->be;
+    int V = m->hp.n_vocab;
+    if (b->picks && be->i->argmax) {
+        be->i->argmax(be, s->ids, s->logits, n, V, NULL);   /* the step's ids are spent by now */
+        return be->i->download(be, b->picks + o, s->ids, (size_t)n * sizeof(int32_t), err);
+    }
+    if (!b->logits)
+        return glim_fail(err, GLIM_EINVAL, "forward: picks without a logits buffer on the %s backend", be->i->name);
+    float *dst = b->logits + (size_t)o * V;
+    int rc = be->i->download(be, dst, s->logits, (size_t)n * V * sizeof(float), err);
+    for (int r = 0; rc == GLIM_OK && b->picks && r < n; r++)
+        b->picks[o + r] = sampler_argmax(dst + (size_t)r * V, V);
+    return rc;
+}
+
 int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
                 struct glim_err *err)
 {
-    struct backend *be = m->be;
-    int V = m->hp.n_vocab, T = b->n_tokens;
+    int T = b->n_tokens;
     for (int r0 = T - b->n_out; r0 < T; r0 += ARCH_OUT_ROWS) {
         int n = GLIM_MIN(ARCH_OUT_ROWS, T - r0);
         arch_head(m, s, r0, n);
-        float *dst = b->logits + (size_t)(r0 - (T - b->n_out)) * V;
-        int rc = be->i->download(be, dst, s->logits, (size_t)n * V * sizeof(float), err);
+        int rc = arch_deliver(m, b, s, r0 - (T - b->n_out), n, err);
         if (rc != GLIM_OK)
             return rc;
     }
@@ -213,9 +232,7 @@ int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batc
         return b->n_out ? arch_output(m, b, s, err) : GLIM_OK;
     }
     int rc = decode_step(body, m, kv, b, s, &kv->graph, &kv->n_decode, false, err);
-    if (rc != GLIM_OK)
-        return rc;
-    return m->be->i->download(m->be, b->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float), err);
+    return rc != GLIM_OK ? rc : arch_deliver(m, b, s, 0, 1, err);
 }
 
 int arch_greedy_step(struct glim_model *m, struct kv_cache *kv, void *scratch, const int32_t *tok, int32_t pos,

@@ -221,9 +221,10 @@ static int dflash_forward(struct glim_model *d, struct kv_cache *kv, const struc
 }
 
 int dflash_draft(struct glim_model *d, struct kv_cache *kv, const int32_t *block, int T, int32_t pos0,
-                 float *logits, void *scratch, struct glim_err *err)
+                 float *logits, int32_t *picks, void *scratch, struct glim_err *err)
 {
-    struct fwd_batch b = {.n_tokens = T, .tokens = block, .pos0 = pos0, .n_out = T, .logits = logits};
+    struct fwd_batch b = {.n_tokens = T, .tokens = block, .pos0 = pos0, .n_out = T, .logits = logits,
+                          .picks = picks};
     return dflash_forward(d, kv, &b, scratch, err);
 }
 

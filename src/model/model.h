@@ -71,6 +71,10 @@ struct fwd_batch {
     int32_t        pos0;
     int            n_out;      /* logits for the last n_out rows (0 = none) */
     float         *logits;     /* host OUT [n_out][n_vocab] */
+    /* optional host OUT [n_out]: the argmax of each output row (sampler order). Where the
+     * backend picks itself (backend argmax) the logits are then not downloaded (logits may
+     * be NULL); else they are, and the picks are made from them. */
+    int32_t       *picks;
     /* residual stream entering chosen layers (DFlash): host OUT
      * [n_tokens][n_taps * n_embd]; layer index n_layer = after the last layer */
     int            n_taps;
@@ -126,9 +130,10 @@ size_t dflash_scratch_bytes(const struct glim_model *d, int n_rows);
 int dflash_inject(struct glim_model *d, struct kv_cache *kv, const float *feat, int n, int32_t pos0,
                   void *scratch, struct glim_err *err);
 /* Draft one block at positions pos0.. (pos0 = rows already injected); logits (host) [T][n_vocab]
- * raw (no soft-cap). Block K/V are transient. */
+ * raw (no soft-cap); picks (NULL = none): each row's argmax, as struct fwd_batch.picks (the
+ * logits then stay on a backend that picks itself). Block K/V are transient. */
 int dflash_draft(struct glim_model *d, struct kv_cache *kv, const int32_t *block, int T, int32_t pos0,
-                 float *logits, void *scratch, struct glim_err *err);
+                 float *logits, int32_t *picks, void *scratch, struct glim_err *err);
 
 /* helpers for arch files (model.c) */
 const struct gguf_tensor *model_tensor(const struct glim_model *m, const char *name);

@@ -39,6 +39,7 @@ struct dflash {
     int32_t              pending;
     bool                 has_pending;
     int32_t              ready[DFLASH_MAX_BLOCK + 1];
+    int32_t              t_picks[DFLASH_MAX_BLOCK + 1], d_picks[DFLASH_MAX_BLOCK];   /* argmax per row */
     int                  n_ready, ready_at;
     /* host buffers */
     float *t_logits, *taps, *d_logits, *probs, *q;   /* owned */
@@ -148,11 +149,20 @@ const struct dflash_stats *dflash_get_stats(const struct dflash *d) { return &d-
 
 static bool is_eos(const struct dflash *d, int32_t id) { return d->is_eos && d->is_eos(d->eos_ud, id); }
 
-/* The target's choice from one row of logits (argmax when greedy). */
-static int32_t sample_row(struct dflash *d, const float *logits)
+/* Rows whose only use is their argmax are picked by the forward (on the backend where it
+ * can: a B = 16 verify then downloads 64 bytes instead of 13 MB of logits) */
+static bool picks_target(const struct dflash *d) { return d->greedy && !d->p.logits_on_host; }
+static bool picks_draft(const struct dflash *d)
 {
+    return (d->greedy || d->p.draft_argmax) && !d->p.logits_on_host;
+}
+
+/* The target's choice from verify row i (argmax when greedy). */
+static int32_t sample_row(struct dflash *d, int i)
+{
+    const float *logits = d->t_logits + (size_t)i * d->V;
     if (d->greedy)
-        return sampler_argmax(logits, d->V);
+        return picks_target(d) ? d->t_picks[i] : sampler_argmax(logits, d->V);
     sampler_probs(d->sc, logits, d->V, &d->p.sp, d->probs);
     return sampler_draw_categorical(d->probs, d->V, &d->rng);
 }
@@ -160,8 +170,8 @@ static int32_t sample_row(struct dflash *d, const float *logits)
 /* Target forward over tokens at target_pos with taps; then inject the first n_keep rows. */
 static int target_rows(struct dflash *d, const int32_t *tokens, int n, int n_logits, struct glim_err *err)
 {
-    return session_eval_taps(d->ts, tokens, n, d->t_logits, n_logits, d->draft->hp.n_target_layers,
-                             d->draft->hp.target_layers, d->taps, err);
+    return session_eval_taps(d->ts, tokens, n, d->t_logits, picks_target(d) ? d->t_picks : NULL, n_logits,
+                             d->draft->hp.n_target_layers, d->draft->hp.target_layers, d->taps, err);
 }
 
 /* the draft KV has been written up to `end` (exclusive) */
@@ -211,7 +221,7 @@ int dflash_prefill_from(struct dflash *d, const int32_t *tokens, int n, int64_t 
     }
     if (rc != GLIM_OK)
         return rc;
-    d->pending = sample_row(d, d->t_logits);
+    d->pending = sample_row(d, 0);
     d->has_pending = true;
     return GLIM_OK;
 }
@@ -238,7 +248,8 @@ static int propose(struct dflash *d, int32_t *cand, int n_ver, struct glim_err *
     for (int i = 1; i < d->L; i++)
         block[i] = d->draft->hp.mask_token_id;
     double t0 = now_ms();
-    int rc = dflash_draft(d->draft, d->dkv, block, d->L, (int32_t)d->target_pos, d->d_logits, d->dscratch, err);
+    int rc = dflash_draft(d->draft, d->dkv, block, d->L, (int32_t)d->target_pos, d->d_logits,
+                          picks_draft(d) ? d->d_picks : NULL, d->dscratch, err);
     dkv_wrote(d, d->target_pos + d->L);   /* the block's rows: transient, but they overwrote ring slots */
     double t1 = now_ms();
     d->st.draft_execute_ms += t1 - t0;
@@ -247,7 +258,7 @@ static int propose(struct dflash *d, int32_t *cand, int n_ver, struct glim_err *
     for (int i = 1; i < n_ver; i++) {
         const float *row = d->d_logits + (size_t)i * d->V;
         if (d->greedy || d->p.draft_argmax) {
-            cand[i] = sampler_argmax(row, d->V);
+            cand[i] = picks_draft(d) ? d->d_picks[i] : sampler_argmax(row, d->V);
         } else {
             float *qi = d->q + (size_t)i * d->V;
             sampler_probs(d->sc, row, d->V, &d->p.sp, qi);
@@ -266,7 +277,7 @@ static int accept(struct dflash *d, const int32_t *cand, int n_ver, int32_t *cor
         int32_t tok = cand[i + 1];
         bool ok;
         if (d->greedy) {
-            int32_t pick = sampler_argmax(lt, d->V);
+            int32_t pick = sample_row(d, i);
             ok = pick == tok;
             *corr = pick;
         } else {
@@ -286,7 +297,7 @@ static int accept(struct dflash *d, const int32_t *cand, int n_ver, int32_t *cor
         if (!ok)
             return i + 1;
     }
-    *corr = sample_row(d, d->t_logits + (size_t)(n_ver - 1) * d->V);   /* bonus token */
+    *corr = sample_row(d, n_ver - 1);   /* bonus token */
     return n_ver;
 }
 
@@ -300,7 +311,7 @@ static int target_only_cycle(struct dflash *d, struct glim_err *err)
     if (rc != GLIM_OK)
         return rc;
     d->ready[d->n_ready++] = d->pending;
-    d->pending = sample_row(d, d->t_logits);
+    d->pending = sample_row(d, 0);
     d->target_pos++;
     d->st.target_only_cycles++;
     d->st.target_execute_ms += t1 - t0;

@@ -23,6 +23,9 @@ struct dflash_params {
     int  block_length;           /* L: 2..draft block_size; 0 = block_size */
     int  n_draft;                /* N: 1..L-1 drafts verified per cycle; 0 = L-1 */
     bool draft_argmax;           /* proposals are the draft's argmax (default true) */
+    bool logits_on_host;         /* every row's logits come to the host (dflash_*_logits, tests);
+                                  * default false: rows only picked from are picked on the backend
+                                  * where it can, and their logits stay there */
     struct sampler_params sp;    /* temperature, top_k, top_p, min_p, seed */
 };
 

@@ -181,13 +181,13 @@ int glim_session_truncate(struct glim_session *s, int64_t pos, struct glim_err *
 }
 
 /* Internal: one forward over tokens at the current position (n <= n_chunk). */
-static int forward_chunk(struct glim_session *s, const int32_t *tokens, int n, float *logits,
+static int forward_chunk(struct glim_session *s, const int32_t *tokens, int n, float *logits, int32_t *picks,
                          int n_out, int n_taps, const int *tap_layers, float *taps,
                          struct glim_err *err)
 {
     struct fwd_batch b = {
         .n_tokens = n, .tokens = tokens, .pos0 = (int32_t)s->kv->pos,
-        .n_out = n_out, .logits = logits,
+        .n_out = n_out, .logits = logits, .picks = picks,
         .n_taps = n_taps, .tap_layers = tap_layers, .taps = taps,
     };
     int rc = s->m->arch->forward(s->m, s->kv, &b, s->scratch, err);
@@ -199,12 +199,12 @@ static int forward_chunk(struct glim_session *s, const int32_t *tokens, int n, f
     return GLIM_OK;
 }
 
-int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int n_out,
-                      int n_taps, const int *tap_layers, float *taps, struct glim_err *err)
+int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int32_t *picks,
+                      int n_out, int n_taps, const int *tap_layers, float *taps, struct glim_err *err)
 {
     if (n < 0 || n_out < 0 || n_out > n)
         return glim_fail(err, GLIM_EINVAL, "eval: bad counts n=%d n_out=%d", n, n_out);
-    if (n_out > 0 && !logits)
+    if (n_out > 0 && !logits && !picks)
         return glim_fail(err, GLIM_EINVAL, "eval: n_out > 0 needs a logits buffer");
     if (s->kv->pos + n > s->kv->n_ctx)
         return glim_fail(err, GLIM_ERANGE,
@@ -219,8 +219,10 @@ int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, floa
         /* rows of this chunk that are among the last n_out of the whole call */
         int first_out = n - n_out;
         int c_out = t0 + c <= first_out ? 0 : t0 + c - GLIM_MAX(first_out, t0);
-        float *dst = c_out ? logits + (size_t)(t0 + c - c_out - first_out) * V : NULL;
-        int rc = forward_chunk(s, tokens + t0, c, dst, c_out, n_taps, tap_layers,
+        size_t o = (size_t)(t0 + c - c_out - first_out);
+        float *dst = c_out && logits ? logits + o * V : NULL;
+        int32_t *pk = c_out && picks ? picks + o : NULL;
+        int rc = forward_chunk(s, tokens + t0, c, dst, pk, c_out, n_taps, tap_layers,
                                taps ? taps + (size_t)t0 * tap_row : NULL, err);
         if (rc != GLIM_OK)
             return rc;
@@ -231,7 +233,7 @@ int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, floa
 int glim_session_eval(struct glim_session *s, const int32_t *tokens, int n, float *logits,
                       int n_out, struct glim_err *err)
 {
-    return session_eval_taps(s, tokens, n, logits, n_out, 0, NULL, NULL, err);
+    return session_eval_taps(s, tokens, n, logits, NULL, n_out, 0, NULL, NULL, err);
 }
 
 static double now_s(void)
