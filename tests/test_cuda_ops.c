@@ -64,8 +64,6 @@ int backend_cuda_set_gate_side(struct backend *be_, int ctas_per_sm);   /* the g
 int backend_cuda_get_gate_side(struct backend *be_);
 long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
-int backend_cuda_set_attn_fold(struct backend *be_, bool on);  /* attention v4 merges in its last CTA */
-int backend_cuda_get_attn_fold(struct backend *be_);
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
@@ -1382,19 +1380,6 @@ static void check_attention(struct attn_case ac)
     CHECK(close_enough(got, ref, (int64_t)ac.n_tokens * q_dim, 1e-5, what));
     if (ac.p_last >= 8000)   /* long contexts: show the error (every version should be alike) */
         printf("  %s: rel L2 %.3g\n", what, last_rel);
-    /* v4's merge in the last split CTA (attn_fold) and the combine launch: the same bits */
-    int fold = backend_cuda_get_attn_fold(be);
-    if (fold >= 0) {
-        float *other = malloc((size_t)ac.n_tokens * q_dim * 4);
-        backend_cuda_set_attn_fold(be, !fold);
-        be->i->attention(be, &a);
-        backend_cuda_set_attn_fold(be, fold);
-        from_dev(other, dout + ac.q_off, (size_t)ac.n_tokens * q_dim * 4);
-        if (memcmp(other, got, (size_t)ac.n_tokens * q_dim * 4) != 0)
-            fprintf(stderr, "%s: attn_fold %d differs from %d\n", what, !fold, fold);
-        CHECK(memcmp(other, got, (size_t)ac.n_tokens * q_dim * 4) == 0);
-        free(other);
-    }
     be->i->release(be, dq), be->i->release(be, dout), be->i->release(be, dpos);
     be->i->release(be, dk), be->i->release(be, dv);
     free(hk), free(hv), free(gk), free(gv), free(q), free(ref), free(got);

@@ -43,8 +43,6 @@ struct attn_params {
     int            tpc, tile, min_chunk;   /* split plan (v2, v4): tokens sharing one, key rounding */
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
-    unsigned      *cnt;       /* v4 decode: [token groups][n_head_kv] splits done; the last merges
-                               * (attn4_merge_group) instead of the combine launch. NULL: launch it */
     prep_params    pp;        /* attn_mma_kernel<.., PREP = true>: attn_prep's work, done by the CTAs */
 };
 
@@ -679,73 +677,6 @@ static __device__ __forceinline__ const float *attn4_prep(const attn_params &a, 
 
 /* grid: x = token group, y = split, z = KV head.  block: 32 * ATTN4_WARPS.
  * smem: ATTN4_STAGES x (K, V)[ATTN4_KT][D + 8] elements; reused by the final merge. */
-/* One row's merge of its n_eff split partials, by one warp, with attn_combine4_kernel's float
- * operations in its order (its 8 warps' sums kept apart, then added in warp order): the same
- * bits as that launch. Partials written by other CTAs of this grid: read through L2. */
-static __device__ __forceinline__ void attn4_merge_row(const attn_params &a, int64_t row, int n_eff, int lane)
-{
-    const int CW = ATTN4_COMBINE_WARPS, D = a.head_dim;
-    int64_t stride = (int64_t)a.n_tokens * a.n_head * (D + 4);
-    const float *p0 = a.part + row * (D + 4);
-    float M = -INFINITY;
-    for (int s = lane; s < n_eff; s += 32)
-        M = fmaxf(M, __ldcg(p0 + s * stride + D));
-    for (int o = 16; o > 0; o >>= 1)
-        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-    bool col = 4 * lane < D;
-    float L = 0.0f;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int w = 0; w < CW && w < n_eff; w++) {   /* combine's warp w */
-        float Lw = 0.0f;
-        float4 aw = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int s = w; s < n_eff; s += CW) {
-            const float *ps = p0 + s * stride;
-            float wt = expf(__ldcg(ps + D) - M);
-            Lw = fmaf(wt, __ldcg(ps + D + 1), Lw);
-            if (col) {
-                float4 x = __ldcg((const float4 *)ps + lane);
-                aw.x = fmaf(wt, x.x, aw.x);
-                aw.y = fmaf(wt, x.y, aw.y);
-                aw.z = fmaf(wt, x.z, aw.z);
-                aw.w = fmaf(wt, x.w, aw.w);
-            }
-        }
-        if (w == 0) {
-            acc = aw, L = Lw;
-        } else {
-            acc.x += aw.x, acc.y += aw.y, acc.z += aw.z, acc.w += aw.w;
-            L += Lw;
-        }
-    }
-    float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    if (col)
-        ((float4 *)(a.out + row * D))[lane] = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-}
-
-/* After a split CTA of (token group tg, KV head kvh) wrote its partials: the last of the group's
- * n_eff splits to arrive merges every row of the group (a.cnt; reset for the next launch). */
-static __device__ __forceinline__ void attn4_merge_group(const attn_params &a, int tg, int kvh, int n_eff)
-{
-    __shared__ bool last;
-    __threadfence();   /* this thread's partial stores, before the count */
-    __syncthreads();
-    unsigned *cnt = a.cnt + (int64_t)tg * a.n_head_kv + kvh;
-    if (threadIdx.x == 0)
-        last = atomicAdd(cnt, 1u) == (unsigned)n_eff - 1;
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int i = warp; i < a.tpc * a.group; i += ATTN4_WARPS) {
-        int tt = tg * a.tpc + i / a.group, r = i % a.group;
-        if (tt < a.n_tokens)
-            attn4_merge_row(a, (int64_t)tt * a.n_head + (int64_t)kvh * a.group + r, n_eff, lane);
-    }
-    if (threadIdx.x == 0)
-        *cnt = 0;
-}
-
 template <class Tr, int D, bool PREP = false>
 static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) attn_mma_kernel(attn_params a)
 {
@@ -970,8 +901,6 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
             }
         }
     }
-    if (n_eff > 1 && a.cnt)
-        attn4_merge_group(a, tg, kvh, n_eff);
 }
 
 /* one CTA per (token, head) row over the n_eff splits its group used: warp w weights the
@@ -1080,27 +1009,15 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     int64_t n_splits = GLIM_MAX((int64_t)1, GLIM_MIN((max_keys + ATTN4_KT - 1) / ATTN4_KT, cap));
     a.n_splits = (int)n_splits;
     a.part = NULL;
-    a.cnt = NULL;
-    /* decode and verify merge in the last split CTA (GLIM_CUDA_ATTN_FOLD); prefill launches the combine */
-    enum { CNT_MAX = 4096 };   /* one fixed buffer: it never grows, so a captured graph keeps it */
-    bool fold = c->attn_fold && x->n_tokens <= ATTN4_DEC_TOKENS && n_splits > 1 &&
-                n_groups * x->n_head_kv <= CNT_MAX;
     if (n_splits > 1) {
         size_t nbytes = (size_t)n_splits * x->n_tokens * x->n_head * (x->head_dim + 4) * sizeof(float);
         if (!cuda_buf_reserve(c, &c->attn_part, nbytes))
             return true;                                    /* failure recorded */
         a.part = (float *)c->attn_part.p;
     }
-    if (fold) {   /* the counts start at 0 and every merge leaves them there */
-        bool fresh = !c->attn_cnt.p;
-        if (!cuda_buf_reserve(c, &c->attn_cnt, CNT_MAX * sizeof(unsigned)) ||
-            (fresh && CUDA_TRY(c, cudaMemsetAsync(c->attn_cnt.p, 0, CNT_MAX * sizeof(unsigned), c->stream))))
-            return true;
-        a.cnt = (unsigned *)c->attn_cnt.p;
-    }
     dim3 grid((unsigned)n_groups, (unsigned)n_splits, (unsigned)x->n_head_kv);
     bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid, prep) : attn_mma_dispatch<attn4_f16>(c, a, grid, prep);
-    if (failed || n_splits == 1 || fold)
+    if (failed || n_splits == 1)
         return true;
     cuda_launch_dep(c, dim3((unsigned)((int64_t)x->n_tokens * x->n_head)), dim3(32 * ATTN4_COMBINE_WARPS), 0,
                     attn_combine4_kernel, a);

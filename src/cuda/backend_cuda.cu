@@ -597,7 +597,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
-                                       &c->v5_cnt2, &c->chain_sync, &c->am_part, &c->attn_cnt};
+                                       &c->v5_cnt2, &c->chain_sync, &c->am_part};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -823,16 +823,6 @@ extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on)
 }
 
 /* how many matmul_ffn calls ran as one launch (tests); -1 if not a CUDA backend */
-extern "C" int backend_cuda_set_attn_fold(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::attn_fold, on);
-}
-
-extern "C" int backend_cuda_get_attn_fold(struct backend *be)
-{
-    return is_cuda(be) ? ctx_of(be)->attn_fold : -1;
-}
-
 extern "C" long backend_cuda_chain_used(struct backend *be)
 {
     return is_cuda(be) ? ctx_of(be)->chain_used : -1;
@@ -999,8 +989,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
     /* opt-in: right (goldens, test_ffn_chain) but slower, tg128 154.0 vs 162.5 t/s (2026-12-03): the
      * boundary it removes costs ~0.3 us; the wait for the last GLU block stays */
-    const char *f_fold = getenv("GLIM_CUDA_ATTN_FOLD");   /* written 2026-12-04, not yet timed */
-    c->attn_fold = f_fold && strcmp(f_fold, "1") == 0;
     const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");
     c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");

@@ -88,9 +88,6 @@ struct cuda_ctx {
     struct cuda_buf wtile;         /* dequantized weight tile (bf16) for GEMM */
     struct cuda_buf xbf;           /* activations as bf16 for GEMM */
     struct cuda_buf attn_part;     /* split-K partial results */
-    struct cuda_buf attn_cnt;      /* attention v4's per-(token group, KV head) split counts (attn_fold) */
-    bool            attn_fold;     /* v4 decode/verify: the last split CTA merges, no combine launch
-                                    * (GLIM_CUDA_ATTN_FOLD=1, opt-in until timed; backend_cuda_set_attn_fold) */
     struct cuda_buf xq;            /* int8 activations + scales for the dp4a GEMV (gemv_q8.cu) */
     struct cuda_buf v5_part, v5_cnt;   /* GEMV v5 split-K partial sums and per-tile counts (gemv_mma.cu) */
     struct cuda_buf glu_q, glu_cnt;    /* the FFN's silu(gate) * up as int8 + scales, made by the gate/up
@@ -263,9 +260,7 @@ bool cuda_v5_trace_init(struct cuda_ctx *c);
 bool cuda_norm_trace_init(struct cuda_ctx *c);   /* fused.cu: add_rmsnorm's phases (GLIM_CUDA_NORM_TRACE=1) */
 void cuda_norm_trace_dump(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
-extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);
-extern "C" int backend_cuda_set_attn_fold(struct backend *be, bool on);   /* attention v4's merge in its last CTA */
-extern "C" int backend_cuda_get_attn_fold(struct backend *be);   /* matmul_ffn in one launch */
+extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
 extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gate_side(struct backend *be);
 extern "C" long backend_cuda_side_used(struct backend *be);
