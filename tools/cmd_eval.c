@@ -115,13 +115,13 @@ static int parse(int argc, char **argv, struct eval_opts *o)
     return 0;
 }
 
-static int argmax(const float *x, int n)
+/* glim_session_greedy's on_token: print each id as it comes */
+static int print_id(void *ud, int32_t tok)
 {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])   /* ties go to the lowest id */
-            best = i;
-    return best;
+    (void)ud;
+    printf(" %d", tok);
+    fflush(stdout);
+    return 0;
 }
 
 /* --draft: prefill, then --generate tokens through DFlash cycles (greedy). */
@@ -215,10 +215,29 @@ static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
         goto fail;
     }
     if (o->generate > 0) {
-        int32_t tok = argmax(logits + (size_t)(n_ids - 1) * V, V);
+        int32_t tok = sampler_argmax(logits + (size_t)(n_ids - 1) * V, V);
         printf("generated:");
         t0 = now_s();
-        for (long long g = 0; g < o->generate; g++) {
+        if (!out) {   /* no logits wanted: the picks can stay on the backend (glim_session_greedy) */
+            int32_t *picks = malloc((size_t)o->generate * sizeof *picks);
+            int n = 0;
+            print_id(NULL, tok);
+            if (!picks || glim_session_greedy(s, tok, (int)o->generate - 1, picks, print_id, NULL, &n, &err)) {
+                free(picks);
+                printf("\n");
+                if (!picks)
+                    snprintf(err.msg, sizeof err.msg, "out of memory");
+                goto fail;
+            }
+            free(picks);
+            if (n < o->generate - 1) {   /* as the eval loop: running out of context is an error */
+                printf("\n");
+                snprintf(err.msg, sizeof err.msg, "the context (--ctx %lld) is full after %d generated tokens",
+                         (long long)glim_session_n_ctx(s), n + 1);
+                goto fail;
+            }
+        }
+        for (long long g = 0; out && g < o->generate; g++) {
             printf(" %d", tok);
             fflush(stdout);
             if (g + 1 == o->generate)
@@ -231,7 +250,7 @@ static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
                 snprintf(err.msg, sizeof err.msg, "%s: write failed", o->logits_out);
                 goto fail;
             }
-            tok = argmax(logits, V);
+            tok = sampler_argmax(logits, V);
         }
         printf("\n");
         dt = now_s() - t0;

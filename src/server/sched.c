@@ -47,6 +47,8 @@
 #include "base/alloc.h"
 #include "model/model.h"
 #include "runtime/dflash.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
 #include "srv.h"
 
 struct sched {
@@ -73,6 +75,8 @@ struct gen {                       /* a running job's state (scheduler thread) *
     struct dflash *df;             /* the session's (borrowed): DFlash decoding, or NULL */
     bool use_draft;                /* decode with S->draft (set at start) */
     float *logits;                 /* [n_vocab] */
+    bool pick_only;                /* plain greedy: the forward picks (on the GPU: no logits download) */
+    int32_t pick;                  /* ... the pick of the last forward */
     struct tok_stream ts;
     struct strbuf raw;             /* decoded, not yet emitted */
     size_t max_stop;
@@ -80,6 +84,13 @@ struct gen {                       /* a running job's state (scheduler thread) *
     size_t test_pos;
     int piece;
 };
+
+/* The job's forward of tokens: the last row's logits for its sampler, or only their pick (the
+ * logits buffer then serves a backend that cannot pick itself) */
+static int gen_eval(struct gen *g, const int32_t *ids, int n, struct glim_err *err)
+{
+    return session_eval_taps(g->sess->s, ids, n, g->logits, g->pick_only ? &g->pick : NULL, 1, 0, NULL, NULL, err);
+}
 
 static double now_s(void)
 {
@@ -350,7 +361,7 @@ static int prefill(struct sched *q, struct srv_job *j, struct glim_err *err)
     keep = e->resident.n;
     int n_new = j->n_prompt - (int)keep;
     double t0 = now_s();
-    if ((rc = glim_session_eval(e->s, j->prompt + keep, n_new, g->logits, 1, err)))
+    if ((rc = gen_eval(g, j->prompt + keep, n_new, err)))
         return rc;
     double dt = now_s() - t0;
     for (int i = (int)keep; i < j->n_prompt; i++)
@@ -458,7 +469,9 @@ static void step_decode(struct sched *q, struct srv_job *j)
     struct glim_err err = {0};
     int32_t id;
     double t0 = now_s();
-    if (sampler_sample(g->smp, g->logits, glim_model_n_vocab(S->m), &id, &err))
+    if (g->pick_only)
+        id = g->pick;
+    else if (sampler_sample(g->smp, g->logits, glim_model_n_vocab(S->m), &id, &err))
         return job_error(q, j, &err);
     if (tok_is_eog(S->v, id))
         return job_finish(q, j, "stop", true);
@@ -473,7 +486,7 @@ static void step_decode(struct sched *q, struct srv_job *j)
     struct srv_session *e = g->sess;
     if (j->n_completion >= j->max_tokens || glim_session_pos(e->s) + 1 >= glim_session_n_ctx(e->s))
         return job_finish(q, j, "length", true);
-    if (glim_session_eval(e->s, &id, 1, g->logits, 1, &err) || tok_ids_push(&e->resident, id))
+    if (gen_eval(g, &id, 1, &err) || tok_ids_push(&e->resident, id))
         return job_error(q, j, &err);
     pthread_mutex_lock(&q->mu);
     q->stats.decode_s += now_s() - t0;
@@ -586,6 +599,7 @@ static int job_start(struct sched *q, struct srv_job *j, struct srv_session *e, 
         return glim_fail(err, GLIM_ENOMEM, "out of memory");
     pick_script(q, j);
     g->use_draft = S->draft && !j->test_output && draft_fits(&j->sp);
+    g->pick_only = sampler_params_is_plain_greedy(&j->sp);
     return sampler_new(&j->sp, glim_model_n_vocab(S->m), &g->smp, err);
 }
 
