@@ -49,12 +49,12 @@ static void test_draft_parity(void)
     float logits[8 * 512];
     /* context rows 0..79 in chunks of 16, then block [507, mask x 7] at 80..87 */
     for (int p = 0; p < 80; p += 16)
-        CHECK_EQ(dflash_inject(d, kv, hid + (size_t)p * 512, 16, p, scratch, &err), 0);
+        CHECK_EQ(dflash_inject(d, kv, hid + (size_t)p * 512, false, 16, p, scratch, &err), 0);
     int32_t blk[8] = {507, 0, 0, 0, 0, 0, 0, 0};
     CHECK_EQ(dflash_draft(d, kv, blk, 8, 80, logits, NULL, scratch, &err), 0);
     double e1 = g_maxabs(logits, b1, 8 * 512);
     /* then rows 80..83 and block [511, mask x 7] at 84..91 */
-    CHECK_EQ(dflash_inject(d, kv, hid + (size_t)80 * 512, 4, 80, scratch, &err), 0);
+    CHECK_EQ(dflash_inject(d, kv, hid + (size_t)80 * 512, false, 4, 80, scratch, &err), 0);
     blk[0] = 511;
     CHECK_EQ(dflash_draft(d, kv, blk, 8, 84, logits, NULL, scratch, &err), 0);
     double e2 = g_maxabs(logits, b2, 8 * 512);

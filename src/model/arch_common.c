@@ -109,6 +109,10 @@ int arch_tap(struct glim_model *m, const struct fwd_batch *b, int il, struct fwd
     for (int j = 0; j < b->n_taps; j++) {
         if (b->tap_layers[j] != il)
             continue;
+        if (b->taps_on_backend) {   /* in stream order: no sync in the middle of the forward */
+            be->i->copy_rows(be, b->taps + (size_t)j * E, (int64_t)b->n_taps * E, s->x, E, b->n_tokens, E);
+            continue;
+        }
         for (int t = 0; t < b->n_tokens; t++) {
             float *dst = b->taps + ((size_t)t * b->n_taps + j) * E;
             int rc = be->i->download(be, dst, s->x + (size_t)t * E, (size_t)E * sizeof(float), err);

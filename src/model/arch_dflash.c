@@ -149,18 +149,18 @@ static int upload_pos(struct glim_model *d, int32_t *dst, int n, int32_t pos0, s
     return GLIM_OK;
 }
 
-int dflash_inject(struct glim_model *d, struct kv_cache *kv, const float *feat, int n, int32_t pos0,
-                  void *scratch, struct glim_err *err)
+int dflash_inject(struct glim_model *d, struct kv_cache *kv, const float *feat, bool feat_on_backend, int n,
+                  int32_t pos0, void *scratch, struct glim_err *err)
 {
     const struct model_hparams *hp = &d->hp;
     struct backend *be = d->be;
     const struct backend_i *op = be->i;
     struct fwd_scratch s;
     arch_scratch_layout(d, n, scratch, &s);
-    float *f = feat_area(d, n, scratch);
+    const float *f = feat_on_backend ? feat : feat_area(d, n, scratch);
     int E = hp->n_embd, Hkv = hp->n_head_kv, D = hp->head_dim;
     size_t feat_bytes = (size_t)n * hp->n_target_layers * E * sizeof(float);
-    int rc = op->upload(be, f, feat, feat_bytes, err);
+    int rc = feat_on_backend ? GLIM_OK : op->upload(be, (float *)f, feat, feat_bytes, err);
     if (rc == GLIM_OK)
         rc = upload_pos(d, s.pos, n, pos0, err);
     if (rc != GLIM_OK)

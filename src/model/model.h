@@ -80,6 +80,7 @@ struct fwd_batch {
     int            n_taps;
     const int     *tap_layers;
     float         *taps;
+    bool           taps_on_backend;   /* taps is backend memory: copied there, never downloaded */
 };
 
 struct arch_ops {
@@ -126,9 +127,10 @@ int glim_draft_load(struct glim_model *target, const char *path, struct glim_mod
  * dflash_scratch_bytes(d, n) where n >= rows of any call. */
 struct kv_cache;
 size_t dflash_scratch_bytes(const struct glim_model *d, int n_rows);
-/* Write context K/V for tapped target rows feat[n][n_taps*n_embd] (host) at positions pos0.. */
-int dflash_inject(struct glim_model *d, struct kv_cache *kv, const float *feat, int n, int32_t pos0,
-                  void *scratch, struct glim_err *err);
+/* Write context K/V for tapped target rows feat[n][n_taps*n_embd] at positions pos0.. (feat:
+ * host memory, or with feat_on_backend the backend's, as a target forward left it there) */
+int dflash_inject(struct glim_model *d, struct kv_cache *kv, const float *feat, bool feat_on_backend, int n,
+                  int32_t pos0, void *scratch, struct glim_err *err);
 /* Draft one block at positions pos0.. (pos0 = rows already injected); logits (host) [T][n_vocab]
  * raw (no soft-cap); picks (NULL = none): each row's argmax, as struct fwd_batch.picks (the
  * logits then stay on a backend that picks itself). Block K/V are transient. */

@@ -42,7 +42,8 @@ struct dflash {
     int32_t              t_picks[DFLASH_MAX_BLOCK + 1], d_picks[DFLASH_MAX_BLOCK];   /* argmax per row */
     int                  n_ready, ready_at;
     /* host buffers */
-    float *t_logits, *taps, *d_logits, *probs, *q;   /* owned */
+    float *t_logits, *d_logits, *probs, *q;   /* owned */
+    float *taps;                            /* owned, backend memory: the target's taps, read by inject */
     size_t tap_row;
     int    V;
     dflash_is_eos_fn  is_eos;
@@ -75,7 +76,8 @@ void dflash_free(struct dflash *d)
         d->draft->be->i->release(d->draft->be, d->dscratch);
     sampler_scratch_free(d->sc);
     glim_free(d->t_logits);
-    glim_free(d->taps);
+    if (d->taps)
+        d->draft->be->i->release(d->draft->be, d->taps);
     glim_free(d->d_logits);
     glim_free(d->probs);
     glim_free(d->q);
@@ -125,7 +127,7 @@ int dflash_new(struct glim_model *target, struct glim_model *draft, struct glim_
     d->dscratch = draft->be->i->alloc(draft->be, dflash_scratch_bytes(draft, d->n_rows_max));
     d->sc = sampler_scratch_new(d->V);
     d->t_logits = glim_calloc((size_t)(L + 1) * d->V, sizeof(float));
-    d->taps = glim_calloc((size_t)d->n_rows_max * d->tap_row, sizeof(float));
+    d->taps = draft->be->i->alloc(draft->be, (size_t)d->n_rows_max * d->tap_row * sizeof(float));
     d->d_logits = glim_calloc((size_t)L * d->V, sizeof(float));
     d->probs = glim_calloc((size_t)d->V, sizeof(float));
     d->q = glim_calloc((size_t)L * d->V, sizeof(float));
@@ -170,8 +172,9 @@ static int32_t sample_row(struct dflash *d, int i)
 /* Target forward over tokens at target_pos with taps; then inject the first n_keep rows. */
 static int target_rows(struct dflash *d, const int32_t *tokens, int n, int n_logits, struct glim_err *err)
 {
-    return session_eval_taps(d->ts, tokens, n, d->t_logits, picks_target(d) ? d->t_picks : NULL, n_logits,
-                             d->draft->hp.n_target_layers, d->draft->hp.target_layers, d->taps, err);
+    return session_eval_taps_on_backend(d->ts, tokens, n, d->t_logits, picks_target(d) ? d->t_picks : NULL,
+                                        n_logits, d->draft->hp.n_target_layers, d->draft->hp.target_layers,
+                                        d->taps, err);
 }
 
 /* the draft KV has been written up to `end` (exclusive) */
@@ -183,7 +186,7 @@ static void dkv_wrote(struct dflash *d, int64_t end)
 
 static int inject(struct dflash *d, int n, int64_t pos0, struct glim_err *err)
 {
-    int rc = dflash_inject(d->draft, d->dkv, d->taps, n, (int32_t)pos0, d->dscratch, err);
+    int rc = dflash_inject(d->draft, d->dkv, d->taps, true, n, (int32_t)pos0, d->dscratch, err);
     if (rc == GLIM_OK) {
         d->dkv->pos = pos0 + n;
         dkv_wrote(d, pos0 + n);

@@ -182,13 +182,13 @@ int glim_session_truncate(struct glim_session *s, int64_t pos, struct glim_err *
 
 /* Internal: one forward over tokens at the current position (n <= n_chunk). */
 static int forward_chunk(struct glim_session *s, const int32_t *tokens, int n, float *logits, int32_t *picks,
-                         int n_out, int n_taps, const int *tap_layers, float *taps,
+                         int n_out, int n_taps, const int *tap_layers, float *taps, bool taps_on_backend,
                          struct glim_err *err)
 {
     struct fwd_batch b = {
         .n_tokens = n, .tokens = tokens, .pos0 = (int32_t)s->kv->pos,
         .n_out = n_out, .logits = logits, .picks = picks,
-        .n_taps = n_taps, .tap_layers = tap_layers, .taps = taps,
+        .n_taps = n_taps, .tap_layers = tap_layers, .taps = taps, .taps_on_backend = taps_on_backend,
     };
     int rc = s->m->arch->forward(s->m, s->kv, &b, s->scratch, err);
     if (rc != GLIM_OK)
@@ -199,8 +199,8 @@ static int forward_chunk(struct glim_session *s, const int32_t *tokens, int n, f
     return GLIM_OK;
 }
 
-int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int32_t *picks,
-                      int n_out, int n_taps, const int *tap_layers, float *taps, struct glim_err *err)
+static int eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int32_t *picks, int n_out,
+                     int n_taps, const int *tap_layers, float *taps, bool taps_on_backend, struct glim_err *err)
 {
     if (n < 0 || n_out < 0 || n_out > n)
         return glim_fail(err, GLIM_EINVAL, "eval: bad counts n=%d n_out=%d", n, n_out);
@@ -223,11 +223,24 @@ int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, floa
         float *dst = c_out && logits ? logits + o * V : NULL;
         int32_t *pk = c_out && picks ? picks + o : NULL;
         int rc = forward_chunk(s, tokens + t0, c, dst, pk, c_out, n_taps, tap_layers,
-                               taps ? taps + (size_t)t0 * tap_row : NULL, err);
+                               taps ? taps + (size_t)t0 * tap_row : NULL, taps_on_backend, err);
         if (rc != GLIM_OK)
             return rc;
     }
     return GLIM_OK;
+}
+
+int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int32_t *picks,
+                      int n_out, int n_taps, const int *tap_layers, float *taps, struct glim_err *err)
+{
+    return eval_taps(s, tokens, n, logits, picks, n_out, n_taps, tap_layers, taps, false, err);
+}
+
+int session_eval_taps_on_backend(struct glim_session *s, const int32_t *tokens, int n, float *logits,
+                                 int32_t *picks, int n_out, int n_taps, const int *tap_layers, float *taps,
+                                 struct glim_err *err)
+{
+    return eval_taps(s, tokens, n, logits, picks, n_out, n_taps, tap_layers, taps, true, err);
 }
 
 int glim_session_eval(struct glim_session *s, const int32_t *tokens, int n, float *logits,

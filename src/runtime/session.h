@@ -16,6 +16,11 @@ struct kv_cache;
  * and may be NULL), else from the logits (struct fwd_batch.picks). */
 int session_eval_taps(struct glim_session *s, const int32_t *tokens, int n, float *logits, int32_t *picks,
                       int n_out, int n_taps, const int *tap_layers, float *taps, struct glim_err *err);
+/* The same with taps in the session's backend memory (copied there in stream order, never
+ * downloaded: DFlash hands them to its draft on the same backend). */
+int session_eval_taps_on_backend(struct glim_session *s, const int32_t *tokens, int n, float *logits,
+                                 int32_t *picks, int n_out, int n_taps, const int *tap_layers, float *taps,
+                                 struct glim_err *err);
 
 struct kv_cache *session_kv(struct glim_session *s);
 int session_n_chunk(const struct glim_session *s);
