@@ -24,5 +24,7 @@ int session_eval_taps_on_backend(struct glim_session *s, const int32_t *tokens, 
 
 struct kv_cache *session_kv(struct glim_session *s);
 int session_n_chunk(const struct glim_session *s);
+struct glim_model *session_model(struct glim_session *s);
+void *session_scratch(struct glim_session *s);   /* backend memory for n_chunk tokens */
 
 #endif
