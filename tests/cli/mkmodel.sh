@@ -90,6 +90,13 @@ for k in model_filename model_type model_size model_n_params backends n_threads 
          avg_ns stddev_ns avg_ts stddev_ts samples_ts; do
     check "bench json has $k" grep -q "\"$k\":" <<<"$out"
 done
+check "bench json without --greedy has no greedy field" bash -c '! grep -q "\"greedy\"" <<<"$1"' _ "$out"
+# --greedy: tg steps pick their own tokens (glim_session_greedy); pp rows stay as they were
+out=$("$GLIM_BIN" bench -m "$m" -p 8 -n 4 -d 8 -r 2 -t 1 --greedy)
+check "bench --greedy tg row" grep -q "tg4 greedy @ d8 |" <<<"$out"
+check "bench --greedy pp row" grep -q "pp8 @ d8 |" <<<"$out"
+out=$("$GLIM_BIN" bench -m "$m" -p 0 -n 4 -r 2 -t 1 --greedy --json)
+check "bench --greedy json" grep -q '"greedy": true' <<<"$out"
 # 6. dflash: the 30B drafter preset (runtime.md §1.1-1.2), and a random drafter --like the tiny
 # target that must not change greedy output (lossless)
 out=$("$GLIM_BIN" mkmodel --arch dflash --preset dflash-muse-glimmer-30b --dry-run)
