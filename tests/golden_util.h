@@ -86,17 +86,22 @@ static inline struct glim_model *g_load(const char *path, int kernels)
     return m;
 }
 
+static inline struct glim_session *g_session_with(struct glim_model *m, const struct glim_session_params *sp)
+{
+    struct glim_session *s = NULL;
+    struct glim_err err = {0};
+    if (glim_session_new(m, sp, &s, &err) != GLIM_OK)
+        fprintf(stderr, "session: %s\n", err.msg);
+    return s;
+}
+
 static inline struct glim_session *g_session(struct glim_model *m, int chunk, int kv_type)
 {
     struct glim_session_params sp;
     glim_session_params_init(&sp);
     sp.n_chunk = chunk;
     sp.kv_type = kv_type;
-    struct glim_session *s = NULL;
-    struct glim_err err = {0};
-    if (glim_session_new(m, &sp, &s, &err) != GLIM_OK)
-        fprintf(stderr, "session: %s\n", err.msg);
-    return s;
+    return g_session_with(m, &sp);
 }
 
 /* Feed ids (in chunks of `chunk`), logits of every position into out[n][V]. */

@@ -7,7 +7,7 @@
  * without graphs. The session after greedy decoding must give the eval loop's logits
  * bit for bit.
  */
-#include "harness.h"
+#include "golden_util.h"
 
 #include "../include/glim.h"
 #include "../src/backend/backend.h"
@@ -123,11 +123,7 @@ static struct glim_session *new_session(struct glim_model *m, int64_t n_ctx)
     struct glim_session_params sp;
     glim_session_params_init(&sp);
     sp.n_ctx = n_ctx;
-    struct glim_session *s = NULL;
-    struct glim_err err = {0};
-    if (glim_session_new(m, &sp, &s, &err) != GLIM_OK)
-        fprintf(stderr, "session: %s\n", err.msg);
-    return s;
+    return g_session_with(m, &sp);
 }
 
 /* the reference: eval and the host's argmax; returns picks made */
