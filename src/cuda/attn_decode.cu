@@ -1006,12 +1006,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     /* Fewer splits for a shorter bound give the same bits: while n_splits >= ceil(keys / 64) every
      * plan cuts the keys in chunks of 64 (attn2_plan), so the splits that work and the merge are
      * the same; with one split there is no merge launch. */
-    static int bound_env = -1;   /* GLIM_CUDA_KEY_BOUND=0 (bench knob): plan for the whole cache */
-    if (bound_env < 0) {
-        const char *e = getenv("GLIM_CUDA_KEY_BOUND");
-        bound_env = !(e && !strcmp(e, "0"));
-    }
-    if (x->key_bound > 0 && bound_env)
+    if (x->key_bound > 0)
         max_keys = GLIM_MIN(max_keys, x->key_bound);
     int64_t ctas = n_groups * x->n_head_kv;
     int64_t fill = GLIM_MAX((int64_t)1, ATTN4_CTAS_PER_SM * (int64_t)c->n_sm / ctas);   /* one wave */
