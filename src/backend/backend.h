@@ -65,10 +65,6 @@ struct be_attn_args {
      * b0 - window .. b0 - 1 (the same for every block query, not a per-query window).
      * 0 = causal (the rule above). */
     int            block;
-    /* > 0: no query of this call sees more than key_bound keys (its position range is at most
-     * that long), so a backend may plan its work for that many instead of n_slots / window.
-     * A graph captured with a bound replays only at positions that keep it. 0 = unknown. */
-    int64_t        key_bound;
 };
 
 enum be_glu { BE_GLU_SIGMOID, BE_GLU_SILU };

@@ -1003,11 +1003,6 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     int64_t max_keys = x->n_slots;                          /* bound of the union of a group's ranges */
     if (x->window > 0)
         max_keys = GLIM_MIN(max_keys, (int64_t)x->window + GLIM_MAX(x->block, 0) + a.tpc - 1);
-    /* Fewer splits for a shorter bound give the same bits: while n_splits >= ceil(keys / 64) every
-     * plan cuts the keys in chunks of 64 (attn2_plan), so the splits that work and the merge are
-     * the same; with one split there is no merge launch. */
-    if (x->key_bound > 0)
-        max_keys = GLIM_MIN(max_keys, x->key_bound);
     int64_t ctas = n_groups * x->n_head_kv;
     int64_t fill = GLIM_MAX((int64_t)1, ATTN4_CTAS_PER_SM * (int64_t)c->n_sm / ctas);   /* one wave */
     int64_t cap = GLIM_MIN((int64_t)ATTN2_MAX_SPLITS, fill);

@@ -42,7 +42,6 @@ size_t arch_scratch_layout(const struct glim_model *m, int T, void *base, struct
     carve(b, &off, T * E * f, (void **)&s->embd);
     carve(b, &off, (size_t)T * (hp->n_rot / 2) * 2 * f, (void **)&s->rope_cs);
     s->cs_made = false;
-    s->key_bound = 0;
     /* ids then positions, back to back: a step's inputs go up in one copy (arch_upload_inputs) */
     size_t end = carve(b, &off, 2 * (size_t)T * sizeof(int32_t), (void **)&s->ids);
     if (b)
@@ -170,47 +169,30 @@ int arch_output(struct glim_model *m, const struct fwd_batch *b, struct fwd_scra
     return GLIM_OK;
 }
 
-/* A single-token decode step without taps or image rows is captured as a backend
- * graph (CUDA graphs) and replayed: the second such call of a session captures,
- * later ones launch. ids/pos were uploaded to fixed device buffers before, so a
- * graph serves every position of its range (key_bucket). */
+/* A single-token decode step without taps or image rows is captured once as a
+ * backend graph (CUDA graphs) and replayed: the second such call of a session
+ * captures, later ones launch. ids/pos were uploaded to fixed device buffers
+ * before, so one graph serves every position. */
 static bool graphable(const struct glim_model *m, const struct kv_cache *kv, const struct fwd_batch *b)
 {
     return b->n_tokens == 1 && b->n_out == 1 && b->n_taps == 0 && !b->embd && !m->no_graph &&
            m->be->i->graph_begin && kv->graph_ok;
 }
 
-/* The graph of a one-token step at position pos, and the most keys its attention is planned for:
- * 64 << i for the i-th range (pos < 64 << i), 0 (the whole cache) for the last. Each range has its
- * own graph, so at short contexts the attention launches are sized for the keys there are
- * (be_attn_args.key_bound: the same bits, fewer CTAs and no merge launch below 65 keys). */
-static int key_bucket(int64_t pos, int64_t *bound)
-{
-    for (int i = 0; i < KV_GRAPHS - 1; i++)
-        if (pos < ((int64_t)64 << i)) {
-            *bound = (int64_t)64 << i;
-            return i;
-        }
-    *bound = 0;
-    return KV_GRAPHS - 1;
-}
-
-/* One pass of the body (run or captured) whose queries see at most key_bound keys (0: unknown):
- * the RoPE table is made again in each */
+/* One pass of the body (run or captured): the RoPE table is made again in each */
 static int run_body(arch_body_fn body, struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
-                    struct fwd_scratch *s, int64_t key_bound, struct glim_err *err)
+                    struct fwd_scratch *s, struct glim_err *err)
 {
     s->cs_made = false;
-    s->key_bound = key_bound;
     return body(m, kv, b, s, err);
 }
 
 /* A one-token step's device work: body, head and, for a greedy step, the pick of the next
  * token into the step's own ids (positions + 1), which the next replay reads. */
 static int step_ops(arch_body_fn body, struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
-                    struct fwd_scratch *s, bool greedy, int64_t key_bound, struct glim_err *err)
+                    struct fwd_scratch *s, bool greedy, struct glim_err *err)
 {
-    int rc = run_body(body, m, kv, b, s, key_bound, err);
+    int rc = run_body(body, m, kv, b, s, err);
     if (rc != GLIM_OK)
         return rc;
     arch_head(m, s, 0, 1);
@@ -219,29 +201,26 @@ static int step_ops(arch_body_fn body, struct glim_model *m, struct kv_cache *kv
     return GLIM_OK;
 }
 
-/* step_ops, eagerly for the first such step of a session (*count), captured into the graph of
- * its position range (graphs[key_bucket]) when that range is first met after, and replayed
- * after: a capture that fails leaves the session eager. */
+/* step_ops, eagerly for the first such step of a session (*count), captured into *graph on the
+ * second and replayed after: a capture that fails leaves the session eager. */
 static int decode_step(arch_body_fn body, struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
-                       struct fwd_scratch *s, void **graphs, int64_t *count, bool greedy, struct glim_err *err)
+                       struct fwd_scratch *s, void **graph, int64_t *count, bool greedy, struct glim_err *err)
 {
     struct backend *be = m->be;
     int rc;
     if (!graphable(m, kv, b) || (*count)++ < 1)
-        return step_ops(body, m, kv, b, s, greedy, (int64_t)b->pos0 + b->n_tokens, err);
-    int64_t bound;
-    void **graph = &graphs[key_bucket(b->pos0, &bound)];
+        return step_ops(body, m, kv, b, s, greedy, err);
     if (!*graph) {
         if ((rc = be->i->graph_begin(be, err)) != GLIM_OK)
             return rc;
-        int brc = step_ops(body, m, kv, b, s, greedy, bound, err);
+        int brc = step_ops(body, m, kv, b, s, greedy, err);
         rc = be->i->graph_end(be, graph, err);   /* always end the capture */
         if (brc != GLIM_OK || rc != GLIM_OK) {
             /* this step cannot be captured: stay eager for the session and run it now */
             kv->graph_ok = false;
             *graph = NULL;
             glim_err_clear(err);
-            return step_ops(body, m, kv, b, s, greedy, (int64_t)b->pos0 + b->n_tokens, err);
+            return step_ops(body, m, kv, b, s, greedy, err);
         }
     }
     return be->i->graph_launch(be, *graph, err);
@@ -250,13 +229,13 @@ static int decode_step(arch_body_fn body, struct glim_model *m, struct kv_cache 
 int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b, struct fwd_scratch *s,
                 arch_body_fn body, struct glim_err *err)
 {
-    if (!graphable(m, kv, b)) {   /* positions pos0 .. pos0 + n_tokens - 1: no query sees more keys */
-        int rc = run_body(body, m, kv, b, s, (int64_t)b->pos0 + b->n_tokens, err);
+    if (!graphable(m, kv, b)) {
+        int rc = run_body(body, m, kv, b, s, err);
         if (rc != GLIM_OK)
             return rc;
         return b->n_out ? arch_output(m, b, s, err) : GLIM_OK;
     }
-    int rc = decode_step(body, m, kv, b, s, kv->graph, &kv->n_decode, false, err);
+    int rc = decode_step(body, m, kv, b, s, &kv->graph, &kv->n_decode, false, err);
     return rc != GLIM_OK ? rc : arch_deliver(m, b, s, 0, 1, err);
 }
 
@@ -274,7 +253,7 @@ int arch_greedy_step(struct glim_model *m, struct kv_cache *kv, void *scratch, c
     if (rc != GLIM_OK)
         return rc;
     *dev_tok = s.ids;
-    return decode_step(m->arch->body, m, kv, &b, &s, kv->graph_greedy, &kv->n_greedy, true, err);
+    return decode_step(m->arch->body, m, kv, &b, &s, &kv->graph_greedy, &kv->n_greedy, true, err);
 }
 
 /* ys[i] = x . ws[i]^T for weights that share one input: one backend call when it can. */
@@ -331,7 +310,6 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,
         .n_head = H, .n_head_kv = Hkv, .head_dim = D,
         .window = o->window, .scale = hp->attn_scale, .block = o->block,
-        .key_bound = s->key_bound,
     };
     if (in_attn)
         op->attention_prep(be, &p, &a);   /* q and k are not read again */

@@ -25,7 +25,6 @@ struct fwd_scratch {
     float   *rope_cs;    /* [T][n_rot / 2] (cos, sin) for the backend's rope_table */
     float    cs_base;    /* ... made for this base in this pass of the body (cs_made) */
     bool     cs_made;
-    int64_t  key_bound;  /* keys any query of this pass sees at most (be_attn_args.key_bound) */
 };
 
 /* Bytes of scratch for T tokens; with base != NULL also fills s. */

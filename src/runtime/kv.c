@@ -43,12 +43,10 @@ void kv_cache_free(struct kv_cache *kv)
 {
     if (!kv)
         return;
-    for (int i = 0; i < KV_GRAPHS && kv->be->i->graph_free; i++) {
-        if (kv->graph[i])
-            kv->be->i->graph_free(kv->be, kv->graph[i]);
-        if (kv->graph_greedy[i])
-            kv->be->i->graph_free(kv->be, kv->graph_greedy[i]);
-    }
+    if (kv->graph && kv->be->i->graph_free)
+        kv->be->i->graph_free(kv->be, kv->graph);
+    if (kv->graph_greedy && kv->be->i->graph_free)
+        kv->be->i->graph_free(kv->be, kv->graph_greedy);
     if (kv->layers) {
         for (int il = 0; il < kv->n_layer; il++) {
             kv->be->i->release(kv->be, kv->layers[il].k);

@@ -21,10 +21,6 @@ struct kv_layer {
     bool    is_ring;
 };
 
-/* decode graphs a cache keeps: position ranges 1..64, ..65..128, .. up to 64 << (KV_GRAPHS - 2), and
- * one for every longer context */
-#define KV_GRAPHS 12
-
 struct kv_cache {
     struct backend  *be;        /* borrowed: the model's */
     uint32_t         type;      /* enum glim_type: F32, F16 or BF16 */
@@ -35,13 +31,12 @@ struct kv_cache {
     int64_t          pos;       /* next position to write (= tokens held) */
     int64_t          pos_hi;    /* one past the highest position ever stored */
     struct kv_layer *layers;    /* owned [n_layer] */
-    /* a captured single-token decode step over these buffers (backend graph), one per range of
-     * positions (arch_common.c key_bucket: attention planned for at most 64 << i keys) */
-    void            *graph[KV_GRAPHS];   /* owned by the backend; NULL until captured */
+    /* a captured single-token decode step over these buffers (backend graph) */
+    void            *graph;     /* owned by the backend; NULL until captured */
     bool             graph_ok;  /* false after a failed capture: stay eager */
     int64_t          n_decode;  /* single-token steps so far (capture on the second) */
     /* the same step followed by the device's greedy pick of the next token (arch_greedy_step) */
-    void            *graph_greedy[KV_GRAPHS];
+    void            *graph_greedy;
     int64_t          n_greedy;
 };
 
