@@ -85,48 +85,6 @@ static __device__ inline double cluster_sum(double v, double *red)
     return v;
 }
 
-/* GLIM_CUDA_NORM_ONEPASS=1 (bench knob, opt-in): the two sums of add_rmsnorm in one block reduction.
- * With u = o * w_o and r_o from the sum of o's squares, x' = x + r_o u, so
- *   sum x'^2 = sum x^2 + 2 r_o sum x u + r_o^2 sum u^2,
- * and the four sums (o^2, x^2, x u, u^2, in double) meet in one butterfly instead of two. o and x
- * keep their bits; h's scale is computed from the exact x' instead of the rounded one, so h may
- * differ from the op sequence in the last bit (~1e-7 relative): not the fused-op contract. */
-static __device__ __forceinline__ void add_norm_onepass(const float4 *ov, const float4 *xv, const float4 *wo, int n,
-                                                        float eps_o, float eps_h, double (*red)[32], float *r_o,
-                                                        float *r_h)
-{
-    double s[4] = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll
-    for (int j = 0; j < RMS_VEC_MAX; j++) {
-        const float *o4 = &ov[j].x, *x4 = &xv[j].x, *w4 = &wo[j].x;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            double o = o4[e], x = x4[e], u = o * (double)w4[e];
-            s[0] += o * o;
-            s[1] += x * x;
-            s[2] += x * u;
-            s[3] += u * u;
-        }
-    }
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warp = blockDim.x / 32;
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        s[k] = warp_sum(s[k]);
-    __syncthreads();
-    if (lane == 0)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            red[k][warp] = s[k];
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        s[k] = warp_sum(lane < n_warp ? red[k][lane] : 0.0);
-    float r = rms_scale(s[0], n, eps_o);
-    double rd = r;
-    *r_o = r;
-    *r_h = rms_scale(fmax(s[1] + 2.0 * rd * s[2] + rd * rd * s[3], 0.0), n, eps_h);
-}
-
 /* Rows for which rms_vec_ok (the separate norms take rmsnorm_vec_kernel): o, x and both
  * weights are loaded up front; o's sum, x's update and sum, and h stay in registers.
  * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve).
@@ -135,7 +93,7 @@ template <bool TR, bool CL>
 static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float *o, const float *w_o, float eps_o,
                                                        const float *w_h, float eps_h, int n, int8_t *xq, float2 *xd,
                                                        int early, unsigned long long *tr, int64_t row, int tid,
-                                                       bool stamp, double (*red)[32], int trig, bool onepass)
+                                                       bool stamp, double (*red)[32], int trig)
 {
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
@@ -157,13 +115,8 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         rms_vec_load(wo, w_o, n4, 1.0f, tid);
         rms_vec_load(wh, w_h, n4, 1.0f, tid);
     }
-    float r, rh = 0.0f;
-    if (!CL && onepass) {   /* both scales from one reduction (not bit for bit: see add_norm_onepass) */
-        add_norm_onepass(ov, xv, wo, n, eps_o, eps_h, red, &r, &rh);
-    } else {
-        double ss = rms_vec_sumsq(ov);
-        r = rms_scale(CL ? cluster_sum(ss, red[0]) : block_sum(ss, red[0]), n, eps_o);
-    }
+    double ss = rms_vec_sumsq(ov);
+    float r = rms_scale(CL ? cluster_sum(ss, red[0]) : block_sum(ss, red[0]), n, eps_o);
     norm_stamp<TR>(tr, 2, stamp);
     if (trig == 1)
         cuda_pdl_trigger();
@@ -172,12 +125,8 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         ov[j] = rms_vec_apply(ov[j], r, wo[j], w_o != NULL);
         xv[j] = add_normed4(xv[j], ov[j]);
     }
-    if (!CL && onepass) {
-        r = rh;
-    } else {
-        double ss = rms_vec_sumsq(xv);
-        r = rms_scale(CL ? cluster_sum(ss, red[1]) : block_sum(ss, red[0]), n, eps_h);
-    }
+    ss = rms_vec_sumsq(xv);
+    r = rms_scale(CL ? cluster_sum(ss, red[1]) : block_sum(ss, red[0]), n, eps_h);
     norm_stamp<TR>(tr, 3, stamp);
     if (trig == 2)
         cuda_pdl_trigger();
@@ -199,12 +148,11 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
 template <bool TR>
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig,
-                           int onepass)
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig)
 {
-    __shared__ double red[4][32];
+    __shared__ double red[1][32];
     add_rmsnorm_row<TR, false>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, (int64_t)blockIdx.x * n,
-                               (int)threadIdx.x, threadIdx.x == 0, red, trig, onepass != 0);
+                               (int)threadIdx.x, threadIdx.x == 0, red, trig);
 }
 
 /* The same, one cluster of NORM_CL CTAs a row (sm_90; the few rows of decode and verify): the
@@ -219,7 +167,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS / NORM_CL)
     int rank = (int)cg::this_cluster().block_rank();
     add_rmsnorm_row<TR, true>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr,
                               (int64_t)(blockIdx.x / NORM_CL) * n, rank * (RMS_VEC_THREADS / NORM_CL) + (int)threadIdx.x,
-                              rank == 0 && threadIdx.x == 0, red, trig, false);
+                              rank == 0 && threadIdx.x == 0, red, trig);
 #endif
 }
 
@@ -345,18 +293,16 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     bool cl = cl_env && c->cc_major >= 9 && n_rows <= 16;
     static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2 (bench knob): the PDL trigger after the first or second sum */
     int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
-    static int onepass_env = -1;   /* GLIM_CUDA_NORM_ONEPASS=1 (bench knob): add_norm_onepass */
-    int onepass = cuda_env_knob("GLIM_CUDA_NORM_ONEPASS", &onepass_env);
     if (vec_o && vec_x && cl && tr)
         launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (vec_o && vec_x && cl)
         launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (vec_o && vec_x && tr)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<true>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, onepass);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<false>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, onepass);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
                         w_h, eps_h, n);
