@@ -233,10 +233,17 @@ static __device__ __forceinline__ void v5_wait_ready(const v5_job &job, int lane
     __syncwarp();
 }
 
+/* v5_warp_of in 32-bit division where the numerator fits (a 64-bit one is a long call) */
+static __device__ __forceinline__ int64_t v5_warp_of32(const v5_job &job, int64_t x)
+{
+    uint64_t units = (uint64_t)v5_units(job), num = (uint64_t)(x + 1) * (uint64_t)job.n_warps + units - 1;
+    return (int64_t)(num >> 32 ? num / units : (uint64_t)((uint32_t)num / (uint32_t)units)) - 1;
+}
+
 /* the pieces tile `tile` of job is cut into (the warps holding one of its units) */
 static __device__ __forceinline__ int v5_pieces(const v5_job &job, int64_t tile)
 {
-    return (int)(v5_warp_of(job, (tile + 1) * job.n_sb - 1) - v5_warp_of(job, tile * job.n_sb) + 1);
+    return (int)(v5_warp_of32(job, (tile + 1) * job.n_sb - 1) - v5_warp_of32(job, tile * job.n_sb) + 1);
 }
 
 /* job.glu_one: a piece of a gate/up tile (lane sums of group g already added). Instead of the tile's
@@ -260,15 +267,16 @@ static __device__ __forceinline__ void v5_glu_piece(const v5_job &job, const v5_
         pp[g + 8] = acc_g8;
     }
     int64_t blk = (tile - P.tile0) >> 1;
+    /* a tile's pieces add 1 each but its last piece 2^16 - (pieces - 1): every tile adds 2^16, so
+     * the block is complete at 4 << 16 whatever its tiles' cuts, and no piece needs them */
+    unsigned add = piece == pieces - 1 ? (1u << 16) - (unsigned)(pieces - 1) : 1u;
     __threadfence();   /* this piece is visible before the count says so */
     __syncwarp();
     unsigned done = 0;
     if (lane == 0)
-        done = atomicAdd(&job.glu_cnt[blk], 1u);
+        done = atomicAdd(&job.glu_cnt[blk], add);
     done = __shfl_sync(0xffffffffu, done, 0);
-    int64_t tg = job.p[0].tile0 + 2 * blk, tu = job.p[1].tile0 + 2 * blk;
-    int total = v5_pieces(job, tg) + v5_pieces(job, tg + 1) + v5_pieces(job, tu) + v5_pieces(job, tu + 1);
-    if (done != (unsigned)total - 1)
+    if (done + add != 4u << 16)
         return;
     __threadfence();   /* every piece of the block is visible */
     int64_t n = blk * 32 + lane;
