@@ -338,7 +338,6 @@ static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struc
     c->glu_x = NULL;
     cuda_matmul_n(c, 2, ys, ws, x, n_rows);
     c->glu_req = false;
-    cuda_spacer(c, CUDA_SPACER_GLU);
 }
 
 /* gate/up (with the GLU fold) and down in one v5 launch when ctx->ffn_chain (opt-in
@@ -430,7 +429,6 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
 {
     cuda_xq_forget(ctx_of(be));
     cuda_attention(ctx_of(be), a);
-    cuda_spacer(ctx_of(be), CUDA_SPACER_ATTN);
 }
 
 static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
@@ -439,14 +437,12 @@ static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, con
     cuda_xq_forget(op_ctx(be));
     cuda_add_rmsnorm(ctx_of(be), x, h, o, w_o ? (const float *)w_o->dev : NULL, eps_o,
                      w_h ? (const float *)w_h->dev : NULL, eps_h, n_rows, n);
-    cuda_spacer(ctx_of(be), CUDA_SPACER_NORM);
 }
 
 static void be_attn_prep(struct backend *be, const struct be_attn_prep_args *a)
 {
     cuda_xq_forget(ctx_of(be));
     cuda_attn_prep(ctx_of(be), a);
-    cuda_spacer(ctx_of(be), CUDA_SPACER_PREP);
 }
 
 /* attn_prep then attention: one attention v4 launch that also does the prep (attn4_prep) for a
@@ -1019,8 +1015,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->graph_time = f_gt && strcmp(f_gt, "1") == 0;
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
-    const char *f_spacer = getenv("GLIM_CUDA_SPACER");
-    c->spacer = f_spacer ? (unsigned)strtoul(f_spacer, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
     /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
     c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '5' && !f_gemv[1] ? f_gemv[0] - '0' : 3;

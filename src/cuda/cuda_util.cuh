@@ -109,7 +109,6 @@ struct cuda_ctx {
     bool            prep_fold;         /* matmul_attn_prep folds (opt-in GLIM_CUDA_PREP_FOLD=1: slower so far) */
     long            prep_used;         /* ... times it did (tests) */
     unsigned        dbg_skip;          /* GLIM_CUDA_DBG_SKIP: CUDA_SKIP_* not launched (bench: wrong output) */
-    unsigned        spacer;            /* GLIM_CUDA_SPACER: CUDA_SPACER_* where an empty PDL launch goes (bench) */
     bool            glu_fuse;          /* matmul_pair_glu asks for it (default; GLIM_CUDA_GLU_FUSE=0 off) */
     long            glu_used;          /* matmuls that took glu_q instead of quantizing (tests) */
     const float    *xq_src;        /* x that xq holds (NULL = none): reused by the next matmul of it */
@@ -220,12 +219,6 @@ static __device__ __forceinline__ void cuda_pdl_enter(void)
     cuda_pdl_wait();
     cuda_pdl_trigger();
 }
-
-/* GLIM_CUDA_SPACER bits (bench knob, same output): an empty PDL launch after add_rmsnorm (1), attn_prep (2),
- * attention (4), Wo's gated quantizer (8), the FFN gate/up (16): one hop more before the next kernel may
- * start, to see what an earlier start of each costs (docs/CUDA.md 2026-12-04 evening) */
-enum { CUDA_SPACER_NORM = 1, CUDA_SPACER_PREP = 2, CUDA_SPACER_ATTN = 4, CUDA_SPACER_GQ = 8, CUDA_SPACER_GLU = 16 };
-void cuda_spacer(struct cuda_ctx *c, unsigned where);
 
 /* A positive integer from the environment, or 0; read once into *cache (-1 = not yet): the
  * GEMV bench knobs */

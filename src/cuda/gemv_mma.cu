@@ -123,7 +123,6 @@ struct v5_job {
                                 * tiles arrived (4 = both tiles of both parts; 0 between launches) */
     int8_t   *glu_q;           /* ... and the last of them writes silu(gate) * up quantized (K45) */
     float2   *glu_d;
-    int       glu_one;         /* GLIM_CUDA_GLU_MERGE=1: glu_cnt counts the four tiles' pieces (v5_glu_piece) */
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
@@ -233,76 +232,6 @@ static __device__ __forceinline__ void v5_wait_ready(const v5_job &job, int lane
     __syncwarp();
 }
 
-/* v5_warp_of in 32-bit division where the numerator fits (a 64-bit one is a long call) */
-static __device__ __forceinline__ int64_t v5_warp_of32(const v5_job &job, int64_t x)
-{
-    uint64_t units = (uint64_t)v5_units(job), num = (uint64_t)(x + 1) * (uint64_t)job.n_warps + units - 1;
-    return (int64_t)(num >> 32 ? num / units : (uint64_t)((uint32_t)num / (uint32_t)units)) - 1;
-}
-
-/* the pieces tile `tile` of job is cut into (the warps holding one of its units) */
-static __device__ __forceinline__ int v5_pieces(const v5_job &job, int64_t tile)
-{
-    return (int)(v5_warp_of32(job, (tile + 1) * job.n_sb - 1) - v5_warp_of32(job, tile * job.n_sb) + 1);
-}
-
-/* job.glu_one: a piece of a gate/up tile (lane sums of group g already added). Instead of the tile's
- * last piece merging it and then counting the tile into its 32-row block (whose last tile quantizes),
- * every piece counts into the block, and the block's last piece merges all four tiles and quantizes:
- * one fence-and-count round trip at the end of a warp instead of two. The same sums in the same
- * order (v5_store's merge, v5_glu_arrive's quantizer): the same bits. */
-static __device__ __forceinline__ void v5_glu_piece(const v5_job &job, const v5_part &P, int64_t tile, int piece,
-                                                    int pieces, int stride, int64_t r0, int lane, float acc_g,
-                                                    float acc_g8)
-{
-    int g = lane >> 2, t = lane & 3;
-    if (pieces == 1) {
-        if (t == 0) {
-            P.y[r0 + g] = acc_g;
-            P.y[r0 + g + 8] = acc_g8;
-        }
-    } else if (t == 0) {
-        float *pp = job.part + ((size_t)tile * stride + piece) * 16;
-        pp[g] = acc_g;
-        pp[g + 8] = acc_g8;
-    }
-    int64_t blk = (tile - P.tile0) >> 1;
-    /* a tile's pieces add 1 each but its last piece 2^16 - (pieces - 1): every tile adds 2^16, so
-     * the block is complete at 4 << 16 whatever its tiles' cuts, and no piece needs them */
-    unsigned add = piece == pieces - 1 ? (1u << 16) - (unsigned)(pieces - 1) : 1u;
-    __threadfence();   /* this piece is visible before the count says so */
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0)
-        done = atomicAdd(&job.glu_cnt[blk], add);
-    done = __shfl_sync(0xffffffffu, done, 0);
-    if (done + add != 4u << 16)
-        return;
-    __threadfence();   /* every piece of the block is visible */
-    int64_t n = blk * 32 + lane;
-    float y2[2];
-#pragma unroll
-    for (int q = 0; q < 2; q++) {   /* lane: row n of gate (q = 0) and of up (q = 1) */
-        const v5_part &Q = job.p[q];
-        int64_t tl = Q.tile0 + 2 * blk + (lane >> 4);
-        int np = v5_pieces(job, tl);
-        float y = 0.0f;
-        if (np == 1) {
-            y = __ldcg(Q.y + n);
-        } else {
-            const float *tp = job.part + (size_t)tl * stride * 16 + (lane & 15);
-            for (int i = 0; i < np; i++)
-                y += __ldcg(tp + (size_t)i * 16);
-            Q.y[n] = y;
-        }
-        y2[q] = y;
-    }
-    float v = glu_apply<1 + BE_GLU_SILU>(y2[1], y2[0]);   /* up, gate */
-    quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
-    if (lane == 0)
-        job.glu_cnt[blk] = 0u;   /* for the next launch */
-}
-
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
@@ -317,10 +246,6 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
     acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
     acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
     acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
-    if (MODE == V5_PLAIN && job.glu_one) {
-        v5_glu_piece(job, P, tile, piece, pieces, stride, r0, lane, acc_g, acc_g8);
-        return;
-    }
     if (pieces == 1) {
         if (t == 0 && r0 + g < P.n)
             P.y[r0 + g] = acc_g;
@@ -539,8 +464,6 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
         !v5_counts(c, &c->glu_cnt, (size_t)blocks * 4))
         return false;
     job.glu_cnt = (unsigned *)c->glu_cnt.p;
-    static int merge_env = -1;   /* GLIM_CUDA_GLU_MERGE=1 (opt-in until timed): v5_glu_piece */
-    job.glu_one = cuda_env_knob("GLIM_CUDA_GLU_MERGE", &merge_env) == 1;
     job.glu_q = (int8_t *)c->glu_q.p;
     job.glu_d = (float2 *)((uint8_t *)c->glu_q.p + k);
     return true;

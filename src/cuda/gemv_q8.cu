@@ -619,8 +619,6 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     const float2 *xd;
     if (!quantize_x(c, x, k, n_rows, layout_of(ws[0]->dev_type), g, act, &xq, &xd))
         return;
-    if (g && act == BE_GLU_SIGMOID)
-        cuda_spacer(c, CUDA_SPACER_GQ);
     /* v3/v4 only for one activation row: with 8 rows v3's larger register set measured
      * slower than v2 (Q4_K 6656x19968: 72.6 vs 69.0 us; Q8_0: 115.8 vs 76.9 us) */
     bool taken[GEMV_MAX_PARTS];

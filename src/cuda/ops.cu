@@ -174,18 +174,3 @@ void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const fl
                                                                                    src_stride, n_rows, n);
     CUDA_LAUNCHED(c, "copy_rows");
 }
-
-/* ---- spacer (GLIM_CUDA_SPACER, bench knob) ---- */
-
-static __global__ void spacer_kernel(void)
-{
-    cuda_pdl_enter();
-}
-
-void cuda_spacer(struct cuda_ctx *c, unsigned where)
-{
-    if (!(c->spacer & where) || !c->pdl_all)
-        return;
-    cuda_launch_dep(c, dim3(1), dim3(32), 0, spacer_kernel);
-    CUDA_LAUNCHED(c, "spacer");
-}
