@@ -1,0 +1,327 @@
+/*
+ * half_model.cu — a stand-alone model of one decode layer's attention half (norm, q/k/v/gate GEMV,
+ * attention over a short context, Wo GEMV, norm) as ONE persistent kernel, to price the plan in
+ * docs/CUDA.md ("Update 2026-12-04 18:40") before it is written: can the half's latency chain run
+ * while its 48 MB of weights stream, in ~15 us on an H200, where today's launches take ~28?
+ *
+ * One grid of 4 CTAs x 128 threads an SM, every CTA resident (checked), no grid-wide barrier:
+ *   - at entry each CTA copies its share of "Wo" (15.3 MB in all, ~29 KB a CTA) into shared memory
+ *     (cp.async) and each warp issues its first loads of "q/k/v/gate" (32.9 MB, contiguous per warp);
+ *   - CTA 0 runs the first norm (26 KB from L2, two block reductions, 26 KB out), then a flag;
+ *   - every warp waits for the flag, streams its q/k/v/gate share (dp4a on every byte, the h values
+ *     it needs from L2), and counts itself done;
+ *   - 2 CTAs (the KV groups) wait for every warp, then run 16 heads of attention over 64 keys
+ *     (K and V from L2), write 2048 floats each and count;
+ *   - every warp waits for both groups and multiplies its Wo share (shared memory) with the
+ *     attention output; the last CTA to finish runs the second norm and stamps the end.
+ * Modes: both (the above), stream (no waits, no chain: the bytes alone), chain (the chain with one
+ * round of weights a warp). Times are from the global timer (first CTA in -> end stamp), median of
+ * 30 runs. A benchmark: prints, never asserts.
+ *
+ * Build and run (GPU machine): nvcc -arch=sm_90 -O3 -o /tmp/half_model dev/cuda/half_model.cu && /tmp/half_model
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(call)                                                                                   \
+    do {                                                                                              \
+        cudaError_t e_ = (call);                                                                      \
+        if (e_ != cudaSuccess) {                                                                      \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
+            exit(1);                                                                                  \
+        }                                                                                             \
+    } while (0)
+
+#define WARPS 4          /* per CTA */
+#define R 8              /* uint4 loads in flight per lane (4 KB a warp), as v3's 8 slots */
+#define E 6656           /* hidden size */
+#define QD 4096          /* attention width: 32 heads x 128 */
+#define KEYS 64
+#define SPIN_MAX (1 << 24)
+
+enum { F_NORM, F_QKV, F_ATTN, F_WO, F_T0, F_T1, F_ERR, F_N };
+
+struct model {
+    const uint4 *wq;        /* q/k/v/gate: [n_warps][qw] uint4 */
+    const uint4 *wo;        /* Wo: [n_cta][wo] uint4 */
+    float *x, *h, *o, *attn;
+    const float *q;         /* 32 heads x 128 */
+    const __half *kv;       /* [2 groups][KEYS][2][128] */
+    unsigned *f;            /* F_* counters; F_T0/F_T1 hold timer words */
+    unsigned long long *t;  /* [0] first entry, [1] end */
+    int qw, wo_n, mode;     /* uint4 a warp / a CTA; mode 0 both, 1 stream only, 2 chain only */
+    float *sink;
+};
+
+static __device__ __forceinline__ unsigned long long now_ns(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+static __device__ __forceinline__ unsigned ld_acq(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* lane 0 spins until *p >= need (bounded: a hang shows as F_ERR), then the warp goes on */
+static __device__ void wait_ge(const model &m, const unsigned *p, unsigned need)
+{
+    if ((threadIdx.x & 31) == 0) {
+        int i = 0;
+        while (ld_acq(p) < need && ++i < SPIN_MAX)
+            __nanosleep(20);
+        if (i >= SPIN_MAX)
+            atomicAdd(&m.f[F_ERR], 1u);
+    }
+    __syncwarp();
+}
+
+static __device__ __forceinline__ void arrive(unsigned *p)
+{
+    __threadfence();
+    atomicAdd(p, 1u);
+}
+
+static __device__ double block_sum128(double v, double *red)
+{
+    for (int o = 16; o; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    return red[0] + red[1] + red[2] + red[3];
+}
+
+/* add_rmsnorm's work by one CTA of 128 threads: o and x from L2, two sums, x and h out (three
+ * passes over L2, as the 52 values a thread would not fit beside the stream's registers) */
+static __device__ void norm_cta(const model &m, double *red)
+{
+    double s = 0.0;
+    for (int i = threadIdx.x; i < E; i += 128) {
+        float v = __ldcg(m.o + i);
+        s += (double)v * v;
+    }
+    float r = (float)(1.0 / sqrt(block_sum128(s, red) / E + 1e-8));
+    s = 0.0;
+    for (int i = threadIdx.x; i < E; i += 128) {
+        float v = __ldcg(m.x + i) + __ldcg(m.o + i) * r;
+        m.x[i] = v;
+        s += (double)v * v;
+    }
+    float r2 = (float)(1.0 / sqrt(block_sum128(s, red + 4) / E + 1e-5));
+    for (int i = threadIdx.x; i < E; i += 128)
+        m.h[i] = m.x[i] * r2;   /* this thread's own writes */
+}
+
+/* dp4a over a loaded uint4 against an activation word: ~1 instruction a weight byte as v5 */
+static __device__ __forceinline__ int use4(uint4 w, int a, int acc)
+{
+    acc = __dp4a((int)w.x, a, acc);
+    acc = __dp4a((int)w.y, a, acc);
+    acc = __dp4a((int)w.z, a, acc);
+    acc = __dp4a((int)w.w, a, acc);
+    return acc;
+}
+
+/* 16 heads of one KV group over KEYS keys: one warp a head at a time, K and V (32 KB) through L1 */
+static __device__ void attend_group(const model &m, int grp)
+{
+    const __half *ks = m.kv + (size_t)grp * KEYS * 256;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int hh = warp; hh < 16; hh += WARPS) {
+        const float *q = m.q + (grp * 16 + hh) * 128;
+        float q4[4];
+        for (int e = 0; e < 4; e++)
+            q4[e] = __ldcg(q + lane + 32 * e);
+        float sc[KEYS / 32], mx = -1e30f;
+        for (int k = 0; k < KEYS; k++) {
+            float d = 0.0f;
+            for (int e = 0; e < 4; e++)
+                d += q4[e] * __half2float(__ldg(ks + k * 256 + lane + 32 * e));
+            for (int o = 16; o; o >>= 1)
+                d += __shfl_xor_sync(0xffffffffu, d, o);
+            if ((k & 31) == lane)
+                sc[k >> 5] = d;
+            mx = fmaxf(mx, d);
+        }
+        float acc[4] = {0, 0, 0, 0}, l = 0.0f;
+        for (int k = 0; k < KEYS; k++) {
+            float p = __expf(__shfl_sync(0xffffffffu, sc[k >> 5], k & 31) - mx);
+            l += p;
+            for (int e = 0; e < 4; e++)
+                acc[e] += p * __half2float(__ldg(ks + k * 256 + 128 + lane + 32 * e));
+        }
+        for (int e = 0; e < 4; e++)
+            m.attn[(grp * 16 + hh) * 128 + lane + 32 * e] = acc[e] / l;
+    }
+}
+
+static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
+{
+    extern __shared__ uint4 wo_s[];
+    __shared__ double red[8];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int n_cta = gridDim.x, n_warps = n_cta * WARPS, gw = blockIdx.x * WARPS + warp;
+    if (threadIdx.x == 0)
+        atomicMin(&m.t[0], now_ns());
+    /* Wo's share into shared memory, in flight from the first instruction */
+    const uint4 *wo = m.wo + (size_t)blockIdx.x * m.wo_n;
+    for (int i = threadIdx.x; i < m.wo_n; i += blockDim.x) {
+        unsigned dst = (unsigned)__cvta_generic_to_shared(wo_s + i);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(wo + i) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    /* the first round of q/k/v/gate loads, before any wait */
+    const uint4 *wq = m.wq + (size_t)gw * m.qw;
+    uint4 w[R];
+#pragma unroll
+    for (int u = 0; u < R; u++)
+        w[u] = lane + 32 * u < m.qw ? __ldcs(wq + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+    bool chain = m.mode != 1;
+    if (chain && blockIdx.x == 0) {
+        norm_cta(m, red);
+        __syncthreads();
+        if (threadIdx.x == 0)
+            arrive(&m.f[F_NORM]);
+    }
+    if (chain)
+        wait_ge(m, &m.f[F_NORM], 1);
+    int acc = 0;
+    for (int base = 0; base < m.qw; base += 32 * R) {
+        int a = __float_as_int(__ldcg(m.h + (gw * 7 + base / 32 + lane) % E));   /* h: from L2 */
+        uint4 nx[R];
+        bool more = base + 32 * R < m.qw;
+#pragma unroll
+        for (int u = 0; u < R; u++) {   /* the next round in flight while this one is used */
+            int i = base + 32 * R + lane + 32 * u;
+            nx[u] = more && i < m.qw ? __ldcs(wq + i) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < R; u++)
+            acc = use4(w[u], a, acc);
+#pragma unroll
+        for (int u = 0; u < R; u++)
+            w[u] = nx[u];
+    }
+    if (chain && lane == 0)
+        arrive(&m.f[F_QKV]);
+    /* attention: CTAs 1 and 2 (after their own share), when every warp's share is in */
+    if (chain && (blockIdx.x == 1 || blockIdx.x == 2)) {
+        wait_ge(m, &m.f[F_QKV], (unsigned)n_warps);
+        __syncthreads();
+        attend_group(m, blockIdx.x - 1);
+        __syncthreads();
+        if (threadIdx.x == 0)
+            arrive(&m.f[F_ATTN]);
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    if (chain)
+        wait_ge(m, &m.f[F_ATTN], 2);
+    /* Wo: this CTA's rows from shared memory times the gated attention output */
+    int a = __float_as_int(__ldcg(m.attn + (gw * 13 + lane) % QD));
+    for (int i = threadIdx.x; i < m.wo_n; i += blockDim.x)
+        acc = use4(wo_s[i], a, acc);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        unsigned done = atomicAdd(&m.f[F_WO], 1u);
+        red[6] = done == (unsigned)n_cta - 1 ? 1.0 : 0.0;
+    }
+    __syncthreads();
+    if (red[6] != 0.0) {   /* the last CTA: the second norm, then the end stamp */
+        __threadfence();
+        if (chain)
+            norm_cta(m, red);
+        __syncthreads();
+        if (threadIdx.x == 0)
+            m.t[1] = now_ns();
+    }
+    if (acc == 0x7fffffff)
+        m.sink[0] = 1.0f;   /* keeps the loads */
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(void)
+{
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    int n_sm = prop.multiProcessorCount, n_cta = 4 * n_sm, n_warps = n_cta * WARPS;
+    const double QB = 32.9e6, WB = 15.3e6;   /* q/k/v/gate and Wo bytes of a 30B layer */
+    int qw_full = (int)(QB / 16 / n_warps), wo_full = (int)(WB / 16 / n_cta);
+    size_t smem = (size_t)wo_full * 16;
+    CHECK(cudaFuncSetAttribute(half_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, half_kernel, WARPS * 32, smem));
+    printf("%s: %d SMs, %d CTAs an SM fit (need 4), q/k/v/gate %d B a warp, Wo %zu B a CTA\n", prop.name, n_sm,
+           per_sm, qw_full * 16, smem);
+    if (per_sm < 4)
+        return 1;
+    /* the weights of 8 layers, so the stream comes from DRAM and not L2 */
+    const int LAYERS = 8;
+    size_t qbytes = (size_t)n_warps * qw_full * 16, wbytes = (size_t)n_cta * wo_full * 16;
+    uint8_t *wq, *wo;
+    CHECK(cudaMalloc(&wq, qbytes * LAYERS));
+    CHECK(cudaMalloc(&wo, wbytes * LAYERS));
+    CHECK(cudaMemset(wq, 1, qbytes * LAYERS));
+    CHECK(cudaMemset(wo, 1, wbytes * LAYERS));
+    float *buf;
+    CHECK(cudaMalloc(&buf, (size_t)(4 * E + 2 * QD + 1024 + 2 * KEYS * 256) * 4));
+    CHECK(cudaMemset(buf, 0, (size_t)(4 * E + 2 * QD + 1024 + 2 * KEYS * 256) * 4));
+    __half *kv;
+    CHECK(cudaMalloc(&kv, (size_t)2 * KEYS * 256 * 2));
+    CHECK(cudaMemset(kv, 0, (size_t)2 * KEYS * 256 * 2));
+    unsigned *f;
+    unsigned long long *t;
+    CHECK(cudaMalloc(&f, F_N * 4));
+    CHECK(cudaMalloc(&t, 16));
+    model m;
+    m.x = buf, m.h = buf + E, m.o = buf + 2 * E, m.attn = buf + 3 * E, m.q = buf + 3 * E + QD;
+    m.sink = buf + 3 * E + 2 * QD;
+    m.kv = kv, m.f = f, m.t = t;
+    const char *names[3] = {"both (stream + chain)", "stream only", "chain only (1 round)"};
+    for (int mode = 0; mode < 3; mode++) {
+        m.mode = mode;
+        m.qw = mode == 2 ? 32 : qw_full;   /* chain only: one uint4 a lane, 1.4 MB in all */
+        m.wo_n = mode == 2 ? WARPS * 32 : wo_full;
+        unsigned long long d[30];
+        int errs = 0;
+        for (int it = 0; it < 32; it++) {
+            int layer = it % LAYERS;   /* another layer's bytes each run: from DRAM, not L2 */
+            m.wq = (const uint4 *)(wq + qbytes * layer);
+            m.wo = (const uint4 *)(wo + wbytes * layer);
+            CHECK(cudaMemset(f, 0, F_N * 4));
+            unsigned long long init[2] = {~0ull, 0ull};
+            CHECK(cudaMemcpy(t, init, 16, cudaMemcpyHostToDevice));
+            half_kernel<<<n_cta, WARPS * 32, smem>>>(m);
+            CHECK(cudaGetLastError());
+            CHECK(cudaDeviceSynchronize());
+            unsigned long long tt[2];
+            unsigned ff[F_N];
+            CHECK(cudaMemcpy(tt, t, 16, cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(ff, f, F_N * 4, cudaMemcpyDeviceToHost));
+            errs += ff[F_ERR];
+            if (it >= 2)
+                d[it - 2] = tt[1] - tt[0];
+        }
+        qsort(d, 30, sizeof d[0], cmp_u64);
+        double bytes = mode == 2 ? (double)n_warps * 32 * 16 + (double)n_cta * WARPS * 32 * 16 : QB + WB;
+        printf("%-24s median %7.2f us (min %7.2f, max %7.2f), %.1f MB, %.0f GB/s%s\n", names[mode], d[15] / 1e3,
+               d[0] / 1e3, d[29] / 1e3, bytes / 1e6, bytes / (d[15] / 1e9) / 1e9, errs ? "  SPIN TIMEOUTS" : "");
+    }
+    return 0;
+}
