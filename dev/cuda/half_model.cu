@@ -10,9 +10,9 @@
  *   - CTA 0 runs the first norm (26 KB from L2, two block reductions, 26 KB out), then a flag;
  *   - every warp waits for the flag, streams its q/k/v/gate share (dp4a on every byte, the h values
  *     it needs from L2), and counts itself done;
- *   - 2 CTAs (the KV groups) wait for every warp, then run 16 heads of attention over 64 keys
- *     (K and V from L2), write 2048 floats each and count;
- *   - every warp waits for both groups and multiplies its Wo share (shared memory) with the
+ *   - 8 CTAs wait for every warp, then run 32 heads of attention over 64 keys, a warp a head
+ *     (K and V through L1), and count;
+ *   - every warp waits for all heads and multiplies its Wo share (shared memory) with the
  *     attention output; the last CTA to finish runs the second norm and stamps the end.
  * Modes: both (the above), stream (no waits, no chain: the bytes alone), chain (the chain with one
  * round of weights a warp). Times are from the global timer (first CTA in -> end stamp), median of
@@ -52,7 +52,7 @@ struct model {
     const float *q;         /* 32 heads x 128 */
     const __half *kv;       /* [2 groups][KEYS][2][128] */
     unsigned *f;            /* F_* counters; F_T0/F_T1 hold timer words */
-    unsigned long long *t;  /* [0] first entry, [1] end */
+    unsigned long long *t;  /* [0] first entry, [1] end, [2] norm done, [3] q/k/v seen done, [4] heads done */
     int qw, wo_n, mode;     /* uint4 a warp / a CTA; mode 0 both, 1 stream only, 2 chain only */
     float *sink;
 };
@@ -132,37 +132,51 @@ static __device__ __forceinline__ int use4(uint4 w, int a, int acc)
     return acc;
 }
 
-/* 16 heads of one KV group over KEYS keys: one warp a head at a time, K and V (32 KB) through L1 */
-static __device__ void attend_group(const model &m, int grp)
+/* one query head over KEYS keys by one warp (K and V of its group, 32 KB, through L1): lane = two
+ * keys for the scores, four dimensions for the output, as a split of attention v4 would spread it */
+static __device__ void attend_head(const model &m, int head)
 {
-    const __half *ks = m.kv + (size_t)grp * KEYS * 256;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int hh = warp; hh < 16; hh += WARPS) {
-        const float *q = m.q + (grp * 16 + hh) * 128;
-        float q4[4];
-        for (int e = 0; e < 4; e++)
-            q4[e] = __ldcg(q + lane + 32 * e);
-        float sc[KEYS / 32], mx = -1e30f;
-        for (int k = 0; k < KEYS; k++) {
-            float d = 0.0f;
-            for (int e = 0; e < 4; e++)
-                d += q4[e] * __half2float(__ldg(ks + k * 256 + lane + 32 * e));
-            for (int o = 16; o; o >>= 1)
-                d += __shfl_xor_sync(0xffffffffu, d, o);
-            if ((k & 31) == lane)
-                sc[k >> 5] = d;
-            mx = fmaxf(mx, d);
+    const __half *ks = m.kv + (size_t)(head / 16) * KEYS * 256;
+    int lane = threadIdx.x & 31;
+    const float *q = m.q + head * 128;
+    float s[KEYS / 32];
+#pragma unroll
+    for (int j = 0; j < KEYS / 32; j++) {
+        const __half2 *kr = (const __half2 *)(ks + (lane + 32 * j) * 256);
+        float d = 0.0f;
+#pragma unroll 8
+        for (int e = 0; e < 64; e++) {
+            float2 k2 = __half22float2(__ldg(kr + e));
+            d += __ldcg(q + 2 * e) * k2.x + __ldcg(q + 2 * e + 1) * k2.y;
         }
-        float acc[4] = {0, 0, 0, 0}, l = 0.0f;
-        for (int k = 0; k < KEYS; k++) {
-            float p = __expf(__shfl_sync(0xffffffffu, sc[k >> 5], k & 31) - mx);
-            l += p;
-            for (int e = 0; e < 4; e++)
-                acc[e] += p * __half2float(__ldg(ks + k * 256 + 128 + lane + 32 * e));
-        }
-        for (int e = 0; e < 4; e++)
-            m.attn[(grp * 16 + hh) * 128 + lane + 32 * e] = acc[e] / l;
+        s[j] = d;
     }
+    float mx = s[0];
+#pragma unroll
+    for (int j = 1; j < KEYS / 32; j++)
+        mx = fmaxf(mx, s[j]);
+    for (int o = 16; o; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float l = 0.0f;
+#pragma unroll
+    for (int j = 0; j < KEYS / 32; j++) {
+        s[j] = __expf(s[j] - mx);
+        l += s[j];
+    }
+    for (int o = 16; o; o >>= 1)
+        l += __shfl_xor_sync(0xffffffffu, l, o);
+    float acc[4] = {0, 0, 0, 0};
+#pragma unroll 4
+    for (int k = 0; k < KEYS; k++) {
+        float p = __shfl_sync(0xffffffffu, s[k >> 5], k & 31);
+        const __half *vr = ks + k * 256 + 128;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[e] += p * __half2float(__ldg(vr + lane + 32 * e));
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        m.attn[head * 128 + lane + 32 * e] = acc[e] / l;
 }
 
 static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
@@ -190,8 +204,10 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     if (chain && blockIdx.x == 0) {
         norm_cta(m, red);
         __syncthreads();
-        if (threadIdx.x == 0)
+        if (threadIdx.x == 0) {
+            m.t[2] = now_ns();
             arrive(&m.f[F_NORM]);
+        }
     }
     if (chain)
         wait_ge(m, &m.f[F_NORM], 1);
@@ -214,19 +230,21 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     }
     if (chain && lane == 0)
         arrive(&m.f[F_QKV]);
-    /* attention: CTAs 1 and 2 (after their own share), when every warp's share is in */
-    if (chain && (blockIdx.x == 1 || blockIdx.x == 2)) {
+    /* attention: CTAs 1..8, a warp a head (32 heads), when every warp's share is in */
+    if (chain && blockIdx.x >= 1 && blockIdx.x <= 8) {
         wait_ge(m, &m.f[F_QKV], (unsigned)n_warps);
-        __syncthreads();
-        attend_group(m, blockIdx.x - 1);
-        __syncthreads();
-        if (threadIdx.x == 0)
+        if (blockIdx.x == 1 && threadIdx.x == 0)
+            m.t[3] = now_ns();
+        attend_head(m, (blockIdx.x - 1) * WARPS + warp);
+        if (lane == 0) {
+            atomicMax(&m.t[4], now_ns());
             arrive(&m.f[F_ATTN]);
+        }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
     if (chain)
-        wait_ge(m, &m.f[F_ATTN], 2);
+        wait_ge(m, &m.f[F_ATTN], 32);
     /* Wo: this CTA's rows from shared memory times the gated attention output */
     int a = __float_as_int(__ldcg(m.attn + (gw * 13 + lane) % QD));
     for (int i = threadIdx.x; i < m.wo_n; i += blockDim.x)
@@ -288,7 +306,7 @@ int main(void)
     unsigned *f;
     unsigned long long *t;
     CHECK(cudaMalloc(&f, F_N * 4));
-    CHECK(cudaMalloc(&t, 16));
+    CHECK(cudaMalloc(&t, 64));
     model m;
     m.x = buf, m.h = buf + E, m.o = buf + 2 * E, m.attn = buf + 3 * E, m.q = buf + 3 * E + QD;
     m.sink = buf + 3 * E + 2 * QD;
@@ -298,30 +316,38 @@ int main(void)
         m.mode = mode;
         m.qw = mode == 2 ? 32 : qw_full;   /* chain only: one uint4 a lane, 1.4 MB in all */
         m.wo_n = mode == 2 ? WARPS * 32 : wo_full;
-        unsigned long long d[30];
+        unsigned long long d[30], ph[3][30];
         int errs = 0;
         for (int it = 0; it < 32; it++) {
             int layer = it % LAYERS;   /* another layer's bytes each run: from DRAM, not L2 */
             m.wq = (const uint4 *)(wq + qbytes * layer);
             m.wo = (const uint4 *)(wo + wbytes * layer);
             CHECK(cudaMemset(f, 0, F_N * 4));
-            unsigned long long init[2] = {~0ull, 0ull};
-            CHECK(cudaMemcpy(t, init, 16, cudaMemcpyHostToDevice));
+            unsigned long long init[8] = {~0ull, 0, 0, 0, 0, 0, 0, 0};
+            CHECK(cudaMemcpy(t, init, 64, cudaMemcpyHostToDevice));
             half_kernel<<<n_cta, WARPS * 32, smem>>>(m);
             CHECK(cudaGetLastError());
             CHECK(cudaDeviceSynchronize());
-            unsigned long long tt[2];
+            unsigned long long tt[8];
             unsigned ff[F_N];
-            CHECK(cudaMemcpy(tt, t, 16, cudaMemcpyDeviceToHost));
+            CHECK(cudaMemcpy(tt, t, 64, cudaMemcpyDeviceToHost));
             CHECK(cudaMemcpy(ff, f, F_N * 4, cudaMemcpyDeviceToHost));
             errs += ff[F_ERR];
-            if (it >= 2)
+            if (it >= 2) {
                 d[it - 2] = tt[1] - tt[0];
+                for (int k = 0; k < 3; k++)
+                    ph[k][it - 2] = tt[2 + k] > tt[0] ? tt[2 + k] - tt[0] : 0;
+            }
         }
         qsort(d, 30, sizeof d[0], cmp_u64);
+        for (int k = 0; k < 3; k++)
+            qsort(ph[k], 30, sizeof ph[k][0], cmp_u64);
         double bytes = mode == 2 ? (double)n_warps * 32 * 16 + (double)n_cta * WARPS * 32 * 16 : QB + WB;
         printf("%-24s median %7.2f us (min %7.2f, max %7.2f), %.1f MB, %.0f GB/s%s\n", names[mode], d[15] / 1e3,
                d[0] / 1e3, d[29] / 1e3, bytes / 1e6, bytes / (d[15] / 1e9) / 1e9, errs ? "  SPIN TIMEOUTS" : "");
+        if (mode != 1)
+            printf("%-24s norm done %.2f, q/k/v seen done %.2f, heads done %.2f us (medians)\n", "", ph[0][15] / 1e3,
+                   ph[1][15] / 1e3, ph[2][15] / 1e3);
     }
     return 0;
 }
