@@ -106,20 +106,24 @@ static __device__ double block_sum128(double v, double *red)
 static __device__ void norm_cta(const model &m, double *red)
 {
     double s = 0.0;
-    for (int i = threadIdx.x; i < E; i += 128) {
-        float v = __ldcg(m.o + i);
+#pragma unroll
+    for (int j = 0; j < E / 128; j++) {   /* unrolled: every load of a pass in flight at once */
+        float v = __ldcg(m.o + threadIdx.x + 128 * j);
         s += (double)v * v;
     }
     float r = (float)(1.0 / sqrt(block_sum128(s, red) / E + 1e-8));
     s = 0.0;
-    for (int i = threadIdx.x; i < E; i += 128) {
+#pragma unroll
+    for (int j = 0; j < E / 128; j++) {
+        int i = threadIdx.x + 128 * j;
         float v = __ldcg(m.x + i) + __ldcg(m.o + i) * r;
         m.x[i] = v;
         s += (double)v * v;
     }
     float r2 = (float)(1.0 / sqrt(block_sum128(s, red + 4) / E + 1e-5));
-    for (int i = threadIdx.x; i < E; i += 128)
-        m.h[i] = m.x[i] * r2;   /* this thread's own writes */
+#pragma unroll
+    for (int j = 0; j < E / 128; j++)
+        m.h[threadIdx.x + 128 * j] = m.x[threadIdx.x + 128 * j] * r2;   /* this thread's own writes */
 }
 
 /* dp4a over a loaded uint4 against an activation word: ~1 instruction a weight byte as v5 */
@@ -134,11 +138,14 @@ static __device__ __forceinline__ int use4(uint4 w, int a, int acc)
 
 /* one query head over KEYS keys by one warp (K and V of its group, 32 KB, through L1): lane = two
  * keys for the scores, four dimensions for the output, as a split of attention v4 would spread it */
-static __device__ void attend_head(const model &m, int head)
+static __device__ void attend_head(const model &m, int head, float *q)
 {
     const __half *ks = m.kv + (size_t)(head / 16) * KEYS * 256;
     int lane = threadIdx.x & 31;
-    const float *q = m.q + head * 128;
+#pragma unroll
+    for (int e = 0; e < 4; e++)   /* the head's query into this warp's shared row */
+        q[lane + 32 * e] = __ldcg(m.q + head * 128 + lane + 32 * e);
+    __syncwarp();
     float s[KEYS / 32];
 #pragma unroll
     for (int j = 0; j < KEYS / 32; j++) {
@@ -147,7 +154,7 @@ static __device__ void attend_head(const model &m, int head)
 #pragma unroll 8
         for (int e = 0; e < 64; e++) {
             float2 k2 = __half22float2(__ldg(kr + e));
-            d += __ldcg(q + 2 * e) * k2.x + __ldcg(q + 2 * e + 1) * k2.y;
+            d += q[2 * e] * k2.x + q[2 * e + 1] * k2.y;
         }
         s[j] = d;
     }
@@ -183,6 +190,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
 {
     extern __shared__ uint4 wo_s[];
     __shared__ double red[8];
+    __shared__ float qrow[WARPS][128];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int n_cta = gridDim.x, n_warps = n_cta * WARPS, gw = blockIdx.x * WARPS + warp;
     if (threadIdx.x == 0)
@@ -235,7 +243,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
         wait_ge(m, &m.f[F_QKV], (unsigned)n_warps);
         if (blockIdx.x == 1 && threadIdx.x == 0)
             m.t[3] = now_ns();
-        attend_head(m, (blockIdx.x - 1) * WARPS + warp);
+        attend_head(m, (blockIdx.x - 1) * WARPS + warp, qrow[warp]);
         if (lane == 0) {
             atomicMax(&m.t[4], now_ns());
             arrive(&m.f[F_ATTN]);
