@@ -71,23 +71,48 @@ static __device__ __forceinline__ unsigned ld_acq(const unsigned *p)
     return v;
 }
 
-/* lane 0 spins until *p >= need (bounded: a hang shows as F_ERR), then the warp goes on */
-static __device__ void wait_ge(const model &m, const unsigned *p, unsigned need)
+/* Counters and flags, each on its own 128-byte line: a counter gathers arrivals, and its last
+ * arrival raises the flag in NCOPY copies, so the ~500 CTAs that wait poll 32 lines, ~16 each, and
+ * not one (2000 warps polling one word stalled every step of the first version ~15 us) */
+#define NCOPY 32
+#define F_WORDS ((8 + 8 * NCOPY) * 32)
+static __device__ __forceinline__ unsigned *counter(const model &m, int k)
 {
-    if ((threadIdx.x & 31) == 0) {
-        int i = 0;
-        while (ld_acq(p) < need && ++i < SPIN_MAX)
-            __nanosleep(20);
-        if (i >= SPIN_MAX)
-            atomicAdd(&m.f[F_ERR], 1u);
-    }
-    __syncwarp();
+    return m.f + k * 32;
 }
 
-static __device__ __forceinline__ void arrive(unsigned *p)
+static __device__ __forceinline__ unsigned *flag(const model &m, int k, int c)
+{
+    return m.f + (8 + k * NCOPY + c) * 32;
+}
+
+static __device__ void signal(const model &m, int k)
 {
     __threadfence();
-    atomicAdd(p, 1u);
+    for (int c = 0; c < NCOPY; c++)
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag(m, k, c)), "r"(1u) : "memory");
+}
+
+/* one arrival of n_total at counter k (one thread): the last raises flag k */
+static __device__ void arrive_of(const model &m, int k, unsigned n_total)
+{
+    __threadfence();
+    if (atomicAdd(counter(m, k), 1u) == n_total - 1)
+        signal(m, k);
+}
+
+/* the whole CTA waits for flag k (thread 0 polls this CTA's copy; bounded: a hang shows as F_ERR) */
+static __device__ void wait_flag(const model &m, int k)
+{
+    if (threadIdx.x == 0) {
+        const unsigned *p = flag(m, k, blockIdx.x % NCOPY);
+        int i = 0;
+        while (ld_acq(p) == 0 && ++i < SPIN_MAX)
+            __nanosleep(64);
+        if (i >= SPIN_MAX)
+            atomicAdd(counter(m, F_ERR), 1u);
+    }
+    __syncthreads();
 }
 
 static __device__ double block_sum128(double v, double *red)
@@ -214,11 +239,11 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
         __syncthreads();
         if (threadIdx.x == 0) {
             m.t[2] = now_ns();
-            arrive(&m.f[F_NORM]);
+            signal(m, F_NORM);
         }
     }
     if (chain)
-        wait_ge(m, &m.f[F_NORM], 1);
+        wait_flag(m, F_NORM);
     int acc = 0;
     for (int base = 0; base < m.qw; base += 32 * R) {
         int a = __float_as_int(__ldcg(m.h + (gw * 7 + base / 32 + lane) % E));   /* h: from L2 */
@@ -237,22 +262,22 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
             w[u] = nx[u];
     }
     if (chain && lane == 0)
-        arrive(&m.f[F_QKV]);
+        arrive_of(m, F_QKV, (unsigned)n_warps);
     /* attention: CTAs 1..8, a warp a head (32 heads), when every warp's share is in */
     if (chain && blockIdx.x >= 1 && blockIdx.x <= 8) {
-        wait_ge(m, &m.f[F_QKV], (unsigned)n_warps);
+        wait_flag(m, F_QKV);
         if (blockIdx.x == 1 && threadIdx.x == 0)
             m.t[3] = now_ns();
         attend_head(m, (blockIdx.x - 1) * WARPS + warp, qrow[warp]);
         if (lane == 0) {
             atomicMax(&m.t[4], now_ns());
-            arrive(&m.f[F_ATTN]);
+            arrive_of(m, F_ATTN, 32);
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
     if (chain)
-        wait_ge(m, &m.f[F_ATTN], 32);
+        wait_flag(m, F_ATTN);
     /* Wo: this CTA's rows from shared memory times the gated attention output */
     int a = __float_as_int(__ldcg(m.attn + (gw * 13 + lane) % QD));
     for (int i = threadIdx.x; i < m.wo_n; i += blockDim.x)
@@ -260,7 +285,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence();
-        unsigned done = atomicAdd(&m.f[F_WO], 1u);
+        unsigned done = atomicAdd(counter(m, F_WO), 1u);
         red[6] = done == (unsigned)n_cta - 1 ? 1.0 : 0.0;
     }
     __syncthreads();
@@ -313,7 +338,7 @@ int main(void)
     CHECK(cudaMemset(kv, 0, (size_t)2 * KEYS * 256 * 2));
     unsigned *f;
     unsigned long long *t;
-    CHECK(cudaMalloc(&f, F_N * 4));
+    CHECK(cudaMalloc(&f, F_WORDS * 4));
     CHECK(cudaMalloc(&t, 64));
     model m;
     m.x = buf, m.h = buf + E, m.o = buf + 2 * E, m.attn = buf + 3 * E, m.q = buf + 3 * E + QD;
@@ -330,17 +355,17 @@ int main(void)
             int layer = it % LAYERS;   /* another layer's bytes each run: from DRAM, not L2 */
             m.wq = (const uint4 *)(wq + qbytes * layer);
             m.wo = (const uint4 *)(wo + wbytes * layer);
-            CHECK(cudaMemset(f, 0, F_N * 4));
+            CHECK(cudaMemset(f, 0, F_WORDS * 4));
             unsigned long long init[8] = {~0ull, 0, 0, 0, 0, 0, 0, 0};
             CHECK(cudaMemcpy(t, init, 64, cudaMemcpyHostToDevice));
             half_kernel<<<n_cta, WARPS * 32, smem>>>(m);
             CHECK(cudaGetLastError());
             CHECK(cudaDeviceSynchronize());
             unsigned long long tt[8];
-            unsigned ff[F_N];
+            unsigned ferr;
             CHECK(cudaMemcpy(tt, t, 64, cudaMemcpyDeviceToHost));
-            CHECK(cudaMemcpy(ff, f, F_N * 4, cudaMemcpyDeviceToHost));
-            errs += ff[F_ERR];
+            CHECK(cudaMemcpy(&ferr, f + F_ERR * 32, 4, cudaMemcpyDeviceToHost));
+            errs += ferr;
             if (it >= 2) {
                 d[it - 2] = tt[1] - tt[0];
                 for (int k = 0; k < 3; k++)
