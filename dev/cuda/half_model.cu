@@ -130,10 +130,14 @@ static __device__ double block_sum128(double v, double *red)
  * passes over L2, as the 52 values a thread would not fit beside the stream's registers) */
 static __device__ void norm_cta(const model &m, double *red)
 {
+    /* restrict: the stores of the last pass must not hold back its loads (a store to x before the
+     * next load of o made each pass 52 serial L2 round trips, ~20 us, in the first version) */
+    const float *__restrict__ o = m.o, *__restrict__ x = m.x;
+    float *__restrict__ xo = m.sink + 1024, *__restrict__ h = m.h;   /* x' (the model's copy) and h */
     double s = 0.0;
 #pragma unroll
     for (int j = 0; j < E / 128; j++) {   /* unrolled: every load of a pass in flight at once */
-        float v = __ldcg(m.o + threadIdx.x + 128 * j);
+        float v = __ldcg(o + threadIdx.x + 128 * j);
         s += (double)v * v;
     }
     float r = (float)(1.0 / sqrt(block_sum128(s, red) / E + 1e-8));
@@ -141,14 +145,17 @@ static __device__ void norm_cta(const model &m, double *red)
 #pragma unroll
     for (int j = 0; j < E / 128; j++) {
         int i = threadIdx.x + 128 * j;
-        float v = __ldcg(m.x + i) + __ldcg(m.o + i) * r;
-        m.x[i] = v;
+        float v = __ldcg(x + i) + __ldcg(o + i) * r;
         s += (double)v * v;
     }
     float r2 = (float)(1.0 / sqrt(block_sum128(s, red + 4) / E + 1e-5));
 #pragma unroll
-    for (int j = 0; j < E / 128; j++)
-        m.h[threadIdx.x + 128 * j] = m.x[threadIdx.x + 128 * j] * r2;   /* this thread's own writes */
+    for (int j = 0; j < E / 128; j++) {
+        int i = threadIdx.x + 128 * j;
+        float v = __ldcg(x + i) + __ldcg(o + i) * r;
+        xo[i] = v;
+        h[i] = v * r2;
+    }
 }
 
 /* dp4a over a loaded uint4 against an activation word: ~1 instruction a weight byte as v5 */
