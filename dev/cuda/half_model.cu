@@ -18,6 +18,13 @@
  * round of weights a warp). Times are from the global timer (first CTA in -> end stamp), median of
  * 30 runs. A benchmark: prints, never asserts.
  *
+ * State (2026-12-04, docs/PERFORMANCE.md): the stream alone is right (48.2 MB in 13.8 us), but the
+ * chain's steps here are still 2-4x slower than the real kernels (this norm by one CTA of 128
+ * threads ~11 us against add_rmsnorm's ~5 with 1024; this attention, a warp a head, ~14 us against
+ * v4's ~3), so "both" is not yet a verdict on the plan: model the steps as the real kernels do them
+ * first (the norm over a cluster or several CTAs, attention with the group's heads sharing each
+ * K/V tile).
+ *
  * Build and run (GPU machine): nvcc -arch=sm_90 -O3 -o /tmp/half_model dev/cuda/half_model.cu && /tmp/half_model
  */
 #include <cuda_fp16.h>
