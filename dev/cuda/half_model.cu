@@ -34,14 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                                   \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
+#include "cuda_check.h"
 
 #define WARPS 4          /* per CTA */
 #define R 8              /* uint4 loads in flight per lane (4 KB a warp), as v3's 8 slots */

@@ -16,16 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-namespace cg = cooperative_groups;
+#include "cuda_check.h"
 
-#define CHECK(call)                                                                                   \
-    do {                                                                                              \
-        cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-            exit(1);                                                                                  \
-        }                                                                                             \
-    } while (0)
+namespace cg = cooperative_groups;
 
 /* One step of the chain: wait for the predecessor (PDL), let the successor start, then carry the
  * value on, so each kernel depends on the one before it through memory. */
