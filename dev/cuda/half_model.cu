@@ -7,23 +7,23 @@
  * One grid of 4 CTAs x 128 threads an SM, every CTA resident (checked), no grid-wide barrier:
  *   - at entry each CTA copies its share of "Wo" (15.3 MB in all, ~29 KB a CTA) into shared memory
  *     (cp.async) and each warp issues its first loads of "q/k/v/gate" (32.9 MB, contiguous per warp);
- *   - CTA 0 runs the first norm (26 KB from L2, two block reductions, 26 KB out), then a flag;
+ *   - CTAs 0..7 run the first norm (26 KB from L2, two reductions through slots and counts), then
+ *     a flag;
  *   - every warp waits for the flag, streams its q/k/v/gate share (dp4a on every byte, the h values
  *     it needs from L2), and counts itself done;
  *   - 8 CTAs wait for every warp, then run 32 heads of attention over 64 keys, a warp a head
  *     (K and V through L1), and count;
  *   - every warp waits for all heads and multiplies its Wo share (shared memory) with the
- *     attention output; the last CTA to finish runs the second norm and stamps the end.
+ *     attention output; once all are in, CTAs 0..7 run the second norm and the last stamps the end.
  * Modes: both (the above), stream (no waits, no chain: the bytes alone), chain (the chain with one
  * round of weights a warp). Times are from the global timer (first CTA in -> end stamp), median of
  * 30 runs. A benchmark: prints, never asserts.
  *
- * State (2026-12-04, docs/PERFORMANCE.md): the stream alone is right (48.2 MB in 13.8 us), but the
- * chain's steps here are still 2-4x slower than the real kernels (this norm by one CTA of 128
- * threads ~11 us against add_rmsnorm's ~5 with 1024; this attention, a warp a head, ~14 us against
- * v4's ~3), so "both" is not yet a verdict on the plan: model the steps as the real kernels do them
- * first (the norm over a cluster or several CTAs, attention with the group's heads sharing each
- * K/V tile).
+ * State (2026-12-04, docs/PERFORMANCE.md "a model of the plan"): the stream alone is right (48.2 MB
+ * in 13.8 us); the chain's steps were 2-4x slower than the real kernels in the versions run (a norm
+ * by one CTA ~11 us against add_rmsnorm's ~5; attention a key at a time ~14 us against v4's ~3).
+ * Revised after the device time was spent, not yet run: the norms over 8 CTAs (slots and counts),
+ * q/k/v arrivals counted in 32 sub-counters, a lane scoring whole K rows.
  *
  * Build and run (GPU machine): nvcc -arch=sm_90 -O3 -o /tmp/half_model dev/cuda/half_model.cu && /tmp/half_model
  */
@@ -43,7 +43,12 @@
 #define KEYS 64
 #define SPIN_MAX (1 << 24)
 
-enum { F_NORM, F_QKV, F_ATTN, F_WO, F_T0, F_T1, F_ERR, F_N };
+#define NORM_CTAS 8           /* the norms: E / 8 = 832 values a CTA */
+#define SLICE (E / NORM_CTAS)
+#define NSUB 32               /* q/k/v arrivals: a CTA into counter b % 32, its last into the top one */
+
+/* counters; F_NORM, F_QKV, F_ATTN, F_WO also have flags */
+enum { F_NORM, F_QKV, F_ATTN, F_WO, F_ERR, F_N1, F_N2, F_N3, F_M1, F_M2, F_M3, F_QTOP, F_CNT = 16 };
 
 struct model {
     const uint4 *wq;        /* q/k/v/gate: [n_warps][qw] uint4 */
@@ -75,7 +80,7 @@ static __device__ __forceinline__ unsigned ld_acq(const unsigned *p)
  * arrival raises the flag in NCOPY copies, so the ~500 CTAs that wait poll 32 lines, ~16 each, and
  * not one (2000 warps polling one word stalled every step of the first version ~15 us) */
 #define NCOPY 32
-#define F_WORDS ((8 + 8 * NCOPY) * 32)
+#define F_WORDS ((F_CNT + 4 * NCOPY + NSUB) * 32)
 static __device__ __forceinline__ unsigned *counter(const model &m, int k)
 {
     return m.f + k * 32;
@@ -83,7 +88,25 @@ static __device__ __forceinline__ unsigned *counter(const model &m, int k)
 
 static __device__ __forceinline__ unsigned *flag(const model &m, int k, int c)
 {
-    return m.f + (8 + k * NCOPY + c) * 32;
+    return m.f + (F_CNT + k * NCOPY + c) * 32;
+}
+
+static __device__ __forceinline__ unsigned *subcounter(const model &m, int i)
+{
+    return m.f + (F_CNT + 4 * NCOPY + i) * 32;
+}
+
+/* the whole CTA waits until counter k reaches need (thread 0 polls: for the few CTAs of a norm) */
+static __device__ void wait_count(const model &m, int k, unsigned need)
+{
+    if (threadIdx.x == 0) {
+        int i = 0;
+        while (ld_acq(counter(m, k)) < need && ++i < SPIN_MAX)
+            __nanosleep(32);
+        if (i >= SPIN_MAX)
+            atomicAdd(counter(m, F_ERR), 1u);
+    }
+    __syncthreads();
 }
 
 /* one fence, then the copies as plain stores (a release store each was a fence each: 32 in a row) */
@@ -127,36 +150,61 @@ static __device__ double block_sum128(double v, double *red)
     return red[0] + red[1] + red[2] + red[3];
 }
 
-/* add_rmsnorm's work by one CTA of 128 threads: o and x from L2, two sums, x and h out (three
- * passes over L2, as the 52 values a thread would not fit beside the stream's registers) */
-static __device__ void norm_cta(const model &m, double *red)
+/* add_rmsnorm's work spread over CTAs 0..NORM_CTAS-1 (832 values each, 7 a thread), as the real
+ * kernel spreads it over 1024 threads: each sum is a block reduction, then one slot a CTA and a
+ * count (c0, c0 + 1) the eight wait for; x' and h out. c0 + 2 counts the CTAs done. */
+static __device__ void norm_dist(const model &m, double *red, int c0)
 {
-    /* restrict: the stores of the last pass must not hold back its loads (a store to x before the
-     * next load of o made each pass 52 serial L2 round trips, ~20 us, in the first version) */
     const float *__restrict__ o = m.o, *__restrict__ x = m.x;
     float *__restrict__ xo = m.sink + 1024, *__restrict__ h = m.h;   /* x' (the model's copy) and h */
+    volatile double *slots = (volatile double *)(m.sink + 16384) + (c0 == F_N1 ? 0 : 2 * NORM_CTAS);
+    int base = blockIdx.x * SLICE;
+    float ov[7], xv[7];
     double s = 0.0;
 #pragma unroll
-    for (int j = 0; j < E / 128; j++) {   /* unrolled: every load of a pass in flight at once */
-        float v = __ldcg(o + threadIdx.x + 128 * j);
-        s += (double)v * v;
+    for (int j = 0; j < 7; j++) {
+        int i = threadIdx.x + 128 * j;
+        ov[j] = i < SLICE ? __ldcg(o + base + i) : 0.0f;
+        xv[j] = i < SLICE ? __ldcg(x + base + i) : 0.0f;
+        s += (double)ov[j] * ov[j];
     }
-    float r = (float)(1.0 / sqrt(block_sum128(s, red) / E + 1e-8));
+    s = block_sum128(s, red);
+    if (threadIdx.x == 0) {
+        slots[blockIdx.x] = s;
+        __threadfence();
+        atomicAdd(counter(m, c0), 1u);
+    }
+    wait_count(m, c0, NORM_CTAS);
+    double tot = 0.0;
+    for (int k = 0; k < NORM_CTAS; k++)
+        tot += slots[k];
+    float r = (float)(1.0 / sqrt(tot / E + 1e-8));
     s = 0.0;
 #pragma unroll
-    for (int j = 0; j < E / 128; j++) {
-        int i = threadIdx.x + 128 * j;
-        float v = __ldcg(x + i) + __ldcg(o + i) * r;
-        s += (double)v * v;
+    for (int j = 0; j < 7; j++) {
+        xv[j] += ov[j] * r;
+        s += (double)xv[j] * xv[j];
     }
-    float r2 = (float)(1.0 / sqrt(block_sum128(s, red + 4) / E + 1e-5));
+    s = block_sum128(s, red + 4);
+    if (threadIdx.x == 0) {
+        slots[NORM_CTAS + blockIdx.x] = s;
+        __threadfence();
+        atomicAdd(counter(m, c0 + 1), 1u);
+    }
+    wait_count(m, c0 + 1, NORM_CTAS);
+    tot = 0.0;
+    for (int k = 0; k < NORM_CTAS; k++)
+        tot += slots[NORM_CTAS + k];
+    float r2 = (float)(1.0 / sqrt(tot / E + 1e-5));
 #pragma unroll
-    for (int j = 0; j < E / 128; j++) {
+    for (int j = 0; j < 7; j++) {
         int i = threadIdx.x + 128 * j;
-        float v = __ldcg(x + i) + __ldcg(o + i) * r;
-        xo[i] = v;
-        h[i] = v * r2;
+        if (i < SLICE) {
+            xo[base + i] = xv[j];
+            h[base + i] = xv[j] * r2;
+        }
     }
+    __syncthreads();
 }
 
 /* dp4a over a loaded uint4 against an activation word: ~1 instruction a weight byte as v5 */
@@ -169,54 +217,60 @@ static __device__ __forceinline__ int use4(uint4 w, int a, int acc)
     return acc;
 }
 
-/* one query head over KEYS keys by one warp (K and V of its group, 32 KB, through L1): lane = two
- * keys for the scores, four dimensions for the output, as a split of attention v4 would spread it */
+/* one query head over KEYS keys by one warp: a lane scores keys lane and lane + 32 from their whole
+ * K rows (16-byte loads, all in flight), then owns 4 dimensions of the output over V's rows
+ * (coalesced); the query in shared memory */
 static __device__ void attend_head(const model &m, int head, float *q)
 {
     const __half *ks = m.kv + (size_t)(head / 16) * KEYS * 256;
     int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int e = 0; e < 4; e++)   /* the head's query into this warp's shared row */
+    for (int e = 0; e < 4; e++)
         q[lane + 32 * e] = __ldcg(m.q + head * 128 + lane + 32 * e);
     __syncwarp();
-    float s[KEYS / 32];
+    float sc[KEYS / 32];
 #pragma unroll
     for (int j = 0; j < KEYS / 32; j++) {
-        const __half2 *kr = (const __half2 *)(ks + (lane + 32 * j) * 256);
+        const uint4 *kr = (const uint4 *)(ks + (lane + 32 * j) * 256);
+        uint4 kk[16];
+#pragma unroll
+        for (int e = 0; e < 16; e++)
+            kk[e] = __ldg(kr + e);
         float d = 0.0f;
-#pragma unroll 8
-        for (int e = 0; e < 64; e++) {
-            float2 k2 = __half22float2(__ldg(kr + e));
-            d += q[2 * e] * k2.x + q[2 * e + 1] * k2.y;
+#pragma unroll
+        for (int e = 0; e < 16; e++) {
+            const __half2 *h2 = (const __half2 *)&kk[e];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                float2 f = __half22float2(h2[c]);
+                d += q[8 * e + 2 * c] * f.x + q[8 * e + 2 * c + 1] * f.y;
+            }
         }
-        s[j] = d;
+        sc[j] = d;
     }
-    float mx = s[0];
+    float mx = sc[0];
 #pragma unroll
     for (int j = 1; j < KEYS / 32; j++)
-        mx = fmaxf(mx, s[j]);
+        mx = fmaxf(mx, sc[j]);
     for (int o = 16; o; o >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     float l = 0.0f;
 #pragma unroll
     for (int j = 0; j < KEYS / 32; j++) {
-        s[j] = __expf(s[j] - mx);
-        l += s[j];
+        sc[j] = __expf(sc[j] - mx);
+        l += sc[j];
     }
     for (int o = 16; o; o >>= 1)
         l += __shfl_xor_sync(0xffffffffu, l, o);
     float acc[4] = {0, 0, 0, 0};
-#pragma unroll 4
+#pragma unroll 16
     for (int k = 0; k < KEYS; k++) {
-        float p = __shfl_sync(0xffffffffu, s[k >> 5], k & 31);
-        const __half *vr = ks + k * 256 + 128;
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            acc[e] += p * __half2float(__ldg(vr + lane + 32 * e));
+        float p = __shfl_sync(0xffffffffu, sc[k >> 5], k & 31);
+        uint2 v = __ldg((const uint2 *)(ks + k * 256 + 128) + lane);   /* dimensions 4 lane .. 4 lane + 3 */
+        float2 v0 = __half22float2(*(const __half2 *)&v.x), v1 = __half22float2(*(const __half2 *)&v.y);
+        acc[0] += p * v0.x, acc[1] += p * v0.y, acc[2] += p * v1.x, acc[3] += p * v1.y;
     }
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        m.attn[head * 128 + lane + 32 * e] = acc[e] / l;
+    *(float4 *)(m.attn + head * 128 + 4 * lane) = make_float4(acc[0] / l, acc[1] / l, acc[2] / l, acc[3] / l);
 }
 
 static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
@@ -246,12 +300,11 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     for (int u = 0; u < R; u++)
         w[u] = lane + 32 * u < m.qw ? __ldcs(wq + lane + 32 * u) : make_uint4(0, 0, 0, 0);
     bool chain = m.mode != 1;
-    if (chain && blockIdx.x == 0) {
-        if (threadIdx.x == 0)
+    if (chain && blockIdx.x < NORM_CTAS) {
+        if (blockIdx.x == 0 && threadIdx.x == 0)
             m.t[6] = now_ns();
-        norm_cta(m, red);
-        __syncthreads();
-        if (threadIdx.x == 0) {
+        norm_dist(m, red, F_N1);
+        if (threadIdx.x == 0 && atomicAdd(counter(m, F_N3), 1u) == NORM_CTAS - 1) {
             m.t[2] = now_ns();
             signal(m, F_NORM);
         }
@@ -275,8 +328,16 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
         for (int u = 0; u < R; u++)
             w[u] = nx[u];
     }
-    if (chain && lane == 0)
-        arrive_of(m, F_QKV, (unsigned)n_warps);
+    if (chain) {   /* a CTA's arrival into its sub-counter, the sub-counter's last into the top one */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int sc = blockIdx.x % NSUB;
+            unsigned n_sub = (unsigned)((n_cta - sc + NSUB - 1) / NSUB);
+            __threadfence();
+            if (atomicAdd(subcounter(m, sc), 1u) == n_sub - 1)
+                arrive_of(m, F_QKV, (unsigned)(n_cta < NSUB ? n_cta : NSUB));
+        }
+    }
     /* attention: CTAs 1..8, a warp a head (32 heads), when every warp's share is in */
     if (chain && blockIdx.x >= 1 && blockIdx.x <= 8) {
         wait_flag(m, F_QKV);
@@ -300,15 +361,17 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     if (threadIdx.x == 0) {
         __threadfence();
         unsigned done = atomicAdd(counter(m, F_WO), 1u);
-        red[6] = done == (unsigned)n_cta - 1 ? 1.0 : 0.0;
+        if (done == (unsigned)n_cta - 1) {
+            if (chain)
+                signal(m, F_WO);
+            else
+                m.t[1] = now_ns();   /* stream only: the last CTA out is the end */
+        }
     }
-    __syncthreads();
-    if (red[6] != 0.0) {   /* the last CTA: the second norm, then the end stamp */
-        __threadfence();
-        if (chain)
-            norm_cta(m, red);
-        __syncthreads();
-        if (threadIdx.x == 0)
+    if (chain && blockIdx.x < NORM_CTAS) {   /* the second norm once every CTA's Wo rows are in */
+        wait_flag(m, F_WO);
+        norm_dist(m, red, F_M1);
+        if (threadIdx.x == 0 && atomicAdd(counter(m, F_M3), 1u) == NORM_CTAS - 1)
             m.t[1] = now_ns();
     }
     if (acc == 0x7fffffff)
