@@ -279,7 +279,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     __shared__ double red[8];
     __shared__ float qrow[WARPS][128];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int n_cta = gridDim.x, n_warps = n_cta * WARPS, gw = blockIdx.x * WARPS + warp;
+    int n_cta = gridDim.x, gw = blockIdx.x * WARPS + warp;
     if (threadIdx.x == 0) {
         unsigned long long t0 = now_ns();
         atomicMin(&m.t[0], t0);
