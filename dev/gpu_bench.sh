@@ -7,10 +7,14 @@
 set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
-# UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs):
+# UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
+# HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
+if [ -n "${HALF:-}" ]; then
+  nvcc -arch=sm_90 -O3 -o /tmp/half_model dev/cuda/half_model.cu && timeout 60 /tmp/half_model; el "half model rc=$?"
+fi
 cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
       -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 --target glim-cli test_golden_gpu test_cuda_ops ${UNITS:-} >/tmp/build.log 2>&1 \
   || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; exit 1; }
