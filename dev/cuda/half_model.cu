@@ -9,8 +9,8 @@
  *     (cp.async) and each warp issues its first loads of "q/k/v/gate" (32.9 MB, contiguous per warp);
  *   - CTAs 0..7 run the first norm (26 KB from L2, two reductions through slots and counts), then
  *     a flag;
- *   - every warp waits for the flag, streams its q/k/v/gate share (dp4a on every byte, the h values
- *     it needs from L2), and counts itself done;
+ *   - every warp waits for the flag, streams its q/k/v/gate share (use4: both nibbles of every byte
+ *     through dp4a, the h values it needs from L2), and counts itself done;
  *   - 8 CTAs wait for every warp, then run 32 heads of attention over 64 keys, a warp a head
  *     (K and V through L1), and count;
  *   - every warp waits for all heads and multiplies its Wo share (shared memory) with the
@@ -207,14 +207,21 @@ static __device__ void norm_dist(const model &m, double *red, int c0)
     __syncthreads();
 }
 
-/* dp4a over a loaded uint4 against an activation word: ~1 instruction a weight byte as v5 */
+/* A Q4_K-like use of 16 weight bytes: each word's low and high nibbles masked out and multiplied
+ * with an activation word (2 dp4a, 2 logic ops and a shift a word, ~1.4 instructions a byte; the
+ * real GEMVs spend ~3 (v5) to ~6 (v3) PTX instructions a byte, docs/CUDA.md) */
+static __device__ __forceinline__ int nib2(unsigned w, int a, int acc)
+{
+    acc = __dp4a((int)(w & 0x0f0f0f0fu), a, acc);
+    return __dp4a((int)((w >> 4) & 0x0f0f0f0fu), a ^ 0x01010101, acc);
+}
+
 static __device__ __forceinline__ int use4(uint4 w, int a, int acc)
 {
-    acc = __dp4a((int)w.x, a, acc);
-    acc = __dp4a((int)w.y, a, acc);
-    acc = __dp4a((int)w.z, a, acc);
-    acc = __dp4a((int)w.w, a, acc);
-    return acc;
+    acc = nib2(w.x, a, acc);
+    acc = nib2(w.y, a, acc);
+    acc = nib2(w.z, a, acc);
+    return nib2(w.w, a, acc);
 }
 
 /* one query head over KEYS keys by one warp: a lane scores keys lane and lane + 32 from their whole
