@@ -17,7 +17,10 @@
  *     attention output; once all are in, CTAs 0..7 run the second norm and the last stamps the end.
  * Modes: both (the above), stream (no waits, no chain: the bytes alone), chain (the chain with one
  * round of weights a warp). Times are from the global timer (first CTA in -> end stamp), median of
- * 30 runs. A benchmark: prints, never asserts.
+ * 30 runs. Then the baseline with the same steps: eight layers in one CUDA graph, as eight such
+ * kernels, and as today's decode runs them (norm, q/k/v/gate GEMV, attention, Wo GEMV, norm, one
+ * launch each with programmatic dependent launch), by events, us a layer. A benchmark: prints,
+ * never asserts.
  *
  * State (2026-12-04, docs/PERFORMANCE.md "a model of the plan"): the stream alone is right (48.2 MB
  * in 13.8 us); the chain's steps were 2-4x slower than the real kernels in the versions run (a norm
@@ -391,6 +394,142 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* ---- the baseline: the same steps as today's decode runs them, one launch each with programmatic
+ * dependent launch (a GEMV triggers at entry and issues a round of loads before its wait, the small
+ * kernels wait and then trigger), eight layers in a CUDA graph ---- */
+
+static __device__ __forceinline__ void pdl_wait(void)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+static __device__ __forceinline__ void pdl_trigger(void)
+{
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+}
+
+/* n uint4 at p by one warp, R in flight a lane, the first round issued before the PDL wait */
+static __device__ int stream_share(const uint4 *p, int n, const float *act, int seed, int lane)
+{
+    uint4 w[R];
+#pragma unroll
+    for (int u = 0; u < R; u++)
+        w[u] = lane + 32 * u < n ? __ldcs(p + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+    pdl_wait();
+    int acc = 0;
+    for (int base = 0; base < n; base += 32 * R) {
+        int a = __float_as_int(__ldcg(act + (seed + base / 32 + lane) % 4096));
+        uint4 nx[R];
+        bool more = base + 32 * R < n;
+#pragma unroll
+        for (int u = 0; u < R; u++) {
+            int i = base + 32 * R + lane + 32 * u;
+            nx[u] = more && i < n ? __ldcs(p + i) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < R; u++)
+            acc = use4(w[u], a, acc);
+#pragma unroll
+        for (int u = 0; u < R; u++)
+            w[u] = nx[u];
+    }
+    return acc;
+}
+
+static __global__ void __launch_bounds__(WARPS * 32) k_norm(model m, int c0)
+{
+    __shared__ double red[8];
+    pdl_wait();
+    pdl_trigger();
+    norm_dist(m, red, c0);
+}
+
+static __global__ void __launch_bounds__(WARPS * 32, 4) k_qkv(model m)
+{
+    pdl_trigger();
+    int lane = threadIdx.x & 31, gw = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    int acc = stream_share(m.wq + (size_t)gw * m.qw, m.qw, m.h, gw * 7, lane);
+    if (acc == 0x7fffffff)
+        m.sink[0] = 1.0f;
+}
+
+static __global__ void __launch_bounds__(WARPS * 32) k_attn(model m)
+{
+    __shared__ float qrow[WARPS][128];
+    pdl_wait();
+    pdl_trigger();
+    int warp = threadIdx.x >> 5;
+    attend_head(m, blockIdx.x * WARPS + warp, qrow[warp]);
+}
+
+static __global__ void __launch_bounds__(WARPS * 32, 4) k_wo(model m)
+{
+    pdl_trigger();
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, per = m.wo_n / WARPS;
+    const uint4 *p = m.wo + (size_t)blockIdx.x * m.wo_n + (size_t)warp * per;
+    int acc = stream_share(p, per, m.attn, (blockIdx.x * WARPS + warp) * 13, lane);
+    if (acc == 0x7fffffff)
+        m.sink[0] = 1.0f;
+}
+
+template <typename... KArgs, typename... Args>
+static void launch_pdl(dim3 grid, size_t smem, cudaStream_t st, void (*k)(KArgs...), Args... args)
+{
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = dim3(WARPS * 32), cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    CHECK(cudaLaunchKernelEx(&cfg, k, args...));
+}
+
+/* a graph of `layers` attention halves (layer i: the i-th weights and counters), as launches or as
+ * one persistent kernel each; returns the median of 20 replays in us a layer */
+static double time_graph(const model *ms, int layers, bool persistent, int n_cta, size_t smem, unsigned *f,
+                         size_t f_bytes)
+{
+    cudaStream_t st;
+    CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMemsetAsync(f, 0, f_bytes, st));
+    for (int l = 0; l < layers; l++) {
+        if (persistent) {
+            half_kernel<<<n_cta, WARPS * 32, smem, st>>>(ms[l]);
+            CHECK(cudaGetLastError());
+            continue;
+        }
+        launch_pdl(dim3(NORM_CTAS), 0, st, k_norm, ms[l], (int)F_N1);
+        launch_pdl(dim3(n_cta), 0, st, k_qkv, ms[l]);
+        launch_pdl(dim3(8), 0, st, k_attn, ms[l]);
+        launch_pdl(dim3(n_cta), 0, st, k_wo, ms[l]);
+        launch_pdl(dim3(NORM_CTAS), 0, st, k_norm, ms[l], (int)F_M1);
+    }
+    CHECK(cudaStreamEndCapture(st, &g));
+    cudaGraphExec_t ge;
+    CHECK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    float ms_[22];
+    for (int it = 0; it < 22; it++) {
+        CHECK(cudaEventRecord(e0, st));
+        CHECK(cudaGraphLaunch(ge, st));
+        CHECK(cudaEventRecord(e1, st));
+        CHECK(cudaEventSynchronize(e1));
+        CHECK(cudaEventElapsedTime(&ms_[it], e0, e1));
+    }
+    unsigned long long us[20];
+    for (int i = 0; i < 20; i++)
+        us[i] = (unsigned long long)(ms_[i + 2] * 1e6f / layers);   /* ns a layer */
+    qsort(us, 20, sizeof us[0], cmp_u64);
+    CHECK(cudaGraphExecDestroy(ge));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(st));
+    return us[10] / 1e3;
+}
+
 int main(void)
 {
     cudaDeviceProp prop;
@@ -422,7 +561,7 @@ int main(void)
     CHECK(cudaMemset(kv, 0, (size_t)2 * KEYS * 256 * 2));
     unsigned *f;
     unsigned long long *t;
-    CHECK(cudaMalloc(&f, F_WORDS * 4));
+    CHECK(cudaMalloc(&f, (size_t)F_WORDS * 4 * 8));   /* a counter region a layer for the graphs */
     CHECK(cudaMalloc(&t, 64));
     model m;
     m.x = buf, m.h = buf + E, m.o = buf + 2 * E, m.attn = buf + 3 * E, m.q = buf + 3 * E + QD;
@@ -466,5 +605,17 @@ int main(void)
             printf("%-24s CTA 0 in %.2f, norm from %.2f to %.2f, q/k/v seen done %.2f, heads done %.2f us (medians)\n",
                    "", ph[3][15] / 1e3, ph[4][15] / 1e3, ph[0][15] / 1e3, ph[1][15] / 1e3, ph[2][15] / 1e3);
     }
+    /* the same eight layers as one graph: persistent kernels, or today's launches with PDL */
+    model ms[LAYERS];
+    for (int l = 0; l < LAYERS; l++) {
+        ms[l] = m;
+        ms[l].mode = 0, ms[l].qw = qw_full, ms[l].wo_n = wo_full;
+        ms[l].wq = (const uint4 *)(wq + qbytes * l);
+        ms[l].wo = (const uint4 *)(wo + wbytes * l);
+        ms[l].f = f + (size_t)F_WORDS * l;
+    }
+    double tp = time_graph(ms, LAYERS, true, n_cta, smem, f, (size_t)F_WORDS * 4 * LAYERS);
+    double tl = time_graph(ms, LAYERS, false, n_cta, smem, f, (size_t)F_WORDS * 4 * LAYERS);
+    printf("graph of %d layers, us a layer (median of 20): persistent %.2f, launches with PDL %.2f\n", LAYERS, tp, tl);
     return 0;
 }
