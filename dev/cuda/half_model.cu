@@ -283,6 +283,39 @@ static __device__ void attend_head(const model &m, int head, float *q)
     *(float4 *)(m.attn + head * 128 + 4 * lane) = make_float4(acc[0] / l, acc[1] / l, acc[2] / l, acc[3] / l);
 }
 
+/* A warp's stream of n uint4 at p, R in flight a lane: the first round (stream_first, before any
+ * wait), then every round used while the next is in flight (stream_rest; act: the activation
+ * words, from L2) */
+static __device__ __forceinline__ void stream_first(const uint4 *p, int n, int lane, uint4 (&w)[R])
+{
+#pragma unroll
+    for (int u = 0; u < R; u++)
+        w[u] = lane + 32 * u < n ? __ldcs(p + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+}
+
+static __device__ __forceinline__ int stream_rest(const uint4 *p, int n, const float *act, int n_act, int seed,
+                                                  int lane, uint4 (&w)[R])
+{
+    int acc = 0;
+    for (int base = 0; base < n; base += 32 * R) {
+        int a = __float_as_int(__ldcg(act + (seed + base / 32 + lane) % n_act));
+        uint4 nx[R];
+        bool more = base + 32 * R < n;
+#pragma unroll
+        for (int u = 0; u < R; u++) {   /* the next round in flight while this one is used */
+            int i = base + 32 * R + lane + 32 * u;
+            nx[u] = more && i < n ? __ldcs(p + i) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < R; u++)
+            acc = use4(w[u], a, acc);
+#pragma unroll
+        for (int u = 0; u < R; u++)
+            w[u] = nx[u];
+    }
+    return acc;
+}
+
 static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
 {
     extern __shared__ uint4 wo_s[];
@@ -306,9 +339,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     /* the first round of q/k/v/gate loads, before any wait */
     const uint4 *wq = m.wq + (size_t)gw * m.qw;
     uint4 w[R];
-#pragma unroll
-    for (int u = 0; u < R; u++)
-        w[u] = lane + 32 * u < m.qw ? __ldcs(wq + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+    stream_first(wq, m.qw, lane, w);
     bool chain = m.mode != 1;
     if (chain && blockIdx.x < NORM_CTAS) {
         if (blockIdx.x == 0 && threadIdx.x == 0)
@@ -321,23 +352,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     }
     if (chain)
         wait_flag(m, F_NORM);
-    int acc = 0;
-    for (int base = 0; base < m.qw; base += 32 * R) {
-        int a = __float_as_int(__ldcg(m.h + (gw * 7 + base / 32 + lane) % E));   /* h: from L2 */
-        uint4 nx[R];
-        bool more = base + 32 * R < m.qw;
-#pragma unroll
-        for (int u = 0; u < R; u++) {   /* the next round in flight while this one is used */
-            int i = base + 32 * R + lane + 32 * u;
-            nx[u] = more && i < m.qw ? __ldcs(wq + i) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < R; u++)
-            acc = use4(w[u], a, acc);
-#pragma unroll
-        for (int u = 0; u < R; u++)
-            w[u] = nx[u];
-    }
+    int acc = stream_rest(wq, m.qw, m.h, E, gw * 7, lane, w);   /* h: from L2 */
     if (chain) {   /* a CTA's arrival into its sub-counter, the sub-counter's last into the top one */
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -408,32 +423,13 @@ static __device__ __forceinline__ void pdl_trigger(void)
     asm volatile("griddepcontrol.launch_dependents;" :::);
 }
 
-/* n uint4 at p by one warp, R in flight a lane, the first round issued before the PDL wait */
-static __device__ int stream_share(const uint4 *p, int n, const float *act, int seed, int lane)
+/* n uint4 at p by one warp, the first round issued before the PDL wait */
+static __device__ int stream_share(const uint4 *p, int n, const float *act, int n_act, int seed, int lane)
 {
     uint4 w[R];
-#pragma unroll
-    for (int u = 0; u < R; u++)
-        w[u] = lane + 32 * u < n ? __ldcs(p + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+    stream_first(p, n, lane, w);
     pdl_wait();
-    int acc = 0;
-    for (int base = 0; base < n; base += 32 * R) {
-        int a = __float_as_int(__ldcg(act + (seed + base / 32 + lane) % 4096));
-        uint4 nx[R];
-        bool more = base + 32 * R < n;
-#pragma unroll
-        for (int u = 0; u < R; u++) {
-            int i = base + 32 * R + lane + 32 * u;
-            nx[u] = more && i < n ? __ldcs(p + i) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < R; u++)
-            acc = use4(w[u], a, acc);
-#pragma unroll
-        for (int u = 0; u < R; u++)
-            w[u] = nx[u];
-    }
-    return acc;
+    return stream_rest(p, n, act, n_act, seed, lane, w);
 }
 
 static __global__ void __launch_bounds__(WARPS * 32) k_norm(model m, int c0)
@@ -448,7 +444,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) k_qkv(model m)
 {
     pdl_trigger();
     int lane = threadIdx.x & 31, gw = blockIdx.x * WARPS + (threadIdx.x >> 5);
-    int acc = stream_share(m.wq + (size_t)gw * m.qw, m.qw, m.h, gw * 7, lane);
+    int acc = stream_share(m.wq + (size_t)gw * m.qw, m.qw, m.h, E, gw * 7, lane);
     if (acc == 0x7fffffff)
         m.sink[0] = 1.0f;
 }
@@ -467,7 +463,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) k_wo(model m)
     pdl_trigger();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, per = m.wo_n / WARPS;
     const uint4 *p = m.wo + (size_t)blockIdx.x * m.wo_n + (size_t)warp * per;
-    int acc = stream_share(p, per, m.attn, (blockIdx.x * WARPS + warp) * 13, lane);
+    int acc = stream_share(p, per, m.attn, QD, (blockIdx.x * WARPS + warp) * 13, lane);
     if (acc == 0x7fffffff)
         m.sink[0] = 1.0f;
 }
