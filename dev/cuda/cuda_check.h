@@ -1,5 +1,6 @@
 /* cuda_check.h — what the stand-alone dev/cuda .cu programs share: CHECK(call) exits with the
- * file, line, call and CUDA's message when a runtime call fails. Header-only. */
+ * file, line, call and CUDA's message when a runtime call fails; the timer, acquire load and sort
+ * order the device models use. Header-only. */
 #ifndef GLIM_DEV_CUDA_CHECK_H
 #define GLIM_DEV_CUDA_CHECK_H
 
@@ -15,5 +16,27 @@
             exit(1);                                                                                  \
         }                                                                                             \
     } while (0)
+
+/* the global timer (ns) and an acquire load of a counter, for the device models */
+static __device__ __forceinline__ unsigned long long now_ns(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+static __device__ __forceinline__ unsigned ld_acq(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* qsort order of run times */
+static int cmp_u64(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
 
 #endif

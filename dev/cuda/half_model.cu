@@ -65,20 +65,6 @@ struct model {
     float *sink;
 };
 
-static __device__ __forceinline__ unsigned long long now_ns(void)
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-static __device__ __forceinline__ unsigned ld_acq(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 /* Counters and flags, each on its own 128-byte line: a counter gathers arrivals, and its last
  * arrival raises the flag in NCOPY copies, so the ~500 CTAs that wait poll 32 lines, ~16 each, and
  * not one (2000 warps polling one word stalled every step of the first version ~15 us) */
@@ -401,12 +387,6 @@ static __global__ void __launch_bounds__(WARPS * 32, 4) half_kernel(model m)
     }
     if (acc == 0x7fffffff)
         m.sink[0] = 1.0f;   /* keeps the loads */
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* ---- the baseline: the same steps as today's decode runs them, one launch each with programmatic
