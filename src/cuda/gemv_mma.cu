@@ -424,6 +424,8 @@ gemv5_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ 
     }
 }
 
+#include "gemv_ring.cuh"
+
 /* A counter buffer of at least nbytes, zeroed when new (every launch leaves its counts at 0) */
 static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 {
@@ -617,27 +619,11 @@ static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const flo
     return true;
 }
 
-/* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
- * of dtb (KB; dtb = 0: none); returns how many parts it took */
-template <class KA, class KB = KA>
-static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
-                     const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken)
+/* the plain v5 launch of a planned job */
+template <class KA, class KB>
+static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight *const *ws, const bool *mine,
+                  const int8_t *xq, const float2 *xd)
 {
-    v5_job job;
-    bool mine[GEMV_MAX_PARTS];
-    int m = v5_collect(job, dta, dtb, n, ys, ws, taken, mine);
-    if (!m || job.n_tiles * job.n_sb < min_units)
-        return 0;
-    if (!v5_plan(c, job, v5_warps(c, 16)))   /* 4 CTAs x 4 warps per SM: the register limit */
-        return 0;                           /* recorded in the context; these parts go to v3 */
-    static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
-    job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
-    bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    if (glu && c->chain_w && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd)) {
-        for (int i = 0; i < n; i++)
-            taken[i] = taken[i] || mine[i];
-        return m;
-    }
     job.trace = v5_trace_slot(c, job, n, ws, mine);
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg =
@@ -652,6 +638,36 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 3, KA, 3>, job, xq, xd, c->pdl_all));
     else
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
+}
+
+/* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
+ * of dtb (KB; dtb = 0: none); returns how many parts it took */
+template <class KA, class KB = KA>
+static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
+                     const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken)
+{
+    v5_job job;
+    bool mine[GEMV_MAX_PARTS];
+    int m = v5_collect(job, dta, dtb, n, ys, ws, taken, mine);
+    if (!m || job.n_tiles * job.n_sb < min_units)
+        return 0;
+    /* v5r (gemv_ring.cuh) runs one CTA of V5R_CW warps an SM; while it is on, every v5 job is split
+     * over that many warps, so the ring's tiles and the plain kernel's rows give the same bits
+     * (test_t16); else 4 CTAs x 4 warps per SM, the register limit */
+    int recs, ring_kb;
+    bool ring_on = v5r_on(c, &recs, &ring_kb), ring = ring_on && std::is_same<KA, KB>::value && KA::TILED;
+    if (!v5_plan(c, job, ring_on ? (int64_t)V5R_CW * c->n_sm : v5_warps(c, 16)))
+        return 0;   /* recorded in the context; these parts go to v3 */
+    static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
+    job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
+    bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
+    if (glu && c->chain_w && !ring_on && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd)) {
+        for (int i = 0; i < n; i++)
+            taken[i] = taken[i] || mine[i];
+        return m;
+    }
+    if (!(ring && v5r_launch<KA>(c, job, xq, xd, recs, ring_kb)))
+        v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
     if (glu && c->first_err == cudaSuccess)   /* matmul_glu(x = up, g = gate) finds its input made */

@@ -1,7 +1,7 @@
 /*
  * tma.cuh — private to src/cuda: sm_90 bulk copies (the TMA engine, cp.async.bulk) from global
  * into shared memory that complete on an mbarrier, for the GEMVs that stream their weights
- * through a shared-memory ring (gemv_stream.cu: v4, gemv_mma.cu: streaming v5). Below sm_90
+ * through a shared-memory ring (gemv_stream.cu: v4, gemv_ring.cuh: v5r). Below sm_90
  * they compile to nothing; callers launch those kernels only on sm_90.
  */
 #ifndef GLIM_TMA_CUH
@@ -45,6 +45,14 @@ static __device__ __forceinline__ void bulk_copy(uint8_t *dst, const void *src, 
                      smem_u32(dst)),
                  "l"(src), "r"(bytes), "r"(smem_u32(bar))
                  : "memory");
+#endif
+}
+
+/* one arrival (no transaction bytes): a consumer done with a ring page */
+static __device__ __forceinline__ void bar_arrive(uint64_t *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 #endif
 }
 

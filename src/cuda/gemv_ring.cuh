@@ -1,0 +1,243 @@
+/*
+ * gemv_ring.cuh — private to gemv_mma.cu (included after v5's work split and stores): GEMV v5 on
+ * 16-row tiles fed through a shared-memory ring (v5r; opt-in GLIM_CUDA_V5R, sm_90, one-kind jobs).
+ *
+ * WHY (docs/PERFORMANCE.md "the two models of a persistent decode"): a ring of shared-memory pages
+ * filled by ONE thread's bulk copies (cp.async.bulk, tma.cuh) streams at 4.66 TB/s on the H200,
+ * where the register-loading v5 reaches ~3.8 and pays a ramp and a tail per launch. The weights
+ * do not depend on the activations, so the loader starts at the kernel's first instruction, before
+ * the PDL wait: the ring (~190 KB an SM, ~25 MB in all) fills while the kernel before (add_rmsnorm)
+ * still runs. (An earlier streaming v5 gave each warp its own ring and its own copies, 746b235,
+ * and lost: the warps spun on their stage barriers. Here the copies are one thread's, the pages
+ * are the CTA's, and a consumer warp only waits for a page that is not there yet.)
+ *
+ * One CTA an SM: V5R_CW consumer warps and one loader warp. The job is split over V5R_CW warps a
+ * CTA exactly as v5 splits it over that many warps (v5_split_lo), and each warp adds its units in
+ * v5's order and stores through v5_store, so a v5r launch gives the bits of a v5 launch planned
+ * with the same number of warps. Page p of the ring holds, for each warp, its units
+ * [lo + p R, lo + (p + 1) R) (R = records a warp a page), one bulk copy per warp and part; a warp
+ * frees a page (its "empty" mbarrier, count V5R_CW) once it has used its records in it.
+ */
+#include "tma.cuh"
+
+#define V5R_CW 8                          /* consumer warps a CTA */
+#define V5R_THREADS ((V5R_CW + 1) * 32)   /* and the loader warp */
+#define V5R_MAXP 24                       /* ring pages at most */
+
+struct v5r_cfg {
+    int recs;      /* records (tile, super-block units) a warp a page */
+    int pages;     /* pages in the ring */
+    int n_pages;   /* pages a CTA streams: ceil(most units a warp / recs) */
+};
+
+/* a T16 record's run `run` in shared memory: lane 4g + t's 16 bytes (gemv_mma_lane.h v5_t16_run) */
+static __device__ __forceinline__ void v5r_run(const uint8_t *b, int run, int g, int t, uint2 *row_g, uint2 *row_g8)
+{
+    uint4 v = *(const uint4 *)(b + 512 * run + 64 * g + 16 * t);
+    row_g->x = v.x, row_g->y = v.y, row_g8->x = v.z, row_g8->y = v.w;
+}
+
+/* v5_q4k_fetch_t16 / v5_q6k_fetch_t16 from a record in shared memory (same layout, same registers) */
+static __device__ __forceinline__ void v5r_fetch(const uint8_t *b, int g, int t, v5_q4k_raw &r)
+{
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+        v5r_run(b, c, g, t, &r.q[0][c], &r.q[1][c]);
+    r.h[0] = *(const uint4 *)(b + 2048 + 16 * g);
+    r.h[1] = *(const uint4 *)(b + 2048 + 16 * (g + 8));
+}
+
+static __device__ __forceinline__ void v5r_fetch(const uint8_t *b, int g, int t, v5_q6k_raw &r)
+{
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+        v5r_run(b, u, g, t, &r.ql[0][u], &r.ql[1][u]);
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        v5r_run(b, 4 + h, g, t, &r.qh[0][h], &r.qh[1][h]);
+    r.sc[0] = *(const uint32_t *)(b + 3072 + 16 * g + 4 * t);
+    r.sc[1] = *(const uint32_t *)(b + 3072 + 16 * (g + 8) + 4 * t);
+    r.d[0] = *(const unsigned short *)(b + 3328 + 2 * g);
+    r.d[1] = *(const unsigned short *)(b + 3328 + 2 * (g + 8));
+}
+
+/* bytes of one T16 record of the raw type's weight */
+template <class R> struct v5r_bytes;
+template <> struct v5r_bytes<v5_q4k_raw> { static const int N = 2304; };
+template <> struct v5r_bytes<v5_q6k_raw> { static const int N = 3360; };
+
+/* warp wi of this CTA: its units [a, b) */
+static __device__ __forceinline__ void v5r_range(const v5_job &job, int wi, int64_t &a, int64_t &b)
+{
+    int64_t w = (int64_t)blockIdx.x * V5R_CW + wi, units = v5_units(job);
+    a = v5_split_lo(w, units, job.n_warps);
+    b = v5_split_lo(w + 1, units, job.n_warps);
+}
+
+/* the loader (one thread): every page of this CTA, in order, held back only by free pages */
+template <int BYTES>
+static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty)
+{
+    int64_t a[V5R_CW], b[V5R_CW];
+    for (int wi = 0; wi < V5R_CW; wi++)
+        v5r_range(job, wi, a[wi], b[wi]);
+    const size_t slot = (size_t)cfg.recs * BYTES, page = V5R_CW * slot;
+    for (int p = 0; p < cfg.n_pages; p++) {
+        int s = p % cfg.pages;
+        if (p >= cfg.pages)
+            bar_wait(&empty[s], (unsigned)(p / cfg.pages - 1) & 1u);
+        unsigned bytes = 0;
+        for (int wi = 0; wi < V5R_CW; wi++) {
+            int64_t x0 = a[wi] + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b[wi] ? x0 + cfg.recs : b[wi];
+            bytes += x1 > x0 ? (unsigned)((x1 - x0) * BYTES) : 0u;
+        }
+        bar_expect(&full[s], bytes);
+        for (int wi = 0; wi < V5R_CW; wi++) {
+            int64_t x0 = a[wi] + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b[wi] ? x0 + cfg.recs : b[wi];
+            uint8_t *dst = ring + s * page + wi * slot;
+            for (int64_t x = x0; x < x1;) {   /* records are contiguous within a part */
+                int64_t tile = x / job.n_sb, end = job.n_tiles;
+                v5_part P = v5_pick(job, tile);
+#pragma unroll
+                for (int i = 0; i < GEMV_MAX_PARTS; i++)
+                    if (i < job.n_parts && job.p[i].tile0 > P.tile0 && job.p[i].tile0 < end)
+                        end = job.p[i].tile0;
+                int64_t e = end * job.n_sb < x1 ? end * job.n_sb : x1;
+                bulk_copy(dst + (x - x0) * BYTES, P.p + (x - P.tile0 * job.n_sb) * BYTES, (unsigned)((e - x) * BYTES),
+                          &full[s]);
+                x = e;
+            }
+        }
+    }
+}
+
+/* a tile's sums of this warp into y or its piece (v5_run's store) */
+template <int MODE>
+static __device__ __forceinline__ void v5r_flush(const v5_job &job, const v5_part &P, int64_t tile, int64_t w,
+                                                 int lane, float acc_g, float acc_g8)
+{
+    int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
+    v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16, lane, acc_g,
+                   acc_g8);
+}
+
+/* consumer warp wi: its units page by page, in v5's order (one tile's sums, stored when the tile
+ * changes or the range ends) */
+template <class K>
+static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+                                   const v5r_cfg cfg, const uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
+                                   int lane)
+{
+    const int BYTES = v5r_bytes<typename K::raw>::N;
+    const size_t slot = (size_t)cfg.recs * BYTES, page = V5R_CW * slot;
+    int g = lane >> 2, t = lane & 3;
+    int64_t a, b, w = (int64_t)blockIdx.x * V5R_CW + wi;
+    v5r_range(job, wi, a, b);
+    bool waited = false;
+    int64_t tile = -1;
+    v5_part P = job.p[0];
+    float acc_g = 0.0f, acc_g8 = 0.0f;
+    for (int p = 0; p < cfg.n_pages; p++) {
+        int s = p % cfg.pages;
+        int64_t x0 = a + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b ? x0 + cfg.recs : b;
+        if (x1 > x0) {
+            bar_wait(&full[s], (unsigned)(p / cfg.pages) & 1u);
+            if (!waited) {   /* x is the previous kernel's */
+                cuda_pdl_wait();
+                waited = true;
+            }
+            const uint8_t *rec = ring + s * page + wi * slot;
+            for (int64_t x = x0; x < x1; x++, rec += BYTES) {
+                int64_t tl = x / job.n_sb;
+                if (tl != tile) {
+                    if (tile >= 0)
+                        v5r_flush<V5_PLAIN>(job, P, tile, w, lane, acc_g, acc_g8);
+                    tile = tl, P = v5_pick(job, tile), acc_g = 0.0f, acc_g8 = 0.0f;
+                }
+                typename K::raw r;
+                v5r_fetch(rec, g, t, r);
+                K::template compute<false>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+            }
+        }
+        __syncwarp();
+        if (lane == 0)
+            bar_arrive(&empty[s]);
+    }
+    if (!waited)
+        cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
+    if (tile >= 0)
+        v5r_flush<V5_PLAIN>(job, P, tile, w, lane, acc_g, acc_g8);
+}
+
+template <class K>
+static __global__ void __launch_bounds__(V5R_THREADS, 1)
+gemv5r_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, const v5r_cfg cfg,
+              bool trig)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t v5r_ring[];
+    __shared__ uint64_t full[V5R_MAXP], empty[V5R_MAXP];
+    if (trig)
+        cuda_pdl_trigger();
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < cfg.pages; i++) {
+            bar_init(&full[i], 1);
+            bar_init(&empty[i], V5R_CW);
+        }
+        bar_init_fence();
+    }
+    __syncthreads();
+    if (warp == V5R_CW) {
+        if (lane == 0)
+            v5r_load<v5r_bytes<typename K::raw>::N>(job, cfg, v5r_ring, full, empty);
+        return;
+    }
+    v5r_consume<K>(job, xq, xd, cfg, v5r_ring, full, empty, warp, lane);
+#endif
+}
+
+/* GLIM_CUDA_V5R=recs[,ring_kb] (opt-in; default off): records a warp a page and the ring's size */
+static bool v5r_on(const struct cuda_ctx *c, int *recs, int *ring_kb)
+{
+    static int parsed = 0, r = 0, kb = 200;
+    if (!parsed) {
+        const char *e = getenv("GLIM_CUDA_V5R");
+        if (e && sscanf(e, "%d,%d", &r, &kb) < 1)
+            r = 0;
+        r = r < 0 || r > 8 ? 0 : r;
+        kb = kb < 16 || kb > 220 ? 200 : kb;
+        parsed = 1;
+    }
+    *recs = r, *ring_kb = kb;
+    return r > 0 && c->cc_major >= 9;
+}
+
+/* Launch job (planned over V5R_CW warps an SM) as v5r; false = not launched (the ring does not fit) */
+template <class K>
+static bool v5r_launch(struct cuda_ctx *c, const v5_job &job, const int8_t *xq, const float2 *xd, int recs,
+                       int ring_kb)
+{
+    const int BYTES = v5r_bytes<typename K::raw>::N;
+    v5r_cfg cfg;
+    size_t page = (size_t)V5R_CW * recs * BYTES;
+    cfg.recs = recs;
+    cfg.pages = (int)((size_t)ring_kb * 1024 / page);
+    cfg.pages = cfg.pages > V5R_MAXP ? V5R_MAXP : cfg.pages;
+    int64_t most = (job.n_tiles * job.n_sb + job.n_warps - 1) / job.n_warps;
+    cfg.n_pages = (int)((most + recs - 1) / recs);
+    if (cfg.pages < 2)
+        return false;
+    size_t smem = (size_t)cfg.pages * page;
+    static size_t set_to[2];   /* the dynamic shared memory each instantiation was allowed */
+    size_t &allowed = set_to[BYTES == 2304 ? 0 : 1];
+    if (allowed < smem) {
+        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+            return false;
+        allowed = smem;
+    }
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfgl =
+        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<K>, job, xq, xd, cfg, c->pdl_all));
+}
