@@ -140,8 +140,10 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
     for (int p = 0; p < cfg.n_pages; p++) {
         int s = p % cfg.pages;
         int64_t x0 = a + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b ? x0 + cfg.recs : b;
+        /* every warp waits for every page, even one without its records: an arrival on "empty"
+         * before the page was filled would count toward the phase of the page before it */
+        bar_wait(&full[s], (unsigned)(p / cfg.pages) & 1u);
         if (x1 > x0) {
-            bar_wait(&full[s], (unsigned)(p / cfg.pages) & 1u);
             if (!waited) {   /* x is the previous kernel's */
                 cuda_pdl_wait();
                 waited = true;
