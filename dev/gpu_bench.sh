@@ -30,8 +30,8 @@ done
 for u in ${UNITS:-}; do
   timeout 120 ./build-gpu/tests/$u >/tmp/u.log 2>&1; echo "$u rc=$? $(tail -1 /tmp/u.log)"; grep -E "^  |FAIL" /tmp/u.log | head -12
 done
-if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test (GLIM_TEST_QUICK=1: without the caches past 10000 slots)
-  timeout $OPS_S stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
+if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test (OPS_ENV: its env; GLIM_TEST_QUICK=1: without the caches past 10000 slots)
+  env ${OPS_ENV:-X=1} timeout $OPS_S stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
   grep -m8 FAIL /tmp/ops.log; cp /tmp/ops.log $O/
 fi
 wait $MK; tail -1 /tmp/mk.log

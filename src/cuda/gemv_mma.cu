@@ -655,7 +655,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
      * over that many warps, so the ring's tiles and the plain kernel's rows give the same bits
      * (test_t16); else 4 CTAs x 4 warps per SM, the register limit */
     int recs, ring_kb;
-    bool ring_on = v5r_on(c, &recs, &ring_kb), ring = ring_on && std::is_same<KA, KB>::value && KA::TILED;
+    bool ring_on = v5r_on(c, &recs, &ring_kb), ring = ring_on && KA::TILED && KB::TILED;
     if (!v5_plan(c, job, ring_on ? (int64_t)V5R_CW * c->n_sm : v5_warps(c, 16)))
         return 0;   /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
@@ -666,7 +666,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
             taken[i] = taken[i] || mine[i];
         return m;
     }
-    if (!(ring && v5r_launch<KA>(c, job, xq, xd, recs, ring_kb)))
+    if (!(ring && v5r_launch<KA, KB>(c, job, xq, xd, recs, ring_kb)))
         v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];

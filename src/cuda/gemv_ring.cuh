@@ -1,6 +1,6 @@
 /*
  * gemv_ring.cuh — private to gemv_mma.cu (included after v5's work split and stores): GEMV v5 on
- * 16-row tiles fed through a shared-memory ring (v5r; opt-in GLIM_CUDA_V5R, sm_90, one-kind jobs).
+ * 16-row tiles fed through a shared-memory ring (v5r; opt-in GLIM_CUDA_V5R, sm_90; Q4_K, Q6_K or both).
  *
  * WHY (docs/PERFORMANCE.md "the two models of a persistent decode"): a ring of shared-memory pages
  * filled by ONE thread's bulk copies (cp.async.bulk, tma.cuh) streams at 4.66 TB/s on the H200,
@@ -74,14 +74,37 @@ static __device__ __forceinline__ void v5r_range(const v5_job &job, int wi, int6
     b = v5_split_lo(w + 1, units, job.n_warps);
 }
 
+/* Units [x0, x1) of warp wi's page as bulk copies (one a part: records are contiguous within a
+ * part) into dst, or (dst NULL) only their bytes; BA / BB: a record's bytes in parts of kind 0 / 1 */
+template <int BA, int BB>
+static __device__ unsigned v5r_copy(const v5_job &job, int64_t x0, int64_t x1, uint8_t *dst, uint64_t *full)
+{
+    unsigned off = 0;
+    for (int64_t x = x0; x < x1;) {
+        int64_t tile = x / job.n_sb, end = job.n_tiles;
+        v5_part P = v5_pick(job, tile);
+#pragma unroll
+        for (int i = 0; i < GEMV_MAX_PARTS; i++)
+            if (i < job.n_parts && job.p[i].tile0 > P.tile0 && job.p[i].tile0 < end)
+                end = job.p[i].tile0;
+        int64_t e = end * job.n_sb < x1 ? end * job.n_sb : x1;
+        int bytes = P.kind ? BB : BA;
+        if (dst)
+            bulk_copy(dst + off, P.p + (x - P.tile0 * job.n_sb) * bytes, (unsigned)((e - x) * bytes), full);
+        off += (unsigned)((e - x) * bytes);
+        x = e;
+    }
+    return off;
+}
+
 /* the loader (one thread): every page of this CTA, in order, held back only by free pages */
-template <int BYTES>
+template <int BA, int BB>
 static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty)
 {
     int64_t a[V5R_CW], b[V5R_CW];
     for (int wi = 0; wi < V5R_CW; wi++)
         v5r_range(job, wi, a[wi], b[wi]);
-    const size_t slot = (size_t)cfg.recs * BYTES, page = V5R_CW * slot;
+    const size_t slot = (size_t)cfg.recs * (BA > BB ? BA : BB), page = V5R_CW * slot;
     for (int p = 0; p < cfg.n_pages; p++) {
         int s = p % cfg.pages;
         if (p >= cfg.pages)
@@ -89,24 +112,12 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
         unsigned bytes = 0;
         for (int wi = 0; wi < V5R_CW; wi++) {
             int64_t x0 = a[wi] + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b[wi] ? x0 + cfg.recs : b[wi];
-            bytes += x1 > x0 ? (unsigned)((x1 - x0) * BYTES) : 0u;
+            bytes += v5r_copy<BA, BB>(job, x0, x1, NULL, NULL);
         }
         bar_expect(&full[s], bytes);
         for (int wi = 0; wi < V5R_CW; wi++) {
             int64_t x0 = a[wi] + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b[wi] ? x0 + cfg.recs : b[wi];
-            uint8_t *dst = ring + s * page + wi * slot;
-            for (int64_t x = x0; x < x1;) {   /* records are contiguous within a part */
-                int64_t tile = x / job.n_sb, end = job.n_tiles;
-                v5_part P = v5_pick(job, tile);
-#pragma unroll
-                for (int i = 0; i < GEMV_MAX_PARTS; i++)
-                    if (i < job.n_parts && job.p[i].tile0 > P.tile0 && job.p[i].tile0 < end)
-                        end = job.p[i].tile0;
-                int64_t e = end * job.n_sb < x1 ? end * job.n_sb : x1;
-                bulk_copy(dst + (x - x0) * BYTES, P.p + (x - P.tile0 * job.n_sb) * BYTES, (unsigned)((e - x) * BYTES),
-                          &full[s]);
-                x = e;
-            }
+            v5r_copy<BA, BB>(job, x0, x1, ring + s * page + wi * slot, &full[s]);
         }
     }
 }
@@ -123,13 +134,13 @@ static __device__ __forceinline__ void v5r_flush(const v5_job &job, const v5_par
 
 /* consumer warp wi: its units page by page, in v5's order (one tile's sums, stored when the tile
  * changes or the range ends) */
-template <class K>
+template <class KA, class KB>
 static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
                                    const v5r_cfg cfg, const uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
                                    int lane)
 {
-    const int BYTES = v5r_bytes<typename K::raw>::N;
-    const size_t slot = (size_t)cfg.recs * BYTES, page = V5R_CW * slot;
+    const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
+    const size_t slot = (size_t)cfg.recs * (BA > BB ? BA : BB), page = V5R_CW * slot;
     int g = lane >> 2, t = lane & 3;
     int64_t a, b, w = (int64_t)blockIdx.x * V5R_CW + wi;
     v5r_range(job, wi, a, b);
@@ -149,16 +160,24 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
                 waited = true;
             }
             const uint8_t *rec = ring + s * page + wi * slot;
-            for (int64_t x = x0; x < x1; x++, rec += BYTES) {
+            for (int64_t x = x0; x < x1; x++) {
                 int64_t tl = x / job.n_sb;
                 if (tl != tile) {
                     if (tile >= 0)
                         v5r_flush<V5_PLAIN>(job, P, tile, w, lane, acc_g, acc_g8);
                     tile = tl, P = v5_pick(job, tile), acc_g = 0.0f, acc_g8 = 0.0f;
                 }
-                typename K::raw r;
-                v5r_fetch(rec, g, t, r);
-                K::template compute<false>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+                if (!std::is_same<KA, KB>::value && P.kind) {
+                    typename KB::raw r;
+                    v5r_fetch(rec, g, t, r);
+                    KB::template compute<false>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+                    rec += BB;
+                } else {
+                    typename KA::raw r;
+                    v5r_fetch(rec, g, t, r);
+                    KA::template compute<false>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+                    rec += BA;
+                }
             }
         }
         __syncwarp();
@@ -171,7 +190,7 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
         v5r_flush<V5_PLAIN>(job, P, tile, w, lane, acc_g, acc_g8);
 }
 
-template <class K>
+template <class KA, class KB>
 static __global__ void __launch_bounds__(V5R_THREADS, 1)
 gemv5r_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, const v5r_cfg cfg,
               bool trig)
@@ -192,10 +211,10 @@ gemv5r_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     __syncthreads();
     if (warp == V5R_CW) {
         if (lane == 0)
-            v5r_load<v5r_bytes<typename K::raw>::N>(job, cfg, v5r_ring, full, empty);
+            v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KB::raw>::N>(job, cfg, v5r_ring, full, empty);
         return;
     }
-    v5r_consume<K>(job, xq, xd, cfg, v5r_ring, full, empty, warp, lane);
+    v5r_consume<KA, KB>(job, xq, xd, cfg, v5r_ring, full, empty, warp, lane);
 #endif
 }
 
@@ -216,13 +235,13 @@ static bool v5r_on(const struct cuda_ctx *c, int *recs, int *ring_kb)
 }
 
 /* Launch job (planned over V5R_CW warps an SM) as v5r; false = not launched (the ring does not fit) */
-template <class K>
+template <class KA, class KB>
 static bool v5r_launch(struct cuda_ctx *c, const v5_job &job, const int8_t *xq, const float2 *xd, int recs,
                        int ring_kb)
 {
-    const int BYTES = v5r_bytes<typename K::raw>::N;
+    const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     v5r_cfg cfg;
-    size_t page = (size_t)V5R_CW * recs * BYTES;
+    size_t page = (size_t)V5R_CW * recs * (BA > BB ? BA : BB);
     cfg.recs = recs;
     cfg.pages = (int)((size_t)ring_kb * 1024 / page);
     cfg.pages = cfg.pages > V5R_MAXP ? V5R_MAXP : cfg.pages;
@@ -231,15 +250,14 @@ static bool v5r_launch(struct cuda_ctx *c, const v5_job &job, const int8_t *xq, 
     if (cfg.pages < 2)
         return false;
     size_t smem = (size_t)cfg.pages * page;
-    static size_t set_to[2];   /* the dynamic shared memory each instantiation was allowed */
-    size_t &allowed = set_to[BYTES == 2304 ? 0 : 1];
+    static size_t allowed;   /* the dynamic shared memory this instantiation was allowed */
     if (allowed < smem) {
-        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<KA, KB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
             return false;
         allowed = smem;
     }
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfgl =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<K>, job, xq, xd, cfg, c->pdl_all));
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB>, job, xq, xd, cfg, c->pdl_all));
 }
