@@ -14,8 +14,24 @@ static int t_fail __attribute__((unused)), t_run __attribute__((unused));
 #define CHECK_NEAR(a, b, tol) do { double a_ = (a), b_ = (b); t_run++; if (!(fabs(a_ - b_) <= (tol))) { \
     t_fail++; fprintf(stderr, "%s:%d: %s = %g, want %g (tol %g)\n", __FILE__, __LINE__, #a, a_, b_, \
     (double)(tol)); } } while (0)
-/* GLIM_TEST_ONLY=name: run only the tests whose name contains it (a quick rerun) */
-#define RUN(fn) do { const char *o_ = getenv("GLIM_TEST_ONLY"); if (o_ && !strstr(#fn, o_)) break; \
+/* GLIM_TEST_ONLY=name[,name...]: run only the tests whose name contains one of them (a quick
+ * rerun; tests/CMakeLists.txt's variants of a test under other settings) */
+static inline int test_selected(const char *fn)
+{
+    const char *o = getenv("GLIM_TEST_ONLY");
+    if (!o)
+        return 1;
+    char one[128];
+    while (*o) {
+        size_t n = strcspn(o, ",");
+        snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), o);
+        if (n && strstr(fn, one))
+            return 1;
+        o += n + (o[n] == ',');
+    }
+    return 0;
+}
+#define RUN(fn) do { if (!test_selected(#fn)) break; \
     int f_ = t_fail; fn(); printf("%-40s %s\n", #fn, t_fail == f_ ? "ok" : "FAIL"); } while (0)
 #define DONE() (printf("%d checks, %d failed\n", t_run, t_fail), t_fail != 0)
 /* GLIM_TEST_QUICK=1: tests may leave out their slowest cases (a device call with little time);

@@ -590,9 +590,11 @@ static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v
 }
 
 /* In matmul_ffn (c->chain_w: the down weight, c->chain_y its output): launch the gate/up job ja (its
- * GLU fold planned) and the down projection as one kernel; false = not this shape (nothing launched) */
+ * GLU fold planned) and the down projection as one kernel, split over `warps` warps, through the
+ * ring (gemv_ring.cuh) when recs > 0; false = not this shape (nothing launched) */
 template <class KA>
-static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd)
+static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd, int64_t warps, int recs,
+                     int ring_kb)
 {
     const struct be_weight *wd = c->chain_w;
     float *yd = c->chain_y;
@@ -604,16 +606,18 @@ static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const flo
     v5_job jb;
     bool taken = false, mine;
     v5_collect(jb, dt, 0, 1, &yd, &wd, &taken, &mine);
-    if (!v5_plan(c, jb, v5_warps(c, 16), 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 8))
+    if (!v5_plan(c, jb, warps, 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 8))
         return false;
     unsigned *sync = (unsigned *)c->chain_sync.p;
     ja.ready = jb.ready = sync;
     ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
-    int64_t warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
+    bool ring = recs > 0 && (dt == CUDA_DT_Q4_K_T16 ? v5r_chain_launch<KA, v5_q4k_t16>(c, ja, jb, xq, xd, sync, recs, ring_kb)
+                                                    : v5r_chain_launch<KA, v5_q6k_t16>(c, ja, jb, xq, xd, sync, recs, ring_kb));
+    warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
     dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
-    if (dt == CUDA_DT_Q4_K_T16)
+    if (!ring && dt == CUDA_DT_Q4_K_T16)
         v5_chain_go<KA, KA::U_DEF, v5_q4k_t16>(c, grid, ja, jb, xq, xd, sync);
-    else
+    else if (!ring)
         v5_chain_go<KA, KA::U_DEF, v5_q6k_t16>(c, grid, ja, jb, xq, xd, sync);
     c->chain_done = c->first_err == cudaSuccess;
     return true;
@@ -656,12 +660,13 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
      * (test_t16); else 4 CTAs x 4 warps per SM, the register limit */
     int recs, ring_kb;
     bool ring_on = v5r_on(c, &recs, &ring_kb), ring = ring_on && KA::TILED && KB::TILED;
-    if (!v5_plan(c, job, ring_on ? (int64_t)V5R_CW * c->n_sm : v5_warps(c, 16)))
+    int64_t warps = ring_on ? (int64_t)V5R_CW * c->n_sm : v5_warps(c, 16);
+    if (!v5_plan(c, job, warps))
         return 0;   /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    if (glu && c->chain_w && !ring_on && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd)) {
+    if (glu && c->chain_w && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd, warps, ring ? recs : 0, ring_kb)) {
         for (int i = 0; i < n; i++)
             taken[i] = taken[i] || mine[i];
         return m;

@@ -26,8 +26,10 @@
 
 struct v5r_cfg {
     int recs;      /* records (tile, super-block units) a warp a page */
+    int slot;      /* bytes a warp a page: recs x the largest record of the kernel's jobs */
     int pages;     /* pages in the ring */
-    int n_pages;   /* pages a CTA streams: ceil(most units a warp / recs) */
+    int n_pages;   /* pages of this job a CTA streams: ceil(most units a warp / recs) */
+    int seq0;      /* the ring's sequence number of the job's first page (after an earlier job's) */
 };
 
 /* a T16 record's run `run` in shared memory: lane 4g + t's 16 bytes (gemv_mma_lane.h v5_t16_run) */
@@ -104,11 +106,11 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
     int64_t a[V5R_CW], b[V5R_CW];
     for (int wi = 0; wi < V5R_CW; wi++)
         v5r_range(job, wi, a[wi], b[wi]);
-    const size_t slot = (size_t)cfg.recs * (BA > BB ? BA : BB), page = V5R_CW * slot;
+    const size_t slot = (size_t)cfg.slot, page = V5R_CW * slot;
     for (int p = 0; p < cfg.n_pages; p++) {
-        int s = p % cfg.pages;
-        if (p >= cfg.pages)
-            bar_wait(&empty[s], (unsigned)(p / cfg.pages - 1) & 1u);
+        int q = cfg.seq0 + p, s = q % cfg.pages;
+        if (q >= cfg.pages)
+            bar_wait(&empty[s], (unsigned)(q / cfg.pages - 1) & 1u);
         unsigned bytes = 0;
         for (int wi = 0; wi < V5R_CW; wi++) {
             int64_t x0 = a[wi] + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b[wi] ? x0 + cfg.recs : b[wi];
@@ -132,28 +134,49 @@ static __device__ __forceinline__ void v5r_flush(const v5_job &job, const v5_par
                    acc_g8);
 }
 
+/* V5_CHAIN_B's wait (the down projection of the FFN chain): one thread a CTA polls the count of
+ * quantized GLU blocks (acquire; bounded, so a bug shows as wrong output, not a hung device),
+ * then the CTA's consumer warps go on together (named barrier 1; the loader warp is not in it) */
+static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int wi, int lane)
+{
+    if (wi == 0 && lane == 0) {
+        unsigned v = 0;
+        for (long spins = 0; spins < (1L << 22); spins++) {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(job.ready) : "memory");
+            if (v >= job.ready_need)
+                break;
+            __nanosleep(64);
+        }
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+}
+
 /* consumer warp wi: its units page by page, in v5's order (one tile's sums, stored when the tile
- * changes or the range ends) */
-template <class KA, class KB>
+ * changes or the range ends). MODE: V5_PLAIN; V5_CHAIN_A, the gate/up of the FFN chain (each
+ * quantized GLU block counted); V5_CHAIN_B, its down projection (x is the GLU this grid wrote) */
+template <class KA, class KB, int MODE = V5_PLAIN>
 static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
                                    const v5r_cfg cfg, const uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
                                    int lane)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
-    const size_t slot = (size_t)cfg.recs * (BA > BB ? BA : BB), page = V5R_CW * slot;
+    const bool coh = MODE == V5_CHAIN_B;
+    const size_t slot = (size_t)cfg.slot, page = V5R_CW * slot;
     int g = lane >> 2, t = lane & 3;
     int64_t a, b, w = (int64_t)blockIdx.x * V5R_CW + wi;
     v5r_range(job, wi, a, b);
-    bool waited = false;
+    if (MODE == V5_CHAIN_B)
+        v5r_wait_ready(job, wi, lane);
+    bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
     int64_t tile = -1;
     v5_part P = job.p[0];
     float acc_g = 0.0f, acc_g8 = 0.0f;
     for (int p = 0; p < cfg.n_pages; p++) {
-        int s = p % cfg.pages;
+        int q = cfg.seq0 + p, s = q % cfg.pages;
         int64_t x0 = a + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b ? x0 + cfg.recs : b;
         /* every warp waits for every page, even one without its records: an arrival on "empty"
          * before the page was filled would count toward the phase of the page before it */
-        bar_wait(&full[s], (unsigned)(p / cfg.pages) & 1u);
+        bar_wait(&full[s], (unsigned)(q / cfg.pages) & 1u);
         if (x1 > x0) {
             if (!waited) {   /* x is the previous kernel's */
                 cuda_pdl_wait();
@@ -164,18 +187,18 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
                 int64_t tl = x / job.n_sb;
                 if (tl != tile) {
                     if (tile >= 0)
-                        v5r_flush<V5_PLAIN>(job, P, tile, w, lane, acc_g, acc_g8);
+                        v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
                     tile = tl, P = v5_pick(job, tile), acc_g = 0.0f, acc_g8 = 0.0f;
                 }
                 if (!std::is_same<KA, KB>::value && P.kind) {
                     typename KB::raw r;
                     v5r_fetch(rec, g, t, r);
-                    KB::template compute<false>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+                    KB::template compute<coh>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
                     rec += BB;
                 } else {
                     typename KA::raw r;
                     v5r_fetch(rec, g, t, r);
-                    KA::template compute<false>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+                    KA::template compute<coh>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
                     rec += BA;
                 }
             }
@@ -187,7 +210,20 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (tile >= 0)
-        v5r_flush<V5_PLAIN>(job, P, tile, w, lane, acc_g, acc_g8);
+        v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
+}
+
+/* the ring's mbarriers ("full": the loader's one arrival and the bytes; "empty": the consumers) */
+static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *full, uint64_t *empty)
+{
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < cfg.pages; i++) {
+            bar_init(&full[i], 1);
+            bar_init(&empty[i], V5R_CW);
+        }
+        bar_init_fence();
+    }
+    __syncthreads();
 }
 
 template <class KA, class KB>
@@ -201,20 +237,49 @@ gemv5r_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     if (trig)
         cuda_pdl_trigger();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < cfg.pages; i++) {
-            bar_init(&full[i], 1);
-            bar_init(&empty[i], V5R_CW);
-        }
-        bar_init_fence();
-    }
-    __syncthreads();
+    v5r_bars(cfg, full, empty);
     if (warp == V5R_CW) {
         if (lane == 0)
             v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KB::raw>::N>(job, cfg, v5r_ring, full, empty);
         return;
     }
     v5r_consume<KA, KB>(job, xq, xd, cfg, v5r_ring, full, empty, warp, lane);
+#endif
+}
+
+/* The FFN as one v5r launch (with GLIM_CUDA_FFN_CHAIN=1): the gate/up job ja (GLU fold on), then
+ * the down job jb through the same ring. The loader streams jb's pages as soon as ja's are used,
+ * so down's first ~25 MB are in shared memory while the last GLU blocks are made; its consumers
+ * wait for every GLU block (v5r_wait_ready). One CTA an SM, all resident (their shared memory
+ * allows no second; dependents launch only once every CTA has passed the trigger), so the spin
+ * cannot wait on a CTA not yet started. The last warp out resets the counts (sync). Same split
+ * as the two launches, so the same bits. */
+template <class KA, class KB>
+static __global__ void __launch_bounds__(V5R_THREADS, 1)
+gemv5r_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+                    const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t v5r_ring[];
+    __shared__ uint64_t full[V5R_MAXP], empty[V5R_MAXP];
+    if (trig)
+        cuda_pdl_trigger();
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    v5r_bars(ca, full, empty);
+    if (warp == V5R_CW) {
+        if (lane == 0) {
+            v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KA::raw>::N>(ja, ca, v5r_ring, full, empty);
+            v5r_load<v5r_bytes<typename KB::raw>::N, v5r_bytes<typename KB::raw>::N>(jb, cb, v5r_ring, full, empty);
+        }
+        return;
+    }
+    v5r_consume<KA, KA, V5_CHAIN_A>(ja, xq, xd, ca, v5r_ring, full, empty, warp, lane);
+    v5r_consume<KB, KB, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, cb, v5r_ring, full, empty, warp, lane);
+    __syncwarp();
+    if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * V5R_CW - 1u) {
+        sync[0] = 0u;
+        sync[1] = 0u;
+    }
 #endif
 }
 
@@ -234,6 +299,32 @@ static bool v5r_on(const struct cuda_ctx *c, int *recs, int *ring_kb)
     return r > 0 && c->cc_major >= 9;
 }
 
+/* The ring of a launch whose largest record is max_rec bytes, and job's pages in it (after seq0
+ * earlier ones); false when fewer than two pages fit */
+static bool v5r_shape(const v5_job &job, int recs, int ring_kb, int max_rec, int seq0, v5r_cfg &cfg)
+{
+    cfg.recs = recs;
+    cfg.slot = recs * max_rec;
+    cfg.pages = (int)((size_t)ring_kb * 1024 / ((size_t)V5R_CW * cfg.slot));
+    cfg.pages = cfg.pages > V5R_MAXP ? V5R_MAXP : cfg.pages;
+    int64_t most = (job.n_tiles * job.n_sb + job.n_warps - 1) / job.n_warps;
+    cfg.n_pages = (int)((most + recs - 1) / recs);
+    cfg.seq0 = seq0;
+    return cfg.pages >= 2;
+}
+
+/* kernel k's shared memory allowance raised to smem once (*allowed: what it has); false (recorded) on failure */
+template <typename F>
+static bool v5r_allow(struct cuda_ctx *c, F k, size_t smem, size_t *allowed)
+{
+    if (*allowed >= smem)
+        return true;
+    if (CUDA_TRY(c, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+        return false;
+    *allowed = smem;
+    return true;
+}
+
 /* Launch job (planned over V5R_CW warps an SM) as v5r; false = not launched (the ring does not fit) */
 template <class KA, class KB>
 static bool v5r_launch(struct cuda_ctx *c, const v5_job &job, const int8_t *xq, const float2 *xd, int recs,
@@ -241,23 +332,36 @@ static bool v5r_launch(struct cuda_ctx *c, const v5_job &job, const int8_t *xq, 
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     v5r_cfg cfg;
-    size_t page = (size_t)V5R_CW * recs * (BA > BB ? BA : BB);
-    cfg.recs = recs;
-    cfg.pages = (int)((size_t)ring_kb * 1024 / page);
-    cfg.pages = cfg.pages > V5R_MAXP ? V5R_MAXP : cfg.pages;
-    int64_t most = (job.n_tiles * job.n_sb + job.n_warps - 1) / job.n_warps;
-    cfg.n_pages = (int)((most + recs - 1) / recs);
-    if (cfg.pages < 2)
+    static size_t allowed;
+    if (!v5r_shape(job, recs, ring_kb, BA > BB ? BA : BB, 0, cfg))
         return false;
-    size_t smem = (size_t)cfg.pages * page;
-    static size_t allowed;   /* the dynamic shared memory this instantiation was allowed */
-    if (allowed < smem) {
-        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<KA, KB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
-            return false;
-        allowed = smem;
-    }
+    size_t smem = (size_t)cfg.pages * V5R_CW * cfg.slot;
+    if (!v5r_allow(c, gemv5r_kernel<KA, KB>, smem, &allowed))
+        return false;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfgl =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
     return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB>, job, xq, xd, cfg, c->pdl_all));
+}
+
+/* The FFN chain as one v5r launch: ja (the gate/up job, GLU planned) and jb (down, planned with its
+ * counts in ja.ready); false = not launched */
+template <class KA, class KB>
+static bool v5r_chain_launch(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const int8_t *xq,
+                             const float2 *xd, unsigned *sync, int recs, int ring_kb)
+{
+    const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N, big = BA > BB ? BA : BB;
+    v5r_cfg ca, cb;
+    static size_t allowed;
+    if (!v5r_shape(ja, recs, ring_kb, big, 0, ca) || !v5r_shape(jb, recs, ring_kb, big, ca.n_pages, cb))
+        return false;
+    size_t smem = (size_t)ca.pages * V5R_CW * ca.slot;
+    if (!v5r_allow(c, gemv5r_chain_kernel<KA, KB>, smem, &allowed))
+        return false;
+    int64_t warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfgl =
+        cuda_launch_cfg(c, dim3((unsigned)((warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_chain_kernel<KA, KB>, ja, jb, xq, xd, ca, cb, sync,
+                                          c->pdl_all));
 }
