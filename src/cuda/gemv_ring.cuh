@@ -76,51 +76,88 @@ static __device__ __forceinline__ void v5r_range(const v5_job &job, int wi, int6
     b = v5_split_lo(w + 1, units, job.n_warps);
 }
 
-/* Units [x0, x1) of warp wi's page as bulk copies (one a part: records are contiguous within a
- * part) into dst, or (dst NULL) only their bytes; BA / BB: a record's bytes in parts of kind 0 / 1 */
+/* part i of job (unrolled so the job stays in the parameter bank) */
+static __device__ __forceinline__ v5_part v5r_part_at(const v5_job &job, int i)
+{
+    v5_part P = job.p[0];
+#pragma unroll
+    for (int k = 1; k < GEMV_MAX_PARTS; k++)
+        if (k == i)
+            P = job.p[k];
+    return P;
+}
+
+/* The loader's walk over one consumer warp's units: the next unit, its part, where that part's
+ * units end and where the unit's record is (records are contiguous within a part). No divisions:
+ * one thread streams ~35 GB/s an SM, a page every ~1000 cycles. */
+struct v5r_cursor {
+    int64_t x, end, part_end;
+    const uint8_t *src;
+    int part, rec;
+};
+
 template <int BA, int BB>
-static __device__ unsigned v5r_copy(const v5_job &job, int64_t x0, int64_t x1, uint8_t *dst, uint64_t *full)
+static __device__ __forceinline__ void v5r_cursor_part(const v5_job &job, v5r_cursor &c, int part)
+{
+    v5_part P = v5r_part_at(job, part);
+    int64_t next = part + 1 < job.n_parts ? v5r_part_at(job, part + 1).tile0 : job.n_tiles;
+    c.part = part, c.rec = P.kind ? BB : BA, c.part_end = next * job.n_sb;
+    c.src = P.p + (c.x - P.tile0 * job.n_sb) * c.rec;
+}
+
+/* Up to n units of the cursor's: their bytes, and (dst != NULL) their bulk copies into dst, one a
+ * part, the cursor moved past them */
+template <int BA, int BB>
+static __device__ __forceinline__ unsigned v5r_take(const v5_job &job, v5r_cursor &c, int64_t n, uint8_t *dst,
+                                                    uint64_t *full)
 {
     unsigned off = 0;
-    for (int64_t x = x0; x < x1;) {
-        int64_t tile = x / job.n_sb, end = job.n_tiles;
-        v5_part P = v5_pick(job, tile);
-#pragma unroll
-        for (int i = 0; i < GEMV_MAX_PARTS; i++)
-            if (i < job.n_parts && job.p[i].tile0 > P.tile0 && job.p[i].tile0 < end)
-                end = job.p[i].tile0;
-        int64_t e = end * job.n_sb < x1 ? end * job.n_sb : x1;
-        int bytes = P.kind ? BB : BA;
+    int64_t x1 = c.x + n < c.end ? c.x + n : c.end;
+    while (c.x < x1) {
+        int64_t e = c.part_end < x1 ? c.part_end : x1;
+        unsigned bytes = (unsigned)((e - c.x) * c.rec);
         if (dst)
-            bulk_copy(dst + off, P.p + (x - P.tile0 * job.n_sb) * bytes, (unsigned)((e - x) * bytes), full);
-        off += (unsigned)((e - x) * bytes);
-        x = e;
+            bulk_copy(dst + off, c.src, bytes, full);
+        off += bytes;
+        c.src += bytes;
+        c.x = e;
+        if (c.x == c.part_end && c.part + 1 < job.n_parts)
+            v5r_cursor_part<BA, BB>(job, c, c.part + 1);
     }
     return off;
 }
 
-/* the loader (one thread): every page of this CTA, in order, held back only by free pages */
+/* The loader warp: lane wi < V5R_CW walks consumer warp wi's units; every page of this CTA in
+ * order, held back only by free pages. Lane 0 announces a page's bytes before any copy of it. */
 template <int BA, int BB>
-static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty)
+static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty,
+                                int lane)
 {
-    int64_t a[V5R_CW], b[V5R_CW];
-    for (int wi = 0; wi < V5R_CW; wi++)
-        v5r_range(job, wi, a[wi], b[wi]);
+    v5r_cursor c = {};
+    if (lane < V5R_CW) {
+        int64_t a, b;
+        v5r_range(job, lane, a, b);
+        c.x = a, c.end = b;
+        int part = 0;
+        for (int i = 1; i < job.n_parts; i++)
+            if (a >= v5r_part_at(job, i).tile0 * job.n_sb)
+                part = i;
+        v5r_cursor_part<BA, BB>(job, c, part);
+    }
     const size_t slot = (size_t)cfg.slot, page = V5R_CW * slot;
     for (int p = 0; p < cfg.n_pages; p++) {
         int q = cfg.seq0 + p, s = q % cfg.pages;
         if (q >= cfg.pages)
             bar_wait(&empty[s], (unsigned)(q / cfg.pages - 1) & 1u);
-        unsigned bytes = 0;
-        for (int wi = 0; wi < V5R_CW; wi++) {
-            int64_t x0 = a[wi] + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b[wi] ? x0 + cfg.recs : b[wi];
-            bytes += v5r_copy<BA, BB>(job, x0, x1, NULL, NULL);
-        }
-        bar_expect(&full[s], bytes);
-        for (int wi = 0; wi < V5R_CW; wi++) {
-            int64_t x0 = a[wi] + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b[wi] ? x0 + cfg.recs : b[wi];
-            v5r_copy<BA, BB>(job, x0, x1, ring + s * page + wi * slot, &full[s]);
-        }
+        v5r_cursor peek = c;
+        unsigned bytes = lane < V5R_CW ? v5r_take<BA, BB>(job, peek, cfg.recs, NULL, NULL) : 0u;
+        for (int o = V5R_CW / 2; o; o >>= 1)
+            bytes += __shfl_xor_sync(0xffffffffu, bytes, o);
+        if (lane == 0)
+            bar_expect(&full[s], bytes);
+        __syncwarp();
+        if (lane < V5R_CW)
+            v5r_take<BA, BB>(job, c, cfg.recs, ring + s * page + lane * slot, &full[s]);
     }
 }
 
@@ -168,8 +205,9 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
     if (MODE == V5_CHAIN_B)
         v5r_wait_ready(job, wi, lane);
     bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
-    int64_t tile = -1;
-    v5_part P = job.p[0];
+    /* the unit's tile and super-block, counted on from the range's start (one division a warp) */
+    int64_t tile = a < b ? a / job.n_sb : 0, sb = a - tile * job.n_sb;
+    v5_part P = v5_pick(job, tile);
     float acc_g = 0.0f, acc_g8 = 0.0f;
     for (int p = 0; p < cfg.n_pages; p++) {
         int q = cfg.seq0 + p, s = q % cfg.pages;
@@ -183,22 +221,20 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
                 waited = true;
             }
             const uint8_t *rec = ring + s * page + wi * slot;
-            for (int64_t x = x0; x < x1; x++) {
-                int64_t tl = x / job.n_sb;
-                if (tl != tile) {
-                    if (tile >= 0)
-                        v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
-                    tile = tl, P = v5_pick(job, tile), acc_g = 0.0f, acc_g8 = 0.0f;
+            for (int64_t x = x0; x < x1; x++, sb++) {
+                if (sb == job.n_sb) {   /* the next tile */
+                    v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
+                    tile++, sb = 0, P = v5_pick(job, tile), acc_g = 0.0f, acc_g8 = 0.0f;
                 }
                 if (!std::is_same<KA, KB>::value && P.kind) {
                     typename KB::raw r;
                     v5r_fetch(rec, g, t, r);
-                    KB::template compute<coh>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+                    KB::template compute<coh>(r, xq, xd, sb, g, t, acc_g, acc_g8);
                     rec += BB;
                 } else {
                     typename KA::raw r;
                     v5r_fetch(rec, g, t, r);
-                    KA::template compute<coh>(r, xq, xd, x - tile * job.n_sb, g, t, acc_g, acc_g8);
+                    KA::template compute<coh>(r, xq, xd, sb, g, t, acc_g, acc_g8);
                     rec += BA;
                 }
             }
@@ -209,7 +245,7 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
     }
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
-    if (tile >= 0)
+    if (a < b)
         v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
 }
 
@@ -239,8 +275,7 @@ gemv5r_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     v5r_bars(cfg, full, empty);
     if (warp == V5R_CW) {
-        if (lane == 0)
-            v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KB::raw>::N>(job, cfg, v5r_ring, full, empty);
+        v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KB::raw>::N>(job, cfg, v5r_ring, full, empty, lane);
         return;
     }
     v5r_consume<KA, KB>(job, xq, xd, cfg, v5r_ring, full, empty, warp, lane);
@@ -267,10 +302,8 @@ gemv5r_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     v5r_bars(ca, full, empty);
     if (warp == V5R_CW) {
-        if (lane == 0) {
-            v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KA::raw>::N>(ja, ca, v5r_ring, full, empty);
-            v5r_load<v5r_bytes<typename KB::raw>::N, v5r_bytes<typename KB::raw>::N>(jb, cb, v5r_ring, full, empty);
-        }
+        v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KA::raw>::N>(ja, ca, v5r_ring, full, empty, lane);
+        v5r_load<v5r_bytes<typename KB::raw>::N, v5r_bytes<typename KB::raw>::N>(jb, cb, v5r_ring, full, empty, lane);
         return;
     }
     v5r_consume<KA, KA, V5_CHAIN_A>(ja, xq, xd, ca, v5r_ring, full, empty, warp, lane);
