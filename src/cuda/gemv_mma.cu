@@ -289,17 +289,22 @@ static __device__ __forceinline__ v5_part v5_pick(const v5_job &job, int64_t til
 /* the trace (diagnosis): this warp's stamp `which` (0 entry, 1 wait done, 2 end, 3 its last
  * span streamed) from the global timer; at the entry also its SM (slot 4) */
 #define V5_TRACE_PER 5
-static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
+static __device__ __forceinline__ void v5_stamp_w(const v5_job &job, int64_t w, int which)
 {
     unsigned long long ns;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-    unsigned long long *r = job.trace + ((int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5)) * V5_TRACE_PER;
+    unsigned long long *r = job.trace + w * V5_TRACE_PER;
     r[which] = ns;
     if (which == 0) {
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
         r[4] = sm;
     }
+}
+
+static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
+{
+    v5_stamp_w(job, (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), which);
 }
 
 template <class K, int U>
@@ -671,6 +676,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
             taken[i] = taken[i] || mine[i];
         return m;
     }
+    if (ring)
+        job.trace = v5_trace_slot(c, job, n, ws, mine);
     if (!(ring && v5r_launch<KA, KB>(c, job, xq, xd, recs, ring_kb)))
         v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)

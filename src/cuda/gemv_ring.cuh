@@ -202,6 +202,9 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
     int g = lane >> 2, t = lane & 3;
     int64_t a, b, w = (int64_t)blockIdx.x * V5R_CW + wi;
     v5r_range(job, wi, a, b);
+    bool trace = job.trace && lane == 0 && MODE == V5_PLAIN;   /* GLIM_CUDA_V5_TRACE=1 (v5_stamp's slots) */
+    if (trace)
+        v5_stamp_w(job, w, 0);
     if (MODE == V5_CHAIN_B)
         v5r_wait_ready(job, wi, lane);
     bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
@@ -215,10 +218,14 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
         /* every warp waits for every page, even one without its records: an arrival on "empty"
          * before the page was filled would count toward the phase of the page before it */
         bar_wait(&full[s], (unsigned)(q / cfg.pages) & 1u);
+        if (trace && x1 > x0 && x1 == b)
+            v5_stamp_w(job, w, 3);   /* its last page landed */
         if (x1 > x0) {
             if (!waited) {   /* x is the previous kernel's */
                 cuda_pdl_wait();
                 waited = true;
+                if (trace)
+                    v5_stamp_w(job, w, 1);
             }
             const uint8_t *rec = ring + s * page + wi * slot;
             for (int64_t x = x0; x < x1; x++, sb++) {
@@ -247,6 +254,8 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (a < b)
         v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
+    if (trace)
+        v5_stamp_w(job, w, 2);
 }
 
 /* the ring's mbarriers ("full": the loader's one arrival and the bytes; "empty": the consumers) */
