@@ -271,37 +271,18 @@ static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *fu
     __syncthreads();
 }
 
-template <class KA, class KB>
+/* One v5r launch: job ja (parts of kinds KA and KB), or with CHAIN the FFN (GLIM_CUDA_FFN_CHAIN=1
+ * with the ring): ja the gate/up job (GLU fold on), then the down job jb (kind KC) through the
+ * same ring. The loader streams jb's pages as soon as ja's are used, so down's first ~25 MB are
+ * in shared memory while the last GLU blocks are made; its consumers wait for every GLU block
+ * (v5r_wait_ready). One CTA an SM, all resident (their shared memory allows no second;
+ * dependents launch only once every CTA has passed the trigger), so the spin cannot wait on a
+ * CTA not yet started. The last warp out resets the counts (sync). Same split as two launches,
+ * so the same bits. */
+template <class KA, class KB, class KC, bool CHAIN>
 static __global__ void __launch_bounds__(V5R_THREADS, 1)
-gemv5r_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, const v5r_cfg cfg,
-              bool trig)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    extern __shared__ __align__(128) uint8_t v5r_ring[];
-    __shared__ uint64_t full[V5R_MAXP], empty[V5R_MAXP];
-    if (trig)
-        cuda_pdl_trigger();
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    v5r_bars(cfg, full, empty);
-    if (warp == V5R_CW) {
-        v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KB::raw>::N>(job, cfg, v5r_ring, full, empty, lane);
-        return;
-    }
-    v5r_consume<KA, KB>(job, xq, xd, cfg, v5r_ring, full, empty, warp, lane);
-#endif
-}
-
-/* The FFN as one v5r launch (with GLIM_CUDA_FFN_CHAIN=1): the gate/up job ja (GLU fold on), then
- * the down job jb through the same ring. The loader streams jb's pages as soon as ja's are used,
- * so down's first ~25 MB are in shared memory while the last GLU blocks are made; its consumers
- * wait for every GLU block (v5r_wait_ready). One CTA an SM, all resident (their shared memory
- * allows no second; dependents launch only once every CTA has passed the trigger), so the spin
- * cannot wait on a CTA not yet started. The last warp out resets the counts (sync). Same split
- * as the two launches, so the same bits. */
-template <class KA, class KB>
-static __global__ void __launch_bounds__(V5R_THREADS, 1)
-gemv5r_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
-                    const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig)
+gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
+              const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t v5r_ring[];
@@ -311,12 +292,16 @@ gemv5r_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     v5r_bars(ca, full, empty);
     if (warp == V5R_CW) {
-        v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KA::raw>::N>(ja, ca, v5r_ring, full, empty, lane);
-        v5r_load<v5r_bytes<typename KB::raw>::N, v5r_bytes<typename KB::raw>::N>(jb, cb, v5r_ring, full, empty, lane);
+        v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KB::raw>::N>(ja, ca, v5r_ring, full, empty, lane);
+        if (CHAIN)
+            v5r_load<v5r_bytes<typename KC::raw>::N, v5r_bytes<typename KC::raw>::N>(jb, cb, v5r_ring, full, empty,
+                                                                                    lane);
         return;
     }
-    v5r_consume<KA, KA, V5_CHAIN_A>(ja, xq, xd, ca, v5r_ring, full, empty, warp, lane);
-    v5r_consume<KB, KB, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, cb, v5r_ring, full, empty, warp, lane);
+    v5r_consume<KA, KB, CHAIN ? V5_CHAIN_A : V5_PLAIN>(ja, xq, xd, ca, v5r_ring, full, empty, warp, lane);
+    if (!CHAIN)
+        return;
+    v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, cb, v5r_ring, full, empty, warp, lane);
     __syncwarp();
     if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * V5R_CW - 1u) {
         sync[0] = 0u;
@@ -355,55 +340,31 @@ static bool v5r_shape(const v5_job &job, int recs, int ring_kb, int max_rec, int
     return cfg.pages >= 2;
 }
 
-/* kernel k's shared memory allowance raised to smem once (*allowed: what it has); false (recorded) on failure */
-template <typename F>
-static bool v5r_allow(struct cuda_ctx *c, F k, size_t smem, size_t *allowed)
-{
-    if (*allowed >= smem)
-        return true;
-    if (CUDA_TRY(c, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
-        return false;
-    *allowed = smem;
-    return true;
-}
-
-/* Launch job (planned over V5R_CW warps an SM) as v5r; false = not launched (the ring does not fit) */
-template <class KA, class KB>
-static bool v5r_launch(struct cuda_ctx *c, const v5_job &job, const int8_t *xq, const float2 *xd, int recs,
-                       int ring_kb)
+/* Launch ja (planned over V5R_CW warps an SM) as v5r, or with jb (CHAIN, jb planned with its
+ * counts in ja.ready) the FFN chain; false = not launched (the ring does not fit) */
+template <class KA, class KB, class KC, bool CHAIN>
+static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const int8_t *xq, const float2 *xd,
+                   unsigned *sync, int recs, int ring_kb)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
-    v5r_cfg cfg;
-    static size_t allowed;
-    if (!v5r_shape(job, recs, ring_kb, BA > BB ? BA : BB, 0, cfg))
-        return false;
-    size_t smem = (size_t)cfg.pages * V5R_CW * cfg.slot;
-    if (!v5r_allow(c, gemv5r_kernel<KA, KB>, smem, &allowed))
-        return false;
-    cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfgl =
-        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB>, job, xq, xd, cfg, c->pdl_all));
-}
-
-/* The FFN chain as one v5r launch: ja (the gate/up job, GLU planned) and jb (down, planned with its
- * counts in ja.ready); false = not launched */
-template <class KA, class KB>
-static bool v5r_chain_launch(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const int8_t *xq,
-                             const float2 *xd, unsigned *sync, int recs, int ring_kb)
-{
-    const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N, big = BA > BB ? BA : BB;
-    v5r_cfg ca, cb;
-    static size_t allowed;
-    if (!v5r_shape(ja, recs, ring_kb, big, 0, ca) || !v5r_shape(jb, recs, ring_kb, big, ca.n_pages, cb))
+    const int BC = CHAIN ? v5r_bytes<typename KC::raw>::N : 0;
+    int big = BA > BB ? BA : BB;
+    big = big > BC ? big : BC;
+    v5r_cfg ca, cb = {};
+    static size_t allowed;   /* the dynamic shared memory this instantiation was allowed */
+    if (!v5r_shape(ja, recs, ring_kb, big, 0, ca) || (CHAIN && !v5r_shape(jb, recs, ring_kb, big, ca.n_pages, cb)))
         return false;
     size_t smem = (size_t)ca.pages * V5R_CW * ca.slot;
-    if (!v5r_allow(c, gemv5r_chain_kernel<KA, KB>, smem, &allowed))
-        return false;
-    int64_t warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
+    if (allowed < smem) {
+        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<KA, KB, KC, CHAIN>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+            return false;
+        allowed = smem;
+    }
+    int64_t warps = CHAIN && jb.n_warps > ja.n_warps ? jb.n_warps : ja.n_warps;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfgl =
         cuda_launch_cfg(c, dim3((unsigned)((warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_chain_kernel<KA, KB>, ja, jb, xq, xd, ca, cb, sync,
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB, KC, CHAIN>, ja, jb, xq, xd, ca, cb, sync,
                                           c->pdl_all));
 }
