@@ -663,8 +663,9 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     /* v5r (gemv_ring.cuh) runs one CTA of V5R_CW warps an SM; while it is on, every v5 job is split
      * over that many warps, so the ring's tiles and the plain kernel's rows give the same bits
      * (test_t16); else 4 CTAs x 4 warps per SM, the register limit */
-    int recs, ring_kb;
-    bool ring_on = v5r_on(c, &recs, &ring_kb), ring = ring_on && KA::TILED && KB::TILED;
+    int recs, ring_kb;   /* (not on the side stream: its CTAs would hold the SMs' shared memory
+                          * that the main stream's next ring launch needs; plain v5, same split) */
+    bool ring_on = v5r_on(c, &recs, &ring_kb), ring = ring_on && KA::TILED && KB::TILED && c->stream != c->side;
     int64_t warps = ring_on ? (int64_t)V5R_CW * c->n_sm : v5_warps(c, 16);
     if (!v5_plan(c, job, warps))
         return 0;   /* recorded in the context; these parts go to v3 */
