@@ -310,20 +310,15 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, c
 #endif
 }
 
-/* GLIM_CUDA_V5R=recs[,ring_kb] (opt-in; default off): records a warp a page and the ring's size */
+/* GLIM_CUDA_V5R=recs (opt-in; default off): records a warp a page; GLIM_CUDA_V5R_KB: the ring's
+ * size in KB (default 200) */
 static bool v5r_on(const struct cuda_ctx *c, int *recs, int *ring_kb)
 {
-    static int parsed = 0, r = 0, kb = 200;
-    if (!parsed) {
-        const char *e = getenv("GLIM_CUDA_V5R");
-        if (e && sscanf(e, "%d,%d", &r, &kb) < 1)
-            r = 0;
-        r = r < 0 || r > 8 ? 0 : r;
-        kb = kb < 16 || kb > 220 ? 200 : kb;
-        parsed = 1;
-    }
-    *recs = r, *ring_kb = kb;
-    return r > 0 && c->cc_major >= 9;
+    static int r_forced = -1, kb_forced = -1;
+    int r = cuda_env_knob("GLIM_CUDA_V5R", &r_forced), kb = cuda_env_knob("GLIM_CUDA_V5R_KB", &kb_forced);
+    *recs = r > 8 ? 8 : r;
+    *ring_kb = kb < 16 || kb > 220 ? 200 : kb;
+    return *recs > 0 && c->cc_major >= 9;
 }
 
 /* The ring of a launch whose largest record is max_rec bytes, and job's pages in it (after seq0
