@@ -10,77 +10,7 @@
 
 #include "quant/quant.h"
 
-typedef struct {
-    uint32_t x, y;
-} uint2;
-typedef struct {
-    uint32_t x, y, z, w;
-} uint4;
-typedef struct {
-    float x, y;
-} float2;
-
-#define V5_FN static inline
-#define V5_HD static inline
-#define V5_UNROLL
-
-static inline uint4 v5_ldw16(const void *p)
-{
-    uint4 r;
-    memcpy(&r, p, sizeof r);
-    return r;
-}
-
-static inline uint2 v5_ldw8(const void *p)
-{
-    uint2 r;
-    memcpy(&r, p, sizeof r);
-    return r;
-}
-
-static inline uint2 v5_ldx8(const int8_t *p, int coh)
-{
-    (void)coh;
-    return v5_ldw8(p);
-}
-
-static inline float2 v5_ldxd(const float2 *p, int coh)
-{
-    (void)coh;
-    return *p;
-}
-
-static inline uint32_t v5_ldu16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline uint32_t v5_ldu32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline float v5_h2f(uint32_t bits)
-{
-    return fp16_to_f32((uint16_t)(bits & 0xffffu));
-}
-
-static inline float v5_i2f(int v)   /* gemv_slots.cuh i2f: exact for |v| < 2^22 */
-{
-    uint32_t u = 0x4B400000u + (uint32_t)v;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f - 12582912.0f;
-}
-
-static inline float v5_i2f_rn(int v)
-{
-    return (float)v;
-}
+#include "v5_host.h"   /* CUDA's vector types and v5's load primitives on the host */
 
 /* ---- the warp: lane i is thread i; an mma publishes each lane's fragments, waits for all 32,
  * adds its own C entries, and waits again before the arrays are reused */

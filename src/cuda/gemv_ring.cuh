@@ -76,56 +76,9 @@ static __device__ __forceinline__ void v5r_range(const v5_job &job, int wi, int6
     b = v5_split_lo(w + 1, units, job.n_warps);
 }
 
-/* part i of job (unrolled so the job stays in the parameter bank) */
-static __device__ __forceinline__ v5_part v5r_part_at(const v5_job &job, int i)
-{
-    v5_part P = job.p[0];
-#pragma unroll
-    for (int k = 1; k < GEMV_MAX_PARTS; k++)
-        if (k == i)
-            P = job.p[k];
-    return P;
-}
-
-/* The loader's walk over one consumer warp's units: the next unit, its part, where that part's
- * units end and where the unit's record is (records are contiguous within a part). No divisions:
- * one thread streams ~35 GB/s an SM, a page every ~1000 cycles. */
-struct v5r_cursor {
-    int64_t x, end, part_end;
-    const uint8_t *src;
-    int part, rec;
-};
-
-template <int BA, int BB>
-static __device__ __forceinline__ void v5r_cursor_part(const v5_job &job, v5r_cursor &c, int part)
-{
-    v5_part P = v5r_part_at(job, part);
-    int64_t next = part + 1 < job.n_parts ? v5r_part_at(job, part + 1).tile0 : job.n_tiles;
-    c.part = part, c.rec = P.kind ? BB : BA, c.part_end = next * job.n_sb;
-    c.src = P.p + (c.x - P.tile0 * job.n_sb) * c.rec;
-}
-
-/* Up to n units of the cursor's: their bytes, and (dst != NULL) their bulk copies into dst, one a
- * part, the cursor moved past them */
-template <int BA, int BB>
-static __device__ __forceinline__ unsigned v5r_take(const v5_job &job, v5r_cursor &c, int64_t n, uint8_t *dst,
-                                                    uint64_t *full)
-{
-    unsigned off = 0;
-    int64_t x1 = c.x + n < c.end ? c.x + n : c.end;
-    while (c.x < x1) {
-        int64_t e = c.part_end < x1 ? c.part_end : x1;
-        unsigned bytes = (unsigned)((e - c.x) * c.rec);
-        if (dst)
-            bulk_copy(dst + off, c.src, bytes, full);
-        off += bytes;
-        c.src += bytes;
-        c.x = e;
-        if (c.x == c.part_end && c.part + 1 < job.n_parts)
-            v5r_cursor_part<BA, BB>(job, c, c.part + 1);
-    }
-    return off;
-}
+/* the loader's walk over a consumer warp's units (gemv_ring_walk.h, tested on the CPU) */
+#define V5R_COPY(dst, src, bytes, bar) bulk_copy(dst, src, bytes, (uint64_t *)(bar))
+#include "gemv_ring_walk.h"
 
 /* The loader warp: lane wi < V5R_CW walks consumer warp wi's units; every page of this CTA in
  * order, held back only by free pages. Lane 0 announces a page's bytes before any copy of it. */
@@ -133,16 +86,12 @@ template <int BA, int BB>
 static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty,
                                 int lane)
 {
+    const v5r_parts J = {job.p, job.n_parts, job.n_tiles, job.n_sb, BA, BB};
     v5r_cursor c = {};
     if (lane < V5R_CW) {
         int64_t a, b;
         v5r_range(job, lane, a, b);
-        c.x = a, c.end = b;
-        int part = 0;
-        for (int i = 1; i < job.n_parts; i++)
-            if (a >= v5r_part_at(job, i).tile0 * job.n_sb)
-                part = i;
-        v5r_cursor_part<BA, BB>(job, c, part);
+        v5r_cursor_init(&J, &c, a, b);
     }
     const size_t slot = (size_t)cfg.slot, page = V5R_CW * slot;
     for (int p = 0; p < cfg.n_pages; p++) {
@@ -150,14 +99,14 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
         if (q >= cfg.pages)
             bar_wait(&empty[s], (unsigned)(q / cfg.pages - 1) & 1u);
         v5r_cursor peek = c;
-        unsigned bytes = lane < V5R_CW ? v5r_take<BA, BB>(job, peek, cfg.recs, NULL, NULL) : 0u;
+        unsigned bytes = lane < V5R_CW ? v5r_take(&J, &peek, cfg.recs, NULL, NULL) : 0u;
         for (int o = V5R_CW / 2; o; o >>= 1)
             bytes += __shfl_xor_sync(0xffffffffu, bytes, o);
         if (lane == 0)
             bar_expect(&full[s], bytes);
         __syncwarp();
         if (lane < V5R_CW)
-            v5r_take<BA, BB>(job, c, cfg.recs, ring + s * page + lane * slot, &full[s]);
+            v5r_take(&J, &c, cfg.recs, ring + s * page + lane * slot, &full[s]);
     }
 }
 

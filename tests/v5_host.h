@@ -1,0 +1,85 @@
+/* v5_host.h — for the tests that run src/cuda's C-subset headers (gemv_mma_lane.h,
+ * gemv_ring_walk.h) on the CPU: CUDA's vector types and the primitives gemv_mma_lane.h asks its
+ * includer for, as plain loads. The includer adds v5_mma (an emulated warp, or a stub) and then
+ * includes the headers. */
+#ifndef GLIM_TEST_V5_HOST_H
+#define GLIM_TEST_V5_HOST_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/quant.h"
+
+typedef struct {
+    uint32_t x, y;
+} uint2;
+typedef struct {
+    uint32_t x, y, z, w;
+} uint4;
+typedef struct {
+    float x, y;
+} float2;
+
+#define V5_FN static inline
+#define V5_HD static inline
+#define V5_UNROLL
+
+static inline uint4 v5_ldw16(const void *p)
+{
+    uint4 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+}
+
+static inline uint2 v5_ldw8(const void *p)
+{
+    uint2 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+}
+
+static inline uint2 v5_ldx8(const int8_t *p, int coh)
+{
+    (void)coh;
+    return v5_ldw8(p);
+}
+
+static inline float2 v5_ldxd(const float2 *p, int coh)
+{
+    (void)coh;
+    return *p;
+}
+
+static inline uint32_t v5_ldu16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline uint32_t v5_ldu32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline float v5_h2f(uint32_t bits)
+{
+    return fp16_to_f32((uint16_t)(bits & 0xffffu));
+}
+
+static inline float v5_i2f(int v)   /* gemv_slots.cuh i2f: exact for |v| < 2^22 */
+{
+    uint32_t u = 0x4B400000u + (uint32_t)v;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f - 12582912.0f;
+}
+
+static inline float v5_i2f_rn(int v)
+{
+    return (float)v;
+}
+
+#endif
