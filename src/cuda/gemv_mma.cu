@@ -56,15 +56,16 @@ static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
     return ldw8(p);
 }
 
-/* activations: through the read-only cache, or (coh) from L2, when this grid wrote them */
+/* activations: through the read-only cache, or (coh 1) from L2, when this grid wrote them, or
+ * (coh 2) from a copy in shared memory (v5r) */
 static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p, int coh)
 {
-    return coh ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
+    return coh == 2 ? *(const uint2 *)p : coh ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
 }
 
 static __device__ __forceinline__ float2 v5_ldxd(const float2 *p, int coh)
 {
-    return coh ? __ldcg(p) : __ldg(p);
+    return coh == 2 ? *p : coh ? __ldcg(p) : __ldg(p);
 }
 
 static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
@@ -160,7 +161,7 @@ struct v5_unit {
     {
         FETCH(&P, rg, rg8, n_sb, sb, t, &r);
     }
-    template <bool COH = false>
+    template <int COH = 0>
     static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
                                                    int t, float &acc_g, float &acc_g8)
     {

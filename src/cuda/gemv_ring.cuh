@@ -30,6 +30,8 @@ struct v5r_cfg {
     int pages;     /* pages in the ring */
     int n_pages;   /* pages of this job a CTA streams: ceil(most units a warp / recs) */
     int seq0;      /* the ring's sequence number of the job's first page (after an earlier job's) */
+    int x_off;     /* where the copy of x starts in shared memory (after the ring) */
+    int x_l1;      /* 1: read x through L1 instead (GLIM_CUDA_V5R_L1=1; not the chain's down) */
 };
 
 /* a T16 record's run `run` in shared memory: lane 4g + t's 16 bytes (gemv_mma_lane.h v5_t16_run) */
@@ -137,16 +139,28 @@ static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int wi,
     asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
 }
 
+/* x (k int8, then k / 32 scales: K45 order, gemv_q8.cu) into shared memory at dst by the consumer
+ * warps, then their barrier; from L2 (COH) when this grid wrote it */
+template <bool COH>
+static __device__ __forceinline__ void v5r_x_copy(const v5_job &job, const int8_t *xq, const float2 *xd, uint8_t *dst)
+{
+    int k = (int)job.n_sb * 256, nq = k / 16, nd = k / 4 / 16;   /* uint4 of codes, of scales */
+    for (int i = threadIdx.x; i < nq + nd; i += V5R_CW * 32) {
+        const uint4 *src = i < nq ? (const uint4 *)xq + i : (const uint4 *)xd + (i - nq);
+        ((uint4 *)dst)[i] = COH ? __ldcg(src) : __ldg(src);
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+}
+
 /* consumer warp wi: its units page by page, in v5's order (one tile's sums, stored when the tile
  * changes or the range ends). MODE: V5_PLAIN; V5_CHAIN_A, the gate/up of the FFN chain (each
  * quantized GLU block counted); V5_CHAIN_B, its down projection (x is the GLU this grid wrote) */
 template <class KA, class KB, int MODE = V5_PLAIN>
-static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
-                                   const v5r_cfg cfg, const uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
+static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const float2 *xd, const v5r_cfg cfg,
+                                   uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
                                    int lane)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
-    const bool coh = MODE == V5_CHAIN_B;
     const size_t slot = (size_t)cfg.slot, page = V5R_CW * slot;
     int g = lane >> 2, t = lane & 3;
     int64_t a, b, w = (int64_t)blockIdx.x * V5R_CW + wi;
@@ -157,6 +171,16 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
     if (MODE == V5_CHAIN_B)
         v5r_wait_ready(job, wi, lane);
     bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
+    if (MODE == V5_CHAIN_B || !cfg.x_l1) {   /* x into shared memory once: no L1 misses per record */
+        if (!waited)
+            cuda_pdl_wait();
+        waited = true;
+        v5r_x_copy<MODE == V5_CHAIN_B>(job, xq, xd, ring + cfg.x_off);
+        xq = (const int8_t *)(ring + cfg.x_off);
+        xd = (const float2 *)(ring + cfg.x_off + job.n_sb * 256);
+        if (trace)
+            v5_stamp_w(job, w, 1);
+    }
     /* the unit's tile and super-block, counted on from the range's start (one division a warp) */
     int64_t tile = a < b ? a / job.n_sb : 0, sb = a - tile * job.n_sb;
     v5_part P = v5_pick(job, tile);
@@ -185,12 +209,12 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *__restrict__
                 if (!std::is_same<KA, KB>::value && P.kind) {
                     typename KB::raw r;
                     v5r_fetch(rec, g, t, r);
-                    KB::template compute<coh>(r, xq, xd, sb, g, t, acc_g, acc_g8);
+                    KB::template compute<2>(r, xq, xd, sb, g, t, acc_g, acc_g8);
                     rec += BB;
                 } else {
                     typename KA::raw r;
                     v5r_fetch(rec, g, t, r);
-                    KA::template compute<coh>(r, xq, xd, sb, g, t, acc_g, acc_g8);
+                    KA::template compute<2>(r, xq, xd, sb, g, t, acc_g, acc_g8);
                     rec += BA;
                 }
             }
@@ -272,12 +296,15 @@ static bool v5r_on(const struct cuda_ctx *c, int *recs, int *ring_kb)
 
 /* The ring of a launch whose largest record is max_rec bytes, and job's pages in it (after seq0
  * earlier ones); false when fewer than two pages fit */
-static bool v5r_shape(const v5_job &job, int recs, int ring_kb, int max_rec, int seq0, v5r_cfg &cfg)
+static bool v5r_shape(const v5_job &job, int recs, int ring_kb, int max_rec, int seq0, int x_bytes, v5r_cfg &cfg)
 {
+    const int SMEM_MAX = 227 * 1024 - 1024;   /* an sm_90 CTA's dynamic shared memory, less the static */
     cfg.recs = recs;
     cfg.slot = recs * max_rec;
-    cfg.pages = (int)((size_t)ring_kb * 1024 / ((size_t)V5R_CW * cfg.slot));
+    int ring = ring_kb * 1024 < SMEM_MAX - x_bytes ? ring_kb * 1024 : SMEM_MAX - x_bytes;
+    cfg.pages = ring / (V5R_CW * cfg.slot);
     cfg.pages = cfg.pages > V5R_MAXP ? V5R_MAXP : cfg.pages;
+    cfg.x_off = cfg.pages * V5R_CW * cfg.slot;
     int64_t most = (job.n_tiles * job.n_sb + job.n_warps - 1) / job.n_warps;
     cfg.n_pages = (int)((most + recs - 1) / recs);
     cfg.seq0 = seq0;
@@ -296,9 +323,14 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     big = big > BC ? big : BC;
     v5r_cfg ca, cb = {};
     static size_t allowed;   /* the dynamic shared memory this instantiation was allowed */
-    if (!v5r_shape(ja, recs, ring_kb, big, 0, ca) || (CHAIN && !v5r_shape(jb, recs, ring_kb, big, ca.n_pages, cb)))
+    static int l1_forced = -1;   /* GLIM_CUDA_V5R_L1=1: x through L1, not copied (the chain's down always is) */
+    int64_t k = (CHAIN && jb.n_sb > ja.n_sb ? jb.n_sb : ja.n_sb) * 256;
+    int x_bytes = (int)(k + k / 4);   /* int8 codes and a float2 per 32 */
+    if (!v5r_shape(ja, recs, ring_kb, big, 0, x_bytes, ca) ||
+        (CHAIN && !v5r_shape(jb, recs, ring_kb, big, ca.n_pages, x_bytes, cb)))
         return false;
-    size_t smem = (size_t)ca.pages * V5R_CW * ca.slot;
+    ca.x_l1 = cb.x_l1 = cuda_env_knob("GLIM_CUDA_V5R_L1", &l1_forced) > 0;
+    size_t smem = (size_t)ca.x_off + x_bytes;
     if (allowed < smem) {
         if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<KA, KB, KC, CHAIN>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
