@@ -19,7 +19,7 @@ static int t_fail __attribute__((unused)), t_run __attribute__((unused));
 static inline int test_selected(const char *fn)
 {
     const char *o = getenv("GLIM_TEST_ONLY");
-    if (!o)
+    if (!o || !*o)
         return 1;
     char one[128];
     while (*o) {
