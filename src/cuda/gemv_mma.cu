@@ -617,8 +617,9 @@ static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const flo
     unsigned *sync = (unsigned *)c->chain_sync.p;
     ja.ready = jb.ready = sync;
     ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
-    bool ring = recs > 0 && (dt == CUDA_DT_Q4_K_T16 ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, recs, ring_kb)
-                                                    : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, recs, ring_kb));
+    bool ring = recs > 0 && (dt == CUDA_DT_Q4_K_T16
+                                 ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, recs, ring_kb)
+                                 : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, recs, ring_kb));
     warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
     dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
     if (!ring && dt == CUDA_DT_Q4_K_T16)
@@ -673,7 +674,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    if (glu && c->chain_w && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd, warps, ring ? recs : 0, ring_kb)) {
+    if (glu && c->chain_w && std::is_same<KA, KB>::value &&
+        v5_chain<KA>(c, job, xq, xd, warps, ring ? recs : 0, ring_kb)) {
         for (int i = 0; i < n; i++)
             taken[i] = taken[i] || mine[i];
         return m;
