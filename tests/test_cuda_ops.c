@@ -1045,6 +1045,48 @@ static void test_matmul_glu(void)
     }
 }
 
+/* matmul_glu (sigmoid gate, one row) on tiles equals mul_sigmoid then matmul bit for bit: with
+ * GLIM_CUDA_V5R the ring GEMV gates and quantizes x itself (cuda_gemv5_gated), without it the
+ * gated quantizer runs; either way the same functions make the same int8 copy of x * sigmoid(g). */
+static void check_glu_gated(uint32_t type, int64_t k, int64_t n)
+{
+    struct be_weight hw = make_weight(type, k, n), tl;
+    if (init_layout(&tl, &hw, true) != GLIM_OK) {
+        free((void *)hw.host);
+        return;
+    }
+    float *x = rand_vec(k, 2.0f), *g = rand_vec(k, 4.0f);
+    size_t yb = (size_t)n * sizeof(float);
+    float *a = malloc(yb), *b = malloc(yb), *ref = malloc(yb);
+    float *dx = to_dev(x, k * sizeof(float)), *dg = to_dev(g, k * sizeof(float)), *dy = be->i->alloc(be, yb);
+    be->i->matmul_glu(be, dy, &tl, dx, dg, BE_GLU_SIGMOID, 1);
+    from_dev(a, dy, yb);
+    be->i->mul_sigmoid(be, dx, dg, k);
+    be->i->matmul(be, dy, &tl, dx, 1);
+    from_dev(b, dy, yb);
+    char what[128];
+    snprintf(what, sizeof what, "glu gated %s k=%lld n=%lld", quant_type_name(type), (long long)k, (long long)n);
+    if (memcmp(a, b, yb) != 0)
+        fprintf(stderr, "FAIL %s: matmul_glu != mul_sigmoid + matmul\n", what);
+    CHECK(memcmp(a, b, yb) == 0);
+    cpu_ref_mul_sigmoid(x, g, k);
+    cpu_ref_matmul(ref, &hw, x, 1);
+    CHECK(close_enough(a, ref, n, 1e-2, what));
+    be->i->release(be, dx), be->i->release(be, dg), be->i->release(be, dy), be->i->weight_clear(be, &tl);
+    free(x), free(g), free(a), free(b), free(ref), free((void *)hw.host);
+}
+
+static void test_glu_gated(void)
+{
+    if (!be->i->matmul_glu || exact_mode) {
+        fprintf(stderr, "  no matmul_glu (GLIM_CUDA_FUSE=0) or exact: skipped\n");
+        return;
+    }
+    for (int i = 0; i < 12; i++)   /* ragged n; k a multiple of 256 */
+        check_glu_gated(i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, 256 * rndi(1, 20), rndi(1, 700));
+    check_glu_gated(GLIM_TYPE_Q4_K, 4096, 6656);   /* the 30B's Wo */
+}
+
 /* The int8 copy of x is reused by the next matmul of the same x; an upload to x,
  * any other op, or a matmul writing into x must make it requantize. */
 static void test_matmul_xcache(void)
@@ -2199,6 +2241,7 @@ int main(void)
     RUN(test_t16);
     RUN(test_glu_fuse);
     RUN(test_ffn_chain);
+    RUN(test_glu_gated);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);
     RUN(test_graph);

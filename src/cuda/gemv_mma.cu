@@ -691,6 +691,27 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     return m;
 }
 
+/* matmul_glu(y, w, x, g, sigmoid) of one row (Wo after the attention output gate) through v5r when
+ * w is in tiles: the ring kernel gates and quantizes x itself (v5r_x_gate, quantize_x_kernel's
+ * functions: the same bits), so no quantizer runs between attention and Wo, and Wo's weights
+ * start streaming as soon as attention lets it launch. false = not taken (nothing launched). */
+bool cuda_gemv5_gated(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, const float *g)
+{
+    int recs, ring_kb;
+    uint32_t dt = w->dev_type;
+    if (!v5r_on(c, &recs, &ring_kb) || c->stream == c->side || w->k % 256 || c->gemv_ver == 2 ||
+        (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || c->first_err != cudaSuccess)
+        return false;
+    v5_job job;
+    bool taken = false, mine;
+    v5_collect(job, dt, 0, 1, &y, &w, &taken, &mine);
+    if (!v5_plan(c, job, (int64_t)V5R_CW * c->n_sm))
+        return false;
+    if (dt == CUDA_DT_Q4_K_T16)
+        return v5r_go<v5_q4k_t16, v5_q4k_t16, v5_q4k_t16, false>(c, job, job, NULL, NULL, NULL, recs, ring_kb, x, g);
+    return v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, NULL, NULL, NULL, recs, ring_kb, x, g);
+}
+
 /* ---- 2..16 activation rows (default; GLIM_CUDA_V5_NR=0: v2. Q4_K and Q6_K; DFlash verify):
  * gemv_mma_lane.h v5_q4k_compute_nr / v5_q6k_compute_nr. A lane owns weight rows g, g + 8 times activation rows 8cb + 2t, + 1, so a
  * piece of a tile is 16 x 16 partial sums and no lane sums with another. */

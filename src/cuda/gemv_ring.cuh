@@ -152,12 +152,38 @@ static __device__ __forceinline__ void v5r_x_copy(const v5_job &job, const int8_
     asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
 }
 
+/* matmul_glu's input made here (v5r_gated): x * sigmoid(g) quantized into shared memory at dst
+ * with quantize_x_kernel's functions (the same bits as its launch), eight blocks of 32 a warp
+ * loaded before any is reduced; then the consumer warps' barrier */
+static __device__ __forceinline__ void v5r_x_gate(const v5_job &job, const float *xf, const float *gf, uint8_t *dst)
+{
+    int k = (int)job.n_sb * 256, nb = k / 32, lane = threadIdx.x & 31;
+    int8_t *q = (int8_t *)dst;
+    float2 *d = (float2 *)(dst + k);
+    for (int b0 = threadIdx.x >> 5; b0 < nb; b0 += 8 * V5R_CW) {
+        float v[8], gv[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int b = b0 + j * V5R_CW;
+            v[j] = b < nb ? __ldg(xf + 32 * b + lane) : 0.0f;
+            gv[j] = b < nb ? __ldg(gf + 32 * b + lane) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int b = b0 + j * V5R_CW;   /* the same for the whole warp */
+            if (b < nb)
+                quant_block32(glu_apply<1 + BE_GLU_SIGMOID>(v[j], gv[j]), lane, 32 * b + lane, XL_K45, q, d + b);
+        }
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+}
+
 /* consumer warp wi: its units page by page, in v5's order (one tile's sums, stored when the tile
  * changes or the range ends). MODE: V5_PLAIN; V5_CHAIN_A, the gate/up of the FFN chain (each
  * quantized GLU block counted); V5_CHAIN_B, its down projection (x is the GLU this grid wrote) */
 template <class KA, class KB, int MODE = V5_PLAIN>
-static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const float2 *xd, const v5r_cfg cfg,
-                                   uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
+static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const float2 *xd, const float *xf,
+                                   const float *gf, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
                                    int lane)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
@@ -171,11 +197,14 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
     if (MODE == V5_CHAIN_B)
         v5r_wait_ready(job, wi, lane);
     bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
-    if (MODE == V5_CHAIN_B || !cfg.x_l1) {   /* x into shared memory once: no L1 misses per record */
+    if (MODE == V5_CHAIN_B || !cfg.x_l1 || xf) {   /* x into shared memory once: no L1 misses per record */
         if (!waited)
             cuda_pdl_wait();
         waited = true;
-        v5r_x_copy<MODE == V5_CHAIN_B>(job, xq, xd, ring + cfg.x_off);
+        if (xf)   /* (V5_PLAIN only) */
+            v5r_x_gate(job, xf, gf, ring + cfg.x_off);
+        else
+            v5r_x_copy<MODE == V5_CHAIN_B>(job, xq, xd, ring + cfg.x_off);
         xq = (const int8_t *)(ring + cfg.x_off);
         xd = (const float2 *)(ring + cfg.x_off + job.n_sb * 256);
         if (trace)
@@ -255,7 +284,7 @@ static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *fu
 template <class KA, class KB, class KC, bool CHAIN>
 static __global__ void __launch_bounds__(V5R_THREADS, 1)
 gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
-              const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig)
+              const float *xf, const float *gf, const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t v5r_ring[];
@@ -271,10 +300,10 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, c
                                                                                     lane);
         return;
     }
-    v5r_consume<KA, KB, CHAIN ? V5_CHAIN_A : V5_PLAIN>(ja, xq, xd, ca, v5r_ring, full, empty, warp, lane);
+    v5r_consume<KA, KB, CHAIN ? V5_CHAIN_A : V5_PLAIN>(ja, xq, xd, xf, gf, ca, v5r_ring, full, empty, warp, lane);
     if (!CHAIN)
         return;
-    v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, cb, v5r_ring, full, empty, warp, lane);
+    v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, NULL, NULL, cb, v5r_ring, full, empty, warp, lane);
     __syncwarp();
     if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * V5R_CW - 1u) {
         sync[0] = 0u;
@@ -312,10 +341,11 @@ static bool v5r_shape(const v5_job &job, int recs, int ring_kb, int max_rec, int
 }
 
 /* Launch ja (planned over V5R_CW warps an SM) as v5r, or with jb (CHAIN, jb planned with its
- * counts in ja.ready) the FFN chain; false = not launched (the ring does not fit) */
+ * counts in ja.ready) the FFN chain; xf != NULL: x is xf * sigmoid(gf) in f32, quantized by the
+ * kernel (v5r_gated), not xq/xd; false = not launched (the ring does not fit) */
 template <class KA, class KB, class KC, bool CHAIN>
 static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const int8_t *xq, const float2 *xd,
-                   unsigned *sync, int recs, int ring_kb)
+                   unsigned *sync, int recs, int ring_kb, const float *xf = NULL, const float *gf = NULL)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     const int BC = CHAIN ? v5r_bytes<typename KC::raw>::N : 0;
@@ -341,6 +371,6 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfgl =
         cuda_launch_cfg(c, dim3((unsigned)((warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB, KC, CHAIN>, ja, jb, xq, xd, ca, cb, sync,
-                                          c->pdl_all));
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB, KC, CHAIN>, ja, jb, xq, xd, xf, gf, ca, cb,
+                                          sync, c->pdl_all));
 }
