@@ -352,7 +352,6 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     int big = BA > BB ? BA : BB;
     big = big > BC ? big : BC;
     v5r_cfg ca, cb = {};
-    static size_t allowed;   /* the dynamic shared memory this instantiation was allowed */
     static int l1_forced = -1;   /* GLIM_CUDA_V5R_L1=1: x through L1, not copied (the chain's down always is) */
     int64_t k = (CHAIN && jb.n_sb > ja.n_sb ? jb.n_sb : ja.n_sb) * 256;
     int x_bytes = (int)(k + k / 4);   /* int8 codes and a float2 per 32 */
@@ -361,12 +360,9 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
         return false;
     ca.x_l1 = cb.x_l1 = cuda_env_knob("GLIM_CUDA_V5R_L1", &l1_forced) > 0;
     size_t smem = (size_t)ca.x_off + x_bytes;
-    if (allowed < smem) {
-        if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<KA, KB, KC, CHAIN>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
-            return false;
-        allowed = smem;
-    }
+    if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<KA, KB, KC, CHAIN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem)))   /* at every launch, as attention v4 does: a context */
+        return false;                                   /* may have been made again since the last */
     int64_t warps = CHAIN && jb.n_warps > ja.n_warps ? jb.n_warps : ja.n_warps;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfgl =
