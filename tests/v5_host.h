@@ -24,19 +24,18 @@ typedef struct {
 #define V5_HD static inline
 #define V5_UNROLL
 
-static inline uint4 v5_ldw16(const void *p)
-{
-    uint4 r;
-    memcpy(&r, p, sizeof r);
-    return r;
-}
-
-static inline uint2 v5_ldw8(const void *p)
-{
-    uint2 r;
-    memcpy(&r, p, sizeof r);
-    return r;
-}
+/* a T read from p's bytes (any alignment), returned as R */
+#define V5_HOST_LOAD(name, R, T, P)        \
+    static inline R name(const P *p)       \
+    {                                      \
+        T v;                               \
+        memcpy(&v, p, sizeof v);           \
+        return v;                          \
+    }
+V5_HOST_LOAD(v5_ldw16, uint4, uint4, void)
+V5_HOST_LOAD(v5_ldw8, uint2, uint2, void)
+V5_HOST_LOAD(v5_ldu16, uint32_t, uint16_t, uint8_t)
+V5_HOST_LOAD(v5_ldu32, uint32_t, uint32_t, uint8_t)
 
 static inline uint2 v5_ldx8(const int8_t *p, int coh)
 {
@@ -48,20 +47,6 @@ static inline float2 v5_ldxd(const float2 *p, int coh)
 {
     (void)coh;
     return *p;
-}
-
-static inline uint32_t v5_ldu16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline uint32_t v5_ldu32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
 }
 
 static inline float v5_h2f(uint32_t bits)
