@@ -122,6 +122,12 @@ static __device__ __forceinline__ void v5r_flush(const v5_job &job, const v5_par
                    acc_g8);
 }
 
+/* the consumer warps' barrier (named barrier 1; the loader warp is not in it) */
+static __device__ __forceinline__ void v5r_csync(void)
+{
+    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+}
+
 /* V5_CHAIN_B's wait (the down projection of the FFN chain): one thread a CTA polls the count of
  * quantized GLU blocks (acquire; bounded, so a bug shows as wrong output, not a hung device),
  * then the CTA's consumer warps go on together (named barrier 1; the loader warp is not in it) */
@@ -136,7 +142,7 @@ static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int wi,
             __nanosleep(64);
         }
     }
-    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+    v5r_csync();
 }
 
 /* x (k int8, then k / 32 scales: K45 order, gemv_q8.cu) into shared memory at dst by the consumer
@@ -149,7 +155,7 @@ static __device__ __forceinline__ void v5r_x_copy(const v5_job &job, const int8_
         const uint4 *src = i < nq ? (const uint4 *)xq + i : (const uint4 *)xd + (i - nq);
         ((uint4 *)dst)[i] = COH ? __ldcg(src) : __ldg(src);
     }
-    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+    v5r_csync();
 }
 
 /* matmul_glu's input made here (v5r_gated): x * sigmoid(g) quantized into shared memory at dst
@@ -175,7 +181,7 @@ static __device__ __forceinline__ void v5r_x_gate(const v5_job &job, const float
                 quant_block32(glu_apply<1 + BE_GLU_SIGMOID>(v[j], gv[j]), lane, 32 * b + lane, XL_K45, q, d + b);
         }
     }
-    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+    v5r_csync();
 }
 
 /* consumer warp wi: its units page by page, in v5's order (one tile's sums, stored when the tile
