@@ -236,6 +236,19 @@ static int weight_upload_k45_aux(struct cuda_ctx *c, struct be_weight *w, void *
     return GLIM_OK;
 }
 
+/* name ends with one of list's comma-separated suffixes (GLIM_CUDA_T16_ALSO) */
+static bool name_listed(const char *name, const char *list)
+{
+    size_t n = name ? strlen(name) : 0;
+    for (const char *p = list; p && *p; p += *p == ',') {
+        size_t m = strcspn(p, ",");
+        if (m && m <= n && memcmp(name + n - m, p, m) == 0)
+            return true;
+        p += m;
+    }
+    return false;
+}
+
 static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
@@ -249,7 +262,8 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
         return weight_upload_vector_f32(c, w, err);
     uint32_t dev_type = w->type;
     /* tiles pay where GEMV v5 has long runs per warp: small matrices stream faster row-major on v3 */
-    bool tile = c->t16 && (w->n + 15) / 16 * (w->k / 256) >= (int64_t)c->t16_min * 16 * c->n_sm;
+    bool tile = c->t16 && ((w->n + 15) / 16 * (w->k / 256) >= (int64_t)c->t16_min * 16 * c->n_sm ||
+                           name_listed(w->name, c->t16_also));
     size_t dev_bytes = cuda_weight_dev_bytes(w->type, w->k, w->n, tile, &dev_type);
     if (dev_bytes == 0 || dev_bytes < w->nbytes)
         return glim_fail(err, GLIM_EINVAL, "cuda: weight '%s': %lld x %lld %s does not fit %zu bytes",
@@ -979,6 +993,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->t16 = f_t16 ? strcmp(f_t16, "1") == 0 : prop.major >= 9;
     c->t16_min = f_t16_min ? atoi(f_t16_min) : f_t16 ? 0 : 8;
     c->t16_min = c->t16_min < 0 ? 0 : c->t16_min;
+    c->t16_also = getenv("GLIM_CUDA_T16_ALSO");
     /* with tiles, 2..16 rows (DFlash verify) on v5: at 8 rows faster than v2 on tiles and on rows */
     const char *f_nr = getenv("GLIM_CUDA_V5_NR");
     c->v5_nr = f_nr ? atoi(f_nr) > 0 : true;

@@ -597,10 +597,10 @@ static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v
 
 /* In matmul_ffn (c->chain_w: the down weight, c->chain_y its output): launch the gate/up job ja (its
  * GLU fold planned) and the down projection as one kernel, split over `warps` warps, through the
- * ring (gemv_ring.cuh) when recs > 0; false = not this shape (nothing launched) */
+ * ring (gemv_ring.cuh) when kn is given; false = not this shape (nothing launched) */
 template <class KA>
-static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd, int64_t warps, int recs,
-                     int ring_kb)
+static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd, int64_t warps,
+                     const v5r_knobs *kn)
 {
     const struct be_weight *wd = c->chain_w;
     float *yd = c->chain_y;
@@ -617,9 +617,8 @@ static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const flo
     unsigned *sync = (unsigned *)c->chain_sync.p;
     ja.ready = jb.ready = sync;
     ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
-    bool ring = recs > 0 && (dt == CUDA_DT_Q4_K_T16
-                                 ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, recs, ring_kb)
-                                 : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, recs, ring_kb));
+    bool ring = kn && (dt == CUDA_DT_Q4_K_T16 ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, *kn)
+                                              : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, *kn));
     warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
     dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
     if (!ring && dt == CUDA_DT_Q4_K_T16)
@@ -662,27 +661,27 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     int m = v5_collect(job, dta, dtb, n, ys, ws, taken, mine);
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
-    /* v5r (gemv_ring.cuh) runs one CTA of V5R_CW warps an SM; while it is on, every v5 job is split
+    /* v5r (gemv_ring.cuh) runs one CTA of kn.cw warps an SM; while it is on, every v5 job is split
      * over that many warps, so the ring's tiles and the plain kernel's rows give the same bits
      * (test_t16); else 4 CTAs x 4 warps per SM, the register limit */
-    int recs, ring_kb;   /* (not on the side stream: its CTAs would hold the SMs' shared memory
-                          * that the main stream's next ring launch needs; plain v5, same split) */
-    bool ring_on = v5r_on(c, &recs, &ring_kb), ring = ring_on && KA::TILED && KB::TILED && c->stream != c->side;
-    int64_t warps = ring_on ? (int64_t)V5R_CW * c->n_sm : v5_warps(c, 16);
+    v5r_knobs kn;   /* (not on the side stream: its CTAs would hold the SMs' shared memory that
+                     * the main stream's next ring launch needs; plain v5, same split) */
+    bool ring_on = v5r_on(c, &kn), ring = ring_on && KA::TILED && KB::TILED && c->stream != c->side;
+    int64_t warps = ring_on ? (int64_t)kn.cw * c->n_sm : v5_warps(c, 16);
     if (!v5_plan(c, job, warps))
         return 0;   /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     if (glu && c->chain_w && std::is_same<KA, KB>::value &&
-        v5_chain<KA>(c, job, xq, xd, warps, ring ? recs : 0, ring_kb)) {
+        v5_chain<KA>(c, job, xq, xd, warps, ring ? &kn : NULL)) {
         for (int i = 0; i < n; i++)
             taken[i] = taken[i] || mine[i];
         return m;
     }
     if (ring)
         job.trace = v5_trace_slot(c, job, n, ws, mine);
-    if (!(ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, NULL, recs, ring_kb)))
+    if (!(ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, NULL, kn)))
         v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
@@ -697,19 +696,19 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
  * start streaming as soon as attention lets it launch. false = not taken (nothing launched). */
 bool cuda_gemv5_gated(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, const float *g)
 {
-    int recs, ring_kb;
+    v5r_knobs kn;
     uint32_t dt = w->dev_type;
-    if (!v5r_on(c, &recs, &ring_kb) || c->stream == c->side || w->k % 256 || c->gemv_ver == 2 ||
+    if (!v5r_on(c, &kn) || c->stream == c->side || w->k % 256 || c->gemv_ver == 2 ||
         (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || c->first_err != cudaSuccess)
         return false;
     v5_job job;
     bool taken = false, mine;
     v5_collect(job, dt, 0, 1, &y, &w, &taken, &mine);
-    if (!v5_plan(c, job, (int64_t)V5R_CW * c->n_sm))
+    if (!v5_plan(c, job, (int64_t)kn.cw * c->n_sm))
         return false;
     if (dt == CUDA_DT_Q4_K_T16)
-        return v5r_go<v5_q4k_t16, v5_q4k_t16, v5_q4k_t16, false>(c, job, job, NULL, NULL, NULL, recs, ring_kb, x, g);
-    return v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, NULL, NULL, NULL, recs, ring_kb, x, g);
+        return v5r_go<v5_q4k_t16, v5_q4k_t16, v5_q4k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
+    return v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
 }
 
 /* ---- 2..16 activation rows (default; GLIM_CUDA_V5_NR=0: v2. Q4_K and Q6_K; DFlash verify):

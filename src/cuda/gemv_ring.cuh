@@ -11,20 +11,21 @@
  * and lost: the warps spun on their stage barriers. Here the copies are one thread's, the pages
  * are the CTA's, and a consumer warp only waits for a page that is not there yet.)
  *
- * One CTA an SM: V5R_CW consumer warps and one loader warp. The job is split over V5R_CW warps a
- * CTA exactly as v5 splits it over that many warps (v5_split_lo), and each warp adds its units in
- * v5's order and stores through v5_store, so a v5r launch gives the bits of a v5 launch planned
- * with the same number of warps. Page p of the ring holds, for each warp, its units
- * [lo + p R, lo + (p + 1) R) (R = records a warp a page), one bulk copy per warp and part; a warp
- * frees a page (its "empty" mbarrier, count V5R_CW) once it has used its records in it.
+ * One CTA an SM: cw consumer warps (GLIM_CUDA_V5R_CW, default 8) and one loader warp. The job is
+ * split over cw warps a CTA exactly as v5 splits it over that many warps (v5_split_lo), and each
+ * warp adds its units in v5's order and stores through v5_store, so a v5r launch gives the bits of
+ * a v5 launch planned with the same number of warps. Page p of the ring holds, for each warp, its
+ * units [lo + p R, lo + (p + 1) R) (R = records a warp a page), one bulk copy per warp and part; a
+ * warp frees a page (its "empty" mbarrier, count cw) once it has used its records in it.
  */
 #include "tma.cuh"
 
-#define V5R_CW 8                          /* consumer warps a CTA */
-#define V5R_THREADS ((V5R_CW + 1) * 32)   /* and the loader warp */
-#define V5R_MAXP 24                       /* ring pages at most */
+#define V5R_CW_MAX 16                           /* consumer warps a CTA at most (GLIM_CUDA_V5R_CW) */
+#define V5R_THREADS_MAX ((V5R_CW_MAX + 1) * 32)   /* and the loader warp */
+#define V5R_MAXP 24                             /* ring pages at most */
 
 struct v5r_cfg {
+    int cw;        /* consumer warps a CTA (the loader is warp cw) */
     int recs;      /* records (tile, super-block units) a warp a page */
     int slot;      /* bytes a warp a page: recs x the largest record of the kernel's jobs */
     int pages;     /* pages in the ring */
@@ -71,9 +72,9 @@ template <> struct v5r_bytes<v5_q4k_raw> { static const int N = 2304; };
 template <> struct v5r_bytes<v5_q6k_raw> { static const int N = 3360; };
 
 /* warp wi of this CTA: its units [a, b) */
-static __device__ __forceinline__ void v5r_range(const v5_job &job, int wi, int64_t &a, int64_t &b)
+static __device__ __forceinline__ void v5r_range(const v5_job &job, int cw, int wi, int64_t &a, int64_t &b)
 {
-    int64_t w = (int64_t)blockIdx.x * V5R_CW + wi, units = v5_units(job);
+    int64_t w = (int64_t)blockIdx.x * cw + wi, units = v5_units(job);
     a = v5_split_lo(w, units, job.n_warps);
     b = v5_split_lo(w + 1, units, job.n_warps);
 }
@@ -82,7 +83,7 @@ static __device__ __forceinline__ void v5r_range(const v5_job &job, int wi, int6
 #define V5R_COPY(dst, src, bytes, bar) bulk_copy(dst, src, bytes, (uint64_t *)(bar))
 #include "gemv_ring_walk.h"
 
-/* The loader warp: lane wi < V5R_CW walks consumer warp wi's units; every page of this CTA in
+/* The loader warp: lane wi < cfg.cw walks consumer warp wi's units; every page of this CTA in
  * order, held back only by free pages. Lane 0 announces a page's bytes before any copy of it. */
 template <int BA, int BB>
 static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty,
@@ -90,24 +91,25 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
 {
     const v5r_parts J = {job.p, job.n_parts, job.n_tiles, job.n_sb, BA, BB};
     v5r_cursor c = {};
-    if (lane < V5R_CW) {
+    const int cw = cfg.cw;
+    if (lane < cw) {
         int64_t a, b;
-        v5r_range(job, lane, a, b);
+        v5r_range(job, cw, lane, a, b);
         v5r_cursor_init(&J, &c, a, b);
     }
-    const size_t slot = (size_t)cfg.slot, page = V5R_CW * slot;
+    const size_t slot = (size_t)cfg.slot, page = cw * slot;
     for (int p = 0; p < cfg.n_pages; p++) {
         int q = cfg.seq0 + p, s = q % cfg.pages;
         if (q >= cfg.pages)
             bar_wait(&empty[s], (unsigned)(q / cfg.pages - 1) & 1u);
         v5r_cursor peek = c;
-        unsigned bytes = lane < V5R_CW ? v5r_take(&J, &peek, cfg.recs, NULL, NULL) : 0u;
-        for (int o = V5R_CW / 2; o; o >>= 1)
+        unsigned bytes = lane < cw ? v5r_take(&J, &peek, cfg.recs, NULL, NULL) : 0u;
+        for (int o = 16; o; o >>= 1)   /* (lanes >= cw add 0) */
             bytes += __shfl_xor_sync(0xffffffffu, bytes, o);
         if (lane == 0)
             bar_expect(&full[s], bytes);
         __syncwarp();
-        if (lane < V5R_CW)
+        if (lane < cw)
             v5r_take(&J, &c, cfg.recs, ring + s * page + lane * slot, &full[s]);
     }
 }
@@ -123,15 +125,15 @@ static __device__ __forceinline__ void v5r_flush(const v5_job &job, const v5_par
 }
 
 /* the consumer warps' barrier (named barrier 1; the loader warp is not in it) */
-static __device__ __forceinline__ void v5r_csync(void)
+static __device__ __forceinline__ void v5r_csync(int cw)
 {
-    asm volatile("bar.sync 1, %0;" ::"r"(V5R_CW * 32) : "memory");
+    asm volatile("bar.sync 1, %0;" ::"r"(cw * 32) : "memory");
 }
 
 /* V5_CHAIN_B's wait (the down projection of the FFN chain): one thread a CTA polls the count of
  * quantized GLU blocks (acquire; bounded, so a bug shows as wrong output, not a hung device),
  * then the CTA's consumer warps go on together (named barrier 1; the loader warp is not in it) */
-static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int wi, int lane)
+static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int cw, int wi, int lane)
 {
     if (wi == 0 && lane == 0) {
         unsigned v = 0;
@@ -142,46 +144,48 @@ static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int wi,
             __nanosleep(64);
         }
     }
-    v5r_csync();
+    v5r_csync(cw);
 }
 
 /* x (k int8, then k / 32 scales: K45 order, gemv_q8.cu) into shared memory at dst by the consumer
  * warps, then their barrier; from L2 (COH) when this grid wrote it */
 template <bool COH>
-static __device__ __forceinline__ void v5r_x_copy(const v5_job &job, const int8_t *xq, const float2 *xd, uint8_t *dst)
+static __device__ __forceinline__ void v5r_x_copy(const v5_job &job, int cw, const int8_t *xq, const float2 *xd,
+                                                  uint8_t *dst)
 {
     int k = (int)job.n_sb * 256, nq = k / 16, nd = k / 4 / 16;   /* uint4 of codes, of scales */
-    for (int i = threadIdx.x; i < nq + nd; i += V5R_CW * 32) {
+    for (int i = threadIdx.x; i < nq + nd; i += cw * 32) {
         const uint4 *src = i < nq ? (const uint4 *)xq + i : (const uint4 *)xd + (i - nq);
         ((uint4 *)dst)[i] = COH ? __ldcg(src) : __ldg(src);
     }
-    v5r_csync();
+    v5r_csync(cw);
 }
 
 /* matmul_glu's input made here (v5r_gated): x * sigmoid(g) quantized into shared memory at dst
  * with quantize_x_kernel's functions (the same bits as its launch), eight blocks of 32 a warp
  * loaded before any is reduced; then the consumer warps' barrier */
-static __device__ __forceinline__ void v5r_x_gate(const v5_job &job, const float *xf, const float *gf, uint8_t *dst)
+static __device__ __forceinline__ void v5r_x_gate(const v5_job &job, int cw, const float *xf, const float *gf,
+                                                  uint8_t *dst)
 {
     int k = (int)job.n_sb * 256, nb = k / 32, lane = threadIdx.x & 31;
     int8_t *q = (int8_t *)dst;
     float2 *d = (float2 *)(dst + k);
-    for (int b0 = threadIdx.x >> 5; b0 < nb; b0 += 8 * V5R_CW) {
+    for (int b0 = threadIdx.x >> 5; b0 < nb; b0 += 8 * cw) {
         float v[8], gv[8];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            int b = b0 + j * V5R_CW;
+            int b = b0 + j * cw;
             v[j] = b < nb ? __ldg(xf + 32 * b + lane) : 0.0f;
             gv[j] = b < nb ? __ldg(gf + 32 * b + lane) : 0.0f;
         }
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            int b = b0 + j * V5R_CW;   /* the same for the whole warp */
+            int b = b0 + j * cw;   /* the same for the whole warp */
             if (b < nb)
                 quant_block32(glu_apply<1 + BE_GLU_SIGMOID>(v[j], gv[j]), lane, 32 * b + lane, XL_K45, q, d + b);
         }
     }
-    v5r_csync();
+    v5r_csync(cw);
 }
 
 /* consumer warp wi: its units page by page, in v5's order (one tile's sums, stored when the tile
@@ -193,24 +197,25 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
                                    int lane)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
-    const size_t slot = (size_t)cfg.slot, page = V5R_CW * slot;
+    const int cw = cfg.cw;
+    const size_t slot = (size_t)cfg.slot, page = cw * slot;
     int g = lane >> 2, t = lane & 3;
-    int64_t a, b, w = (int64_t)blockIdx.x * V5R_CW + wi;
-    v5r_range(job, wi, a, b);
+    int64_t a, b, w = (int64_t)blockIdx.x * cw + wi;
+    v5r_range(job, cw, wi, a, b);
     bool trace = job.trace && lane == 0 && MODE == V5_PLAIN;   /* GLIM_CUDA_V5_TRACE=1 (v5_stamp's slots) */
     if (trace)
         v5_stamp_w(job, w, 0);
     if (MODE == V5_CHAIN_B)
-        v5r_wait_ready(job, wi, lane);
+        v5r_wait_ready(job, cw, wi, lane);
     bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
     if (MODE == V5_CHAIN_B || !cfg.x_l1 || xf) {   /* x into shared memory once: no L1 misses per record */
         if (!waited)
             cuda_pdl_wait();
         waited = true;
         if (xf)   /* (V5_PLAIN only) */
-            v5r_x_gate(job, xf, gf, ring + cfg.x_off);
+            v5r_x_gate(job, cw, xf, gf, ring + cfg.x_off);
         else
-            v5r_x_copy<MODE == V5_CHAIN_B>(job, xq, xd, ring + cfg.x_off);
+            v5r_x_copy<MODE == V5_CHAIN_B>(job, cw, xq, xd, ring + cfg.x_off);
         xq = (const int8_t *)(ring + cfg.x_off);
         xd = (const float2 *)(ring + cfg.x_off + job.n_sb * 256);
         if (trace)
@@ -272,7 +277,7 @@ static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *fu
     if (threadIdx.x == 0) {
         for (int i = 0; i < cfg.pages; i++) {
             bar_init(&full[i], 1);
-            bar_init(&empty[i], V5R_CW);
+            bar_init(&empty[i], cfg.cw);
         }
         bar_init_fence();
     }
@@ -288,7 +293,7 @@ static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *fu
  * CTA not yet started. The last warp out resets the counts (sync). Same split as two launches,
  * so the same bits. */
 template <class KA, class KB, class KC, bool CHAIN>
-static __global__ void __launch_bounds__(V5R_THREADS, 1)
+static __global__ void __launch_bounds__(V5R_THREADS_MAX, 1)
 gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
               const float *xf, const float *gf, const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig)
 {
@@ -299,7 +304,7 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, c
         cuda_pdl_trigger();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     v5r_bars(ca, full, empty);
-    if (warp == V5R_CW) {
+    if (warp == ca.cw) {
         v5r_load<v5r_bytes<typename KA::raw>::N, v5r_bytes<typename KB::raw>::N>(ja, ca, v5r_ring, full, empty, lane);
         if (CHAIN)
             v5r_load<v5r_bytes<typename KC::raw>::N, v5r_bytes<typename KC::raw>::N>(jb, cb, v5r_ring, full, empty,
@@ -311,47 +316,55 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, c
         return;
     v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, NULL, NULL, cb, v5r_ring, full, empty, warp, lane);
     __syncwarp();
-    if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * V5R_CW - 1u) {
+    if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * ca.cw - 1u) {
         sync[0] = 0u;
         sync[1] = 0u;
     }
 #endif
 }
 
-/* GLIM_CUDA_V5R=recs (opt-in; default off): records a warp a page; GLIM_CUDA_V5R_KB: the ring's
- * size in KB (default 200) */
-static bool v5r_on(const struct cuda_ctx *c, int *recs, int *ring_kb)
+/* the ring's switches: GLIM_CUDA_V5R=recs (opt-in; default off) records a warp a page,
+ * GLIM_CUDA_V5R_KB the ring's size in KB (default 200), GLIM_CUDA_V5R_CW consumer warps a CTA
+ * (4..16, default 8; 16 splits a job as plain v5 does by default, so the same bits as today) */
+struct v5r_knobs {
+    int recs, kb, cw;
+};
+
+static bool v5r_on(const struct cuda_ctx *c, v5r_knobs *k)
 {
-    static int r_forced = -1, kb_forced = -1;
+    static int r_forced = -1, kb_forced = -1, cw_forced = -1;
     int r = cuda_env_knob("GLIM_CUDA_V5R", &r_forced), kb = cuda_env_knob("GLIM_CUDA_V5R_KB", &kb_forced);
-    *recs = r > 8 ? 8 : r;
-    *ring_kb = kb < 16 || kb > 220 ? 200 : kb;
-    return *recs > 0 && c->cc_major >= 9;
+    int cw = cuda_env_knob("GLIM_CUDA_V5R_CW", &cw_forced);
+    k->recs = r > 8 ? 8 : r;
+    k->kb = kb < 16 || kb > 220 ? 200 : kb;
+    k->cw = cw < 4 || cw > V5R_CW_MAX ? 8 : cw;
+    return k->recs > 0 && c->cc_major >= 9;
 }
 
 /* The ring of a launch whose largest record is max_rec bytes, and job's pages in it (after seq0
  * earlier ones); false when fewer than two pages fit */
-static bool v5r_shape(const v5_job &job, int recs, int ring_kb, int max_rec, int seq0, int x_bytes, v5r_cfg &cfg)
+static bool v5r_shape(const v5_job &job, const v5r_knobs &kn, int max_rec, int seq0, int x_bytes, v5r_cfg &cfg)
 {
     const int SMEM_MAX = 227 * 1024 - 1024;   /* an sm_90 CTA's dynamic shared memory, less the static */
-    cfg.recs = recs;
-    cfg.slot = recs * max_rec;
-    int ring = ring_kb * 1024 < SMEM_MAX - x_bytes ? ring_kb * 1024 : SMEM_MAX - x_bytes;
-    cfg.pages = ring / (V5R_CW * cfg.slot);
+    cfg.cw = kn.cw;
+    cfg.recs = kn.recs;
+    cfg.slot = kn.recs * max_rec;
+    int ring = kn.kb * 1024 < SMEM_MAX - x_bytes ? kn.kb * 1024 : SMEM_MAX - x_bytes;
+    cfg.pages = ring / (kn.cw * cfg.slot);
     cfg.pages = cfg.pages > V5R_MAXP ? V5R_MAXP : cfg.pages;
-    cfg.x_off = cfg.pages * V5R_CW * cfg.slot;
+    cfg.x_off = cfg.pages * kn.cw * cfg.slot;
     int64_t most = (job.n_tiles * job.n_sb + job.n_warps - 1) / job.n_warps;
-    cfg.n_pages = (int)((most + recs - 1) / recs);
+    cfg.n_pages = (int)((most + kn.recs - 1) / kn.recs);
     cfg.seq0 = seq0;
     return cfg.pages >= 2;
 }
 
-/* Launch ja (planned over V5R_CW warps an SM) as v5r, or with jb (CHAIN, jb planned with its
+/* Launch ja (planned over kn.cw warps an SM) as v5r, or with jb (CHAIN, jb planned with its
  * counts in ja.ready) the FFN chain; xf != NULL: x is xf * sigmoid(gf) in f32, quantized by the
  * kernel (v5r_gated), not xq/xd; false = not launched (the ring does not fit) */
 template <class KA, class KB, class KC, bool CHAIN>
 static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const int8_t *xq, const float2 *xd,
-                   unsigned *sync, int recs, int ring_kb, const float *xf = NULL, const float *gf = NULL)
+                   unsigned *sync, const v5r_knobs &kn, const float *xf = NULL, const float *gf = NULL)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     const int BC = CHAIN ? v5r_bytes<typename KC::raw>::N : 0;
@@ -361,8 +374,7 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     static int l1_forced = -1;   /* GLIM_CUDA_V5R_L1=1: x through L1, not copied (the chain's down always is) */
     int64_t k = (CHAIN && jb.n_sb > ja.n_sb ? jb.n_sb : ja.n_sb) * 256;
     int x_bytes = (int)(k + k / 4);   /* int8 codes and a float2 per 32 */
-    if (!v5r_shape(ja, recs, ring_kb, big, 0, x_bytes, ca) ||
-        (CHAIN && !v5r_shape(jb, recs, ring_kb, big, ca.n_pages, x_bytes, cb)))
+    if (!v5r_shape(ja, kn, big, 0, x_bytes, ca) || (CHAIN && !v5r_shape(jb, kn, big, ca.n_pages, x_bytes, cb)))
         return false;
     ca.x_l1 = cb.x_l1 = cuda_env_knob("GLIM_CUDA_V5R_L1", &l1_forced) > 0;
     size_t smem = (size_t)ca.x_off + x_bytes;
@@ -372,7 +384,10 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     int64_t warps = CHAIN && jb.n_warps > ja.n_warps ? jb.n_warps : ja.n_warps;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfgl =
-        cuda_launch_cfg(c, dim3((unsigned)((warps + V5R_CW - 1) / V5R_CW)), dim3(V5R_THREADS), smem, attr);
+        cuda_launch_cfg(c, dim3((unsigned)((warps + kn.cw - 1) / kn.cw)), dim3((kn.cw + 1) * 32), smem, attr);
+    for (unsigned i = 0; i < cfgl.numAttrs; i++)   /* the ring wants the SM's shared memory, whatever the others */
+        if (attr[i].id == cudaLaunchAttributePreferredSharedMemoryCarveout)
+            attr[i].val.sharedMemCarveout = 100;
     return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB, KC, CHAIN>, ja, jb, xq, xd, xf, gf, ca, cb,
                                           sync, c->pdl_all));
 }
