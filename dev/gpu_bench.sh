@@ -8,7 +8,8 @@ set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
-# HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim):
+# HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim),
+# KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
@@ -24,9 +25,12 @@ MK=$!
 for c in ${GOLD:-X=1 GLIM_CUDA_T16=1}; do
   env ${c//,/ } timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
 done
+TFAIL=0   # a failed (or hung) op test drops EXTRA, NGEXTRA and TRACE (their settings are what it tests)
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
-  env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
+  env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; r=$?; echo "$t rc=$r $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
+  [ $r = 0 ] || TFAIL=1
 done
+if [ $TFAIL = 1 ] && [ -z "${KEEP_EXTRA:-}" ]; then echo "op tests failed: EXTRA, NGEXTRA, TRACE dropped (KEEP_EXTRA=1 keeps them)"; EXTRA=""; NGEXTRA=""; TRACE=""; fi
 for u in ${UNITS:-}; do
   timeout 120 ./build-gpu/tests/$u >/tmp/u.log 2>&1; echo "$u rc=$? $(tail -1 /tmp/u.log)"; grep -E "^  |FAIL" /tmp/u.log | head -12
 done

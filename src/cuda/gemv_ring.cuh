@@ -101,7 +101,7 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
     for (int p = 0; p < cfg.n_pages; p++) {
         int q = cfg.seq0 + p, s = q % cfg.pages;
         if (q >= cfg.pages)
-            bar_wait(&empty[s], (unsigned)(q / cfg.pages - 1) & 1u);
+            bar_wait_or_trap(&empty[s], (unsigned)(q / cfg.pages - 1) & 1u);
         v5r_cursor peek = c;
         unsigned bytes = lane < cw ? v5r_take(&J, &peek, cfg.recs, NULL, NULL) : 0u;
         for (int o = 16; o; o >>= 1)   /* (lanes >= cw add 0) */
@@ -230,7 +230,7 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
         int64_t x0 = a + (int64_t)p * cfg.recs, x1 = x0 + cfg.recs < b ? x0 + cfg.recs : b;
         /* every warp waits for every page, even one without its records: an arrival on "empty"
          * before the page was filled would count toward the phase of the page before it */
-        bar_wait(&full[s], (unsigned)(q / cfg.pages) & 1u);
+        bar_wait_or_trap(&full[s], (unsigned)(q / cfg.pages) & 1u);
         if (trace && x1 > x0 && x1 == b)
             v5_stamp_w(job, w, 3);   /* its last page landed */
         if (x1 > x0) {

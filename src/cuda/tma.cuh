@@ -56,16 +56,33 @@ static __device__ __forceinline__ void bar_arrive(uint64_t *bar)
 #endif
 }
 
+/* one try: has the phase of this parity completed? (the hardware may suspend the thread a while) */
+static __device__ __forceinline__ bool bar_try(uint64_t *bar, unsigned parity)
+{
+    unsigned done = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+#endif
+    return done != 0;
+}
+
 static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(smem_u32(bar)), "r"(parity)
-                     : "memory");
-#endif
+    while (!bar_try(bar, parity)) {
+    }
+}
+
+/* bar_wait that gives up: after 2^24 tries (far beyond any page's ~1 us) the kernel traps, so a
+ * protocol bug is a launch error the caller reports, not a device that hangs until a timeout
+ * kills the process (the ring GEMV, gemv_ring.cuh) */
+static __device__ __forceinline__ void bar_wait_or_trap(uint64_t *bar, unsigned parity)
+{
+    for (unsigned tries = 0; !bar_try(bar, parity); tries++)
+        if (tries == (1u << 24))
+            __trap();
 }
 
 #endif
