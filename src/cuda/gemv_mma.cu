@@ -617,8 +617,10 @@ static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const flo
     unsigned *sync = (unsigned *)c->chain_sync.p;
     ja.ready = jb.ready = sync;
     ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
-    bool ring = kn && (dt == CUDA_DT_Q4_K_T16 ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, *kn)
-                                              : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, *kn));
+    bool ring = false;
+    if constexpr (KA::TILED)   /* (the ring reads tiles only: no kernel for row-major kinds) */
+        ring = kn && (dt == CUDA_DT_Q4_K_T16 ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, *kn)
+                                             : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, *kn));
     warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
     dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
     if (!ring && dt == CUDA_DT_Q4_K_T16)
@@ -681,7 +683,10 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     }
     if (ring)
         job.trace = v5_trace_slot(c, job, n, ws, mine);
-    if (!(ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, NULL, kn)))
+    bool launched = false;
+    if constexpr (KA::TILED && KB::TILED)
+        launched = ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, NULL, kn);
+    if (!launched)
         v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
