@@ -206,6 +206,17 @@ static inline cudaLaunchConfig_t cuda_launch_cfg_pdl(const struct cuda_ctx *c, d
     return cfg;
 }
 
+/* cfg's shared-memory share set to pct %, whatever ctx->carveout said (attr: room for one more) */
+static inline void cuda_cfg_carveout(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, unsigned pct)
+{
+    unsigned i = 0;
+    while (i < cfg->numAttrs && attr[i].id != cudaLaunchAttributePreferredSharedMemoryCarveout)
+        i++;
+    attr[i].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attr[i].val.sharedMemCarveout = pct;
+    cfg->numAttrs = i == cfg->numAttrs ? i + 1 : cfg->numAttrs;
+}
+
 /* ... as a GEMV: PDL with ctx->pdl */
 static inline cudaLaunchConfig_t cuda_launch_cfg(const struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem,
                                                  cudaLaunchAttribute *attr)

@@ -382,12 +382,10 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
                                          (int)smem)))   /* at every launch, as attention v4 does: a context */
         return false;                                   /* may have been made again since the last */
     int64_t warps = CHAIN && jb.n_warps > ja.n_warps ? jb.n_warps : ja.n_warps;
-    cudaLaunchAttribute attr[2];
+    cudaLaunchAttribute attr[3];
     cudaLaunchConfig_t cfgl =
         cuda_launch_cfg(c, dim3((unsigned)((warps + kn.cw - 1) / kn.cw)), dim3((kn.cw + 1) * 32), smem, attr);
-    for (unsigned i = 0; i < cfgl.numAttrs; i++)   /* the ring wants the SM's shared memory, whatever the others */
-        if (attr[i].id == cudaLaunchAttributePreferredSharedMemoryCarveout)
-            attr[i].val.sharedMemCarveout = 100;
+    cuda_cfg_carveout(&cfgl, attr, 100);   /* the ring wants the SM's shared memory, whatever the others */
     return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB, KC, CHAIN>, ja, jb, xq, xd, xf, gf, ca, cb,
                                           sync, c->pdl_all));
 }
