@@ -236,12 +236,12 @@ static int weight_upload_k45_aux(struct cuda_ctx *c, struct be_weight *w, void *
     return GLIM_OK;
 }
 
-/* name ends with one of list's comma-separated suffixes (GLIM_CUDA_T16_ALSO) */
+/* name ends with one of list's suffixes, separated by ':' or ',' (GLIM_CUDA_T16_ALSO) */
 static bool name_listed(const char *name, const char *list)
 {
     size_t n = name ? strlen(name) : 0;
-    for (const char *p = list; p && *p; p += *p == ',') {
-        size_t m = strcspn(p, ",");
+    for (const char *p = list; p && *p; p += *p == ',' || *p == ':') {
+        size_t m = strcspn(p, ",:");
         if (m && m <= n && memcmp(name + n - m, p, m) == 0)
             return true;
         p += m;

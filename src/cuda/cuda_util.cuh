@@ -127,8 +127,8 @@ struct cuda_ctx {
     int             t16_min;       /* ... those of at least t16_min (tile, super-block) units per warp of
                                     * a full grid (16 per SM); 0: all (GLIM_CUDA_T16_MIN; default 8, or 0
                                     * with GLIM_CUDA_T16=1 and backend_cuda_set_t16) */
-    const char     *t16_also;      /* ... and those whose names end with one of these (comma-separated;
-                                    * GLIM_CUDA_T16_ALSO, e.g. attn_output.weight: Wo for the ring's gate fold) */
+    const char     *t16_also;      /* ... and those whose names end with one of these (':' or ','
+                                    * between; GLIM_CUDA_T16_ALSO, e.g. attn_output.weight: Wo for the ring) */
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
                                     * tensor cores for Q4_K/Q6_K, others take v3; not yet measured),
