@@ -12,30 +12,35 @@ set -u
 # KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-O=${OUT:-/tmp/out}; mkdir -p $O; B=./build-gpu/glim; M=/tmp/m30.gguf
+# BD: the build folder (default build-gpu; one outside the carried snapshot, e.g. /tmp/bg, stays
+# on a warm machine, so a second call rebuilds only what changed); the 30B file is made once a machine.
+BD=${BD:-build-gpu}
+O=${OUT:-/tmp/out}; mkdir -p $O; B=$BD/glim; M=/tmp/m30.gguf
 if [ -n "${HALF:-}" ]; then
   nvcc -arch=sm_90 -O3 -o /tmp/half_model dev/cuda/half_model.cu && timeout 60 /tmp/half_model; el "half model rc=$?"
 fi
-cmake -S . -B build-gpu -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-      -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build build-gpu -j16 --target glim-cli test_golden_gpu test_cuda_ops ${UNITS:-} >/tmp/build.log 2>&1 \
+cmake -S . -B $BD -DGLIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DGLIM_TESTDATA=$PWD/.gpu/testdata >/tmp/cfg.log 2>&1 && cmake --build $BD -j16 --target glim-cli test_golden_gpu test_cuda_ops ${UNITS:-} >/tmp/build.log 2>&1 \
   || { echo BUILD FAILED; grep -E "error" /tmp/build.log | head -20; exit 1; }
 el "build ok"
-( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+if grep -q "mk rc=0" /tmp/mk.log 2>/dev/null && [ -f $M ]; then echo "mk rc=0 (kept from an earlier call)" >/tmp/mk.log; ( true ) &
+else ( $B mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1; echo "mk rc=$?" >>/tmp/mk.log ) &
+fi
 MK=$!
 for c in ${GOLD:-X=1 GLIM_CUDA_T16=1}; do
-  env ${c//,/ } timeout 100 ./build-gpu/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
+  env ${c//,/ } timeout 100 $BD/tests/test_golden_gpu >/tmp/gold.log 2>&1; echo "test_golden_gpu $c rc=$?"; grep -m5 FAIL /tmp/gold.log
 done
 TFAIL=0   # a failed (or hung) op test drops EXTRA, NGEXTRA and TRACE (their settings are what it tests)
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
-  env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 ./build-gpu/tests/test_cuda_ops >/tmp/t.log 2>&1; r=$?; echo "$t rc=$r $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
+  env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 $BD/tests/test_cuda_ops >/tmp/t.log 2>&1; r=$?; echo "$t rc=$r $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
   [ $r = 0 ] || TFAIL=1
 done
 if [ $TFAIL = 1 ] && [ -z "${KEEP_EXTRA:-}" ]; then echo "op tests failed: EXTRA, NGEXTRA, TRACE dropped (KEEP_EXTRA=1 keeps them)"; EXTRA=""; NGEXTRA=""; TRACE=""; fi
 for u in ${UNITS:-}; do
-  timeout 120 ./build-gpu/tests/$u >/tmp/u.log 2>&1; echo "$u rc=$? $(tail -1 /tmp/u.log)"; grep -E "^  |FAIL" /tmp/u.log | head -12
+  timeout 120 $BD/tests/$u >/tmp/u.log 2>&1; echo "$u rc=$? $(tail -1 /tmp/u.log)"; grep -E "^  |FAIL" /tmp/u.log | head -12
 done
 if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test (OPS_ENV: its env; GLIM_TEST_QUICK=1: without the caches past 10000 slots)
-  env ${OPS_ENV:-X=1} timeout $OPS_S stdbuf -oL ./build-gpu/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
+  env ${OPS_ENV:-X=1} timeout $OPS_S stdbuf -oL $BD/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
   grep -m8 FAIL /tmp/ops.log; cp /tmp/ops.log $O/
 fi
 wait $MK; tail -1 /tmp/mk.log
