@@ -9,7 +9,7 @@ set -u
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim),
-# KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed):
+# KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 # BD: the build folder (default build-gpu; one outside the carried snapshot, e.g. /tmp/bg, stays
@@ -59,6 +59,7 @@ fi
 for s in ${SKIPS:-1 2 4 8 3 12 15}; do tg skip$s GLIM_CUDA_DBG_SKIP=$s -- -p 0 -n 128 -r 3; done
 for e in ${EXTRA:-}; do tg "$e" ${e//,/ } -- -p 0 -n 128 -r 3; done
 for e in ${NGEXTRA:-}; do tg "$e-nograph" ${e//,/ } -- -p 0 -n 128 -r 2 --no-graph; done
+for e in ${DEXTRA:-}; do tg "$e-d32768" ${e//,/ } -- -p 0 -n 64 -d 32768 -r 1; done   # DEXTRA="X=1 env,env": depth 32768 per env
 for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launches of one graph replay (gemv_mma.cu)
   env ${e//,/ } GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
   f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "^v5 " /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f

@@ -41,6 +41,7 @@ struct attn_params {
     int            n_head, n_head_kv, head_dim, group, heads_per_cta;
     int            window, block, n_splits;
     int            tpc, tile, min_chunk;   /* split plan (v2, v4): tokens sharing one, key rounding */
+    int            kvh_x;     /* v4: the grid is (kv head, split, token group) instead of (group, split, kv head) */
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
     prep_params    pp;        /* attn_mma_kernel<.., PREP = true>: attn_prep's work, done by the CTAs */
@@ -686,7 +687,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     E *kv_s = (E *)smem_mma;
 
     cuda_pdl_enter();
-    int tg = blockIdx.x, s = blockIdx.y, kvh = blockIdx.z;
+    int tg = a.kvh_x ? blockIdx.z : blockIdx.x, s = blockIdx.y, kvh = a.kvh_x ? blockIdx.x : blockIdx.z;
     int lo_u, hi_u, chunk, n_eff;
     attn2_plan(a, tg * a.tpc, &lo_u, &hi_u, &chunk, &n_eff);
     if (s >= n_eff)
@@ -1015,7 +1016,13 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
             return true;                                    /* failure recorded */
         a.part = (float *)c->attn_part.p;
     }
-    dim3 grid((unsigned)n_groups, (unsigned)n_splits, (unsigned)x->n_head_kv);
+    /* GLIM_CUDA_ATTN_GRID=1 (bench knob): the KV heads of a split next to each other in launch
+     * order, so the CTAs that read the two halves of the same cache rows (a row holds every KV
+     * head's D values) run side by side instead of a grid apart; same work per CTA, same bits */
+    static int grid_env = -1;
+    a.kvh_x = cuda_env_knob("GLIM_CUDA_ATTN_GRID", &grid_env) == 1;
+    dim3 grid = a.kvh_x ? dim3((unsigned)x->n_head_kv, (unsigned)n_splits, (unsigned)n_groups)
+                        : dim3((unsigned)n_groups, (unsigned)n_splits, (unsigned)x->n_head_kv);
     bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid, prep) : attn_mma_dispatch<attn4_f16>(c, a, grid, prep);
     if (failed || n_splits == 1)
         return true;
