@@ -328,6 +328,7 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, c
  * (4..16, default 8; 16 splits a job as plain v5 does by default, so the same bits as today) */
 struct v5r_knobs {
     int recs, kb, cw;
+    int smem;   /* dynamic shared memory a CTA may have: the device's opt-in limit less the static */
 };
 
 static bool v5r_on(const struct cuda_ctx *c, v5r_knobs *k)
@@ -338,14 +339,15 @@ static bool v5r_on(const struct cuda_ctx *c, v5r_knobs *k)
     k->recs = r > 8 ? 8 : r;
     k->kb = kb < 16 || kb > 220 ? 200 : kb;
     k->cw = cw < 4 || cw > V5R_CW_MAX ? 8 : cw;
-    return k->recs > 0 && c->cc_major >= 9;
+    k->smem = (int)c->smem_optin - 1024;   /* (227 KB on sm_90; 99 KB on sm_120: too small a ring) */
+    return k->recs > 0 && c->cc_major >= 9 && k->smem >= 128 * 1024;
 }
 
 /* The ring of a launch whose largest record is max_rec bytes, and job's pages in it (after seq0
  * earlier ones); false when fewer than two pages fit */
 static bool v5r_shape(const v5_job &job, const v5r_knobs &kn, int max_rec, int seq0, int x_bytes, v5r_cfg &cfg)
 {
-    const int SMEM_MAX = 227 * 1024 - 1024;   /* an sm_90 CTA's dynamic shared memory, less the static */
+    const int SMEM_MAX = kn.smem;
     cfg.cw = kn.cw;
     cfg.recs = kn.recs;
     cfg.slot = kn.recs * max_rec;
