@@ -174,6 +174,11 @@ struct backend_i {
     /* = matmul_pair_glu(fs, ws[0..1] (gate, up), x, act) then matmul_glu(y, ws[2] (down), fs[1], fs[0], act) */
     void (*matmul_ffn)(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
                        const float *x, int n_rows, int act);
+    /* = add_rmsnorm(x, h, o, w_o, eps_o, w_h, eps_h, n_rows, n) then matmul_ffn(y, fs, ws, h, n_rows,
+     * act): the sandwich norm's residual, the FFN's input norm and the FFN in one call */
+    void (*add_rmsnorm_ffn)(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
+                            float eps_o, const struct be_weight *w_h, float eps_h, int n, float *y, float *const *fs,
+                            const struct be_weight *const *ws, int n_rows, int act);
     /* = attn_prep(p) then attention(a), where a reads p's q and caches; the one exception to the
      * bit-for-bit rule: p's q and k are scratch afterwards (a backend may leave them unprepared) */
     void (*attention_prep)(struct backend *be, const struct be_attn_prep_args *p, const struct be_attn_args *a);

@@ -376,6 +376,24 @@ static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const 
     cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], act, n_rows);
 }
 
+static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
+                           float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n);
+
+/* the residual norm before an FFN and the FFN: one ring launch when ctx->norm_fold (opt-in,
+ * cuda_norm_ffn), else the two ops */
+static void be_add_rmsnorm_ffn(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
+                               float eps_o, const struct be_weight *w_h, float eps_h, int n, float *y,
+                               float *const *fs, const struct be_weight *const *ws, int n_rows, int act)
+{
+    struct cuda_ctx *c = op_ctx(be);
+    if (n_rows == 1 && act == BE_GLU_SILU &&
+        cuda_norm_ffn(c, x, h, o, w_o ? (const float *)w_o->dev : NULL, eps_o, w_h ? (const float *)w_h->dev : NULL,
+                      eps_h, n, y, fs, ws))
+        return;
+    be_add_rmsnorm(be, x, h, o, w_o, eps_o, w_h, eps_h, n_rows, n);
+    be_matmul_ffn(be, y, fs, ws, h, n_rows, act);
+}
+
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
                           int n_rows)
 {
@@ -705,6 +723,7 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
         o.matmul_ffn = be_matmul_ffn;
+        o.add_rmsnorm_ffn = be_add_rmsnorm_ffn;
         if (attn_prep)
             o.attention_prep = be_attention_prep;
         if (rope_table)
@@ -834,6 +853,17 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
 extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on)
 {
     return set_switch(be, &cuda_ctx::ffn_chain, on);
+}
+
+extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::norm_fold, on);
+}
+
+/* how many add_rmsnorm_ffn calls ran as one launch (tests); -1 if not a CUDA backend */
+extern "C" long backend_cuda_norm_used(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->norm_used : -1;
 }
 
 /* how many matmul_ffn calls ran as one launch (tests); -1 if not a CUDA backend */
@@ -1006,6 +1036,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * boundary it removes costs ~0.3 us; the wait for the last GLU block stays */
     const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");
     c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
+    const char *f_fold = getenv("GLIM_CUDA_NORM_FOLD");   /* opt-in: not yet run on a GPU (2026-12-05) */
+    c->norm_fold = f_fold && strcmp(f_fold, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

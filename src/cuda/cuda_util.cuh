@@ -103,6 +103,8 @@ struct cuda_ctx {
     bool            chain_done;        /* ... and it did */
     bool            ffn_chain;         /* matmul_ffn chains (opt-in GLIM_CUDA_FFN_CHAIN=1) */
     long            chain_used;        /* FFNs run as one launch (tests) */
+    bool            norm_fold;         /* add_rmsnorm_ffn: the norm inside the ring chain (opt-in GLIM_CUDA_NORM_FOLD=1) */
+    long            norm_used;         /* ... times it was (tests) */
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
     const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
     bool            prep_taken;        /* ... and it did */
@@ -281,6 +283,12 @@ extern "C" long backend_cuda_side_used(struct backend *be);
  * false = not such a matmul (nothing launched) */
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
+extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on);   /* add_rmsnorm_ffn in one launch */
+extern "C" long backend_cuda_norm_used(struct backend *be);
+/* gemv_mma.cu: add_rmsnorm then matmul_ffn of one row as one ring launch; false = not this shape
+ * (nothing launched) */
+bool cuda_norm_ffn(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
+                   float eps_h, int n, float *y, float *const *fs, const struct be_weight *const *ws);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

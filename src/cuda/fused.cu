@@ -17,34 +17,6 @@ namespace cg = cooperative_groups;
 
 /* ---- add_rmsnorm ----------------------------------------------------------------- */
 
-/* x + on per element, rounded as the add kernel rounds it: __fadd_rn keeps the compiler
- * from contracting the norm's last multiply and this add into an FMA. */
-static __device__ __forceinline__ float4 add_normed4(float4 x, float4 on)
-{
-    return make_float4(__fadd_rn(x.x, on.x), __fadd_rn(x.y, on.y), __fadd_rn(x.z, on.z), __fadd_rn(x.w, on.w));
-}
-
-/* h's int8 copy for the next matmul, as gemv_q8.cu's quantize_x_kernel computes it: the 8
- * consecutive threads holding 32 consecutive values (float4 each) share amax and sum. */
-static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq, float2 *xd)
-{
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-    for (int o = 1; o < 8; o <<= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float d = amax / 127.0f;
-    int q0 = 0, q1 = 0, q2 = 0, q3 = 0;
-    if (amax > 0.0f) {
-        q0 = __float2int_rn(v.x / d), q1 = __float2int_rn(v.y / d);
-        q2 = __float2int_rn(v.z / d), q3 = __float2int_rn(v.w / d);
-    }
-    int sum = q0 + q1 + q2 + q3;
-    for (int o = 1; o < 8; o <<= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    *(char4 *)(xq + cuda_xq_pos_k45(4 * (int64_t)i)) = make_char4((char)q0, (char)q1, (char)q2, (char)q3);
-    if ((i & 7) == 0)
-        xd[i >> 3] = make_float2(d, d * (float)sum);
-}
-
 /* the norm trace (GLIM_CUDA_NORM_TRACE=1, diagnosis): one thread's global timer at entry, after
  * the PDL wait, after each sum and at the end, per launch (cuda_norm_trace_dump) */
 #define NORM_TRACE_PER 5

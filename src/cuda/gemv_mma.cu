@@ -597,10 +597,11 @@ static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v
 
 /* In matmul_ffn (c->chain_w: the down weight, c->chain_y its output): launch the gate/up job ja (its
  * GLU fold planned) and the down projection as one kernel, split over `warps` warps, through the
- * ring (gemv_ring.cuh) when kn is given; false = not this shape (nothing launched) */
+ * ring (gemv_ring.cuh) when kn is given; false = not this shape (nothing launched). nm: the residual
+ * norm in front, made by the ring kernel (cuda_norm_ffn; the ring or nothing) */
 template <class KA>
 static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd, int64_t warps,
-                     const v5r_knobs *kn)
+                     const v5r_knobs *kn, const v5r_norm_args *nm = NULL)
 {
     const struct be_weight *wd = c->chain_w;
     float *yd = c->chain_y;
@@ -612,15 +613,18 @@ static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const flo
     v5_job jb;
     bool taken = false, mine;
     v5_collect(jb, dt, 0, 1, &yd, &wd, &taken, &mine);
-    if (!v5_plan(c, jb, warps, 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 8))
-        return false;
+    if (!v5_plan(c, jb, warps, 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 16))
+        return false;   /* (sync: GLU blocks, warps out, the folded norm) */
     unsigned *sync = (unsigned *)c->chain_sync.p;
     ja.ready = jb.ready = sync;
     ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
     bool ring = false;
     if constexpr (KA::TILED)   /* (the ring reads tiles only: no kernel for row-major kinds) */
-        ring = kn && (dt == CUDA_DT_Q4_K_T16 ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, *kn)
-                                             : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, *kn));
+        ring = kn && (dt == CUDA_DT_Q4_K_T16
+                          ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, *kn, NULL, NULL, nm)
+                          : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, *kn, NULL, NULL, nm));
+    if (!ring && nm)
+        return false;
     warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
     dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
     if (!ring && dt == CUDA_DT_Q4_K_T16)
@@ -714,6 +718,45 @@ bool cuda_gemv5_gated(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     if (dt == CUDA_DT_Q4_K_T16)
         return v5r_go<v5_q4k_t16, v5_q4k_t16, v5_q4k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
     return v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
+}
+
+/* add_rmsnorm(x, h, o, ...) then matmul_ffn(y, fs, ws, h) of one row as ONE ring launch
+ * (GLIM_CUDA_NORM_FOLD=1 with the ring and the FFN chain): the chain kernel's CTA 0 makes the
+ * norm and h's int8 copy (v5r_norm_run: add_rmsnorm_vec_kernel's bits) while every CTA's loader
+ * streams gate/up, and the others wait for it on a count. So no norm launch sits between Wo and
+ * the FFN, and the FFN's weights start streaming on each SM as soon as Wo's CTA there ends.
+ * false = not this shape: nothing launched (the caller runs the two ops). */
+bool cuda_norm_ffn(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
+                   float eps_h, int n, float *y, float *const *fs, const struct be_weight *const *ws)
+{
+    v5r_knobs kn;
+    uint32_t dt = ws[0]->dev_type;
+    uintptr_t ptrs = (uintptr_t)x | (uintptr_t)h | (uintptr_t)o | (uintptr_t)w_o | (uintptr_t)w_h;
+    if (!c->norm_fold || !c->ffn_chain || !c->glu_fuse || c->exact || c->gemv_ver != 3 || c->stream == c->side ||
+        (c->dbg_skip & CUDA_SKIP_NORM) || c->first_err != cudaSuccess || !v5r_on(c, &kn) ||
+        (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || ws[1]->dev_type != dt || ws[0]->k != n || n % 256 ||
+        !rms_vec_ok(n, ptrs))
+        return false;
+    int8_t *xq;
+    float2 *xd;
+    v5_job ja;
+    bool taken[2] = {false, false}, mine[2];
+    int64_t warps = (int64_t)kn.cw * c->n_sm;
+    if (!cuda_xq_reserve(c, n, 1, &xq, &xd) || v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 ||
+        !v5_plan(c, ja, warps) || !v5_glu_plan(c, ja, 2, fs, ws, mine))
+        return false;
+    const v5r_norm_args nm = {x, h, o, w_o, w_h, eps_o, eps_h, n, xq, xd};
+    c->chain_w = ws[2];
+    c->chain_y = y;
+    bool done = dt == CUDA_DT_Q4_K_T16 ? v5_chain<v5_q4k_t16>(c, ja, xq, xd, warps, &kn, &nm)
+                                       : v5_chain<v5_q6k_t16>(c, ja, xq, xd, warps, &kn, &nm);
+    c->chain_w = NULL;
+    if (!done)
+        return false;
+    cuda_xq_forget(c);   /* x, h, o and y were written */
+    c->norm_used++;
+    c->chain_used++;
+    return true;
 }
 
 /* ---- 2..16 activation rows (default; GLIM_CUDA_V5_NR=0: v2. Q4_K and Q6_K; DFlash verify):

@@ -35,6 +35,17 @@ struct v5r_cfg {
     int x_l1;      /* 1: read x through L1 instead (GLIM_CUDA_V5R_L1=1; not the chain's down) */
 };
 
+/* The residual norm in front of the FFN chain (GLIM_CUDA_NORM_FOLD=1, cuda_norm_ffn): add_rmsnorm's
+ * operands, h's int8 copy to make (xq, xd: the chain's x); o == NULL: none */
+struct v5r_norm_args {
+    float       *x, *h, *o;
+    const float *w_o, *w_h;
+    float        eps_o, eps_h;
+    int          n;
+    int8_t      *xq;
+    float2      *xd;
+};
+
 /* a T16 record's run `run` in shared memory: lane 4g + t's 16 bytes (gemv_mma_lane.h v5_t16_run) */
 static __device__ __forceinline__ void v5r_run(const uint8_t *b, int run, int g, int t, uint2 *row_g, uint2 *row_g8)
 {
@@ -130,21 +141,82 @@ static __device__ __forceinline__ void v5r_csync(int cw)
     asm volatile("bar.sync 1, %0;" ::"r"(cw * 32) : "memory");
 }
 
-/* V5_CHAIN_B's wait (the down projection of the FFN chain): one thread a CTA polls the count of
- * quantized GLU blocks (acquire; bounded, so a bug shows as wrong output, not a hung device),
- * then the CTA's consumer warps go on together (named barrier 1; the loader warp is not in it) */
-static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int cw, int wi, int lane)
+/* A wait on a count this grid makes (the GLU blocks quantized before V5_CHAIN_B, the folded
+ * norm before V5_CHAIN_A): one thread a CTA polls it (acquire; bounded, so a bug shows as wrong
+ * output, not a hung device), then the CTA's consumer warps go on together (named barrier 1; the
+ * loader warp is not in it) */
+static __device__ __forceinline__ void v5r_wait_count(const unsigned *cnt, unsigned need, int cw, int wi, int lane)
 {
     if (wi == 0 && lane == 0) {
         unsigned v = 0;
         for (long spins = 0; spins < (1L << 22); spins++) {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(job.ready) : "memory");
-            if (v >= job.ready_need)
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
+            if (v >= need)
                 break;
             __nanosleep(64);
         }
     }
     v5r_csync(cw);
+}
+
+/* add_rmsnorm of one row (rms_vec_ok, n % 256 == 0) by this CTA's cw consumer warps with
+ * add_rmsnorm_vec_kernel's bits (fused.cu add_rmsnorm_row): warp wi plays that kernel's warps
+ * wi, wi + cw, .. (its thread 32 vw + lane), each of them sums as there (warp_sum) into red[vw],
+ * and every warp sums red as block_sum does. The values are loaded again for each of the three
+ * passes instead of held (four threads' worth would not fit in registers beside the ring); the
+ * same loads and operations give the same bits. Then h's int8 copy (quantize4_k45). */
+static __device__ void v5r_norm_run(const v5r_norm_args &N, int cw, int wi, int lane, double *red)
+{
+    const int n4 = N.n / 4;
+    const bool wgt_o = N.w_o != NULL, wgt_h = N.w_h != NULL;
+    float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
+    for (int vw = wi; vw < 32; vw += cw) {   /* sum of o^2 */
+        rms_vec_load(ov, N.o, n4, 0.0f, 32 * vw + lane);
+        double ss = warp_sum(rms_vec_sumsq(ov));
+        if (lane == 0)
+            red[vw] = ss;
+    }
+    v5r_csync(cw);
+    const float r_o = rms_scale(warp_sum(red[lane]), N.n, N.eps_o);
+    v5r_csync(cw);   /* red is written again */
+    for (int vw = wi; vw < 32; vw += cw) {   /* x + normed o, its sum of squares */
+        int tid = 32 * vw + lane;
+        rms_vec_load(ov, N.o, n4, 0.0f, tid);
+        rms_vec_load(xv, N.x, n4, 0.0f, tid);
+        rms_vec_load(wo, N.w_o, n4, 1.0f, tid);
+#pragma unroll
+        for (int j = 0; j < RMS_VEC_MAX; j++)
+            xv[j] = add_normed4(xv[j], rms_vec_apply(ov[j], r_o, wo[j], wgt_o));
+        double ss = warp_sum(rms_vec_sumsq(xv));
+        if (lane == 0)
+            red[vw] = ss;
+    }
+    v5r_csync(cw);
+    const float r_h = rms_scale(warp_sum(red[lane]), N.n, N.eps_h);
+    for (int vw = wi; vw < 32; vw += cw) {   /* the stores, as add_rmsnorm_row's last loop */
+        int tid = 32 * vw + lane;
+        rms_vec_load(ov, N.o, n4, 0.0f, tid);
+        rms_vec_load(xv, N.x, n4, 0.0f, tid);
+        rms_vec_load(wo, N.w_o, n4, 1.0f, tid);
+        rms_vec_load(wh, N.w_h, n4, 1.0f, tid);
+#pragma unroll
+        for (int j = 0; j < RMS_VEC_MAX; j++) {
+            int i = tid + j * RMS_VEC_THREADS;
+            if (i >= n4)   /* n % 256 == 0: whole warps leave together */
+                break;
+            float4 on = rms_vec_apply(ov[j], r_o, wo[j], wgt_o), xn = add_normed4(xv[j], on);
+            float4 hv = rms_vec_apply(xn, r_h, wh[j], wgt_h);
+            ((float4 *)N.o)[i] = on;
+            ((float4 *)N.x)[i] = xn;
+            ((float4 *)N.h)[i] = hv;
+            quantize4_k45(hv, i, N.xq, N.xd);
+        }
+    }
+}
+
+static __device__ __forceinline__ void v5r_wait_ready(const v5_job &job, int cw, int wi, int lane)
+{
+    v5r_wait_count(job.ready, job.ready_need, cw, wi, lane);
 }
 
 /* x (k int8, then k / 32 scales: K45 order, gemv_q8.cu) into shared memory at dst by the consumer
@@ -194,7 +266,7 @@ static __device__ __forceinline__ void v5r_x_gate(const v5_job &job, int cw, con
 template <class KA, class KB, int MODE = V5_PLAIN>
 static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const float2 *xd, const float *xf,
                                    const float *gf, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
-                                   int lane)
+                                   int lane, const v5r_norm_args &nm, unsigned *sync, double *red)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     const int cw = cfg.cw;
@@ -208,14 +280,26 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
     if (MODE == V5_CHAIN_B)
         v5r_wait_ready(job, cw, wi, lane);
     bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
-    if (MODE == V5_CHAIN_B || !cfg.x_l1 || xf) {   /* x into shared memory once: no L1 misses per record */
+    bool fold = MODE == V5_CHAIN_A && nm.o;   /* the norm in front (cuda_norm_ffn) */
+    if (MODE == V5_CHAIN_B || !cfg.x_l1 || xf || fold) {   /* x into shared memory once: no L1 misses per record */
         if (!waited)
             cuda_pdl_wait();
         waited = true;
-        if (xf)   /* (V5_PLAIN only) */
+        if (xf) {   /* (V5_PLAIN only) */
             v5r_x_gate(job, cw, xf, gf, ring + cfg.x_off);
-        else
+        } else if (fold) {   /* CTA 0 makes h and its int8 copy while every loader streams on */
+            if (blockIdx.x == 0) {
+                v5r_norm_run(nm, cw, wi, lane, red);
+                __threadfence();
+                v5r_csync(cw);
+                if (wi == 0 && lane == 0)
+                    atomicAdd(&sync[2], 1u);
+            }
+            v5r_wait_count(&sync[2], 1u, cw, wi, lane);
+            v5r_x_copy<true>(job, cw, xq, xd, ring + cfg.x_off);
+        } else {
             v5r_x_copy<MODE == V5_CHAIN_B>(job, cw, xq, xd, ring + cfg.x_off);
+        }
         xq = (const int8_t *)(ring + cfg.x_off);
         xd = (const float2 *)(ring + cfg.x_off + job.n_sb * 256);
         if (trace)
@@ -294,12 +378,13 @@ static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *fu
  * so the same bits. */
 template <class KA, class KB, class KC, bool CHAIN>
 static __global__ void __launch_bounds__(V5R_THREADS_MAX, 1)
-gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
-              const float *xf, const float *gf, const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig)
+gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *xq, const float2 *xd, const float *xf,
+              const float *gf, const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig, const v5r_norm_args nm)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t v5r_ring[];
     __shared__ uint64_t full[V5R_MAXP], empty[V5R_MAXP];
+    __shared__ double red[32];   /* the folded norm's sums (CTA 0) */
     if (trig)
         cuda_pdl_trigger();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -311,14 +396,17 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, c
                                                                                     lane);
         return;
     }
-    v5r_consume<KA, KB, CHAIN ? V5_CHAIN_A : V5_PLAIN>(ja, xq, xd, xf, gf, ca, v5r_ring, full, empty, warp, lane);
+    v5r_consume<KA, KB, CHAIN ? V5_CHAIN_A : V5_PLAIN>(ja, xq, xd, xf, gf, ca, v5r_ring, full, empty, warp, lane, nm,
+                                                       sync, red);
     if (!CHAIN)
         return;
-    v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, NULL, NULL, cb, v5r_ring, full, empty, warp, lane);
+    v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, NULL, NULL, cb, v5r_ring, full, empty, warp, lane, nm, sync,
+                                    red);
     __syncwarp();
     if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * ca.cw - 1u) {
-        sync[0] = 0u;
-        sync[1] = 0u;
+        sync[0] = 0u;   /* GLU blocks */
+        sync[1] = 0u;   /* warps out */
+        sync[2] = 0u;   /* the folded norm done */
     }
 #endif
 }
@@ -366,7 +454,8 @@ static bool v5r_shape(const v5_job &job, const v5r_knobs &kn, int max_rec, int s
  * kernel (v5r_gated), not xq/xd; false = not launched (the ring does not fit) */
 template <class KA, class KB, class KC, bool CHAIN>
 static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const int8_t *xq, const float2 *xd,
-                   unsigned *sync, const v5r_knobs &kn, const float *xf = NULL, const float *gf = NULL)
+                   unsigned *sync, const v5r_knobs &kn, const float *xf = NULL, const float *gf = NULL,
+                   const v5r_norm_args *nm = NULL)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     const int BC = CHAIN ? v5r_bytes<typename KC::raw>::N : 0;
@@ -388,6 +477,7 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     cudaLaunchConfig_t cfgl =
         cuda_launch_cfg(c, dim3((unsigned)((warps + kn.cw - 1) / kn.cw)), dim3((kn.cw + 1) * 32), smem, attr);
     cuda_cfg_carveout(&cfgl, attr, 100);   /* the ring wants the SM's shared memory, whatever the others */
+    const v5r_norm_args no_norm = {};
     return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB, KC, CHAIN>, ja, jb, xq, xd, xf, gf, ca, cb,
-                                          sync, c->pdl_all));
+                                          sync, c->pdl_all, nm ? *nm : no_norm));
 }

@@ -171,6 +171,24 @@ static void residual_norm(struct glim_model *m, int T, struct fwd_scratch *s, co
         be->i->rmsnorm(be, s->h, s->x, next, T, E, hp->eps);
 }
 
+/* The attention's residual, the FFN's input norm and the FFN: one backend call when it offers
+ * them together (add_rmsnorm_ffn), else residual_norm then the FFN */
+static void norm_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
+{
+    const struct model_hparams *hp = &m->hp;
+    const struct model_layer *L = &m->layers[il];
+    struct backend *be = m->be;
+    if (be->i->add_rmsnorm_ffn) {
+        float *fs[2] = {s->f1, s->f2};
+        const struct be_weight *ws[3] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        be->i->add_rmsnorm_ffn(be, s->x, s->h, s->o, &L->post_attn_norm, hp->post_eps, &L->ffn_norm, hp->eps,
+                               hp->n_embd, s->o, fs, ws, T, BE_GLU_SILU);
+        return;
+    }
+    residual_norm(m, T, s, &L->post_attn_norm, &L->ffn_norm);
+    arch_ffn(m, il, T, s);
+}
+
 static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
                    struct fwd_scratch *s, struct glim_err *err)
 {
@@ -189,8 +207,7 @@ static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_b
         if ((rc = arch_tap(m, b, il, s, err)))   /* x entering layer il (h is its norm) */
             return rc;
         attention_block(m, kv, il, T, b->pos0, s);
-        residual_norm(m, T, s, &L->post_attn_norm, &L->ffn_norm);
-        arch_ffn(m, il, T, s);
+        norm_ffn(m, il, T, s);
         residual_norm(m, T, s, &L->post_ffw_norm, il + 1 < hp->n_layer ? &m->layers[il + 1].attn_norm : NULL);
     }
     return arch_tap(m, b, hp->n_layer, s, err);
