@@ -9,7 +9,8 @@ set -u
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim),
-# KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env):
+# KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
+# LCMP (the 30B file's logits under each env against the default's: identical, or how far):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 # BD: the build folder (default build-gpu; one outside the carried snapshot, e.g. /tmp/bg, stays
@@ -83,6 +84,19 @@ if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): kernel timeli
   else
     echo "TL: no CUPTI build"; head -5 /tmp/kt.log
   fi
+fi
+if [ -n "${LCMP:-}" ]; then   # LCMP="env,env ...": the 30B file's logits (4 prompt ids, 12 greedy steps) vs the default's
+  ev() { env ${1//,/ } timeout 120 $B eval -m $M --device cuda -q --tokens 1,2,3,4 --generate 12 --ctx 64 --logits-out $2 2>&1 | grep -iE "^gen|ids|error" | head -2; }
+  ev X=1 /tmp/l0.bin
+  for e in $LCMP; do
+    ev "$e" /tmp/l1.bin
+    python3 -c "
+import sys, numpy as np
+a = np.fromfile('/tmp/l0.bin', dtype=np.float32); b = np.fromfile('/tmp/l1.bin', dtype=np.float32)
+if a.size != b.size or a.size == 0: print('logits $e: sizes', a.size, b.size); sys.exit()
+d = np.abs(a - b); print('logits $e: identical' if not d.any() else 'logits $e: differ, max abs %.3g, max rel %.3g, %d of %d' % (d.max(), (d / (np.abs(a) + 1e-6)).max(), (d > 0).sum(), a.size))
+" 2>&1
+  done
 fi
 if [ -n "${DEPTH:-}" ]; then   # DEPTH=1: the issue's other figures at the default (membw, pp4096, depths, memory at 131072)
   $B bench --membw --device cuda 2>&1 | grep -iE "GB/s|copy" | head -3

@@ -154,6 +154,7 @@ static int run_draft(const struct eval_opts *o, struct glim_model *m, struct gli
                 printf(" %d", tok);
         }
         printf("\n");
+        fflush(stdout);
         double dt = now_s() - t1;
         const struct dflash_stats *st = dflash_get_stats(df);
         double acc = 0;
@@ -253,6 +254,7 @@ static int run_eval(const struct eval_opts *o, const int32_t *ids, int n_ids)
             tok = sampler_argmax(logits, V);
         }
         printf("\n");
+        fflush(stdout);   /* before the stats on stderr, where both go to one pipe */
         dt = now_s() - t0;
         if (o->generate > 1)
             fprintf(stderr, "decode: %lld tokens in %.3f s (%.2f tok/s)\n", o->generate - 1, dt,
