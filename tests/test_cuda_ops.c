@@ -1777,11 +1777,13 @@ static void test_add_rmsnorm_xq(void)
 }
 
 /* add_rmsnorm_ffn (one row; gate/up type k = n -> nff tiles, down dtype nff -> n) against
- * add_rmsnorm then matmul_ffn on the same inputs: x, h, o (the FFN's output), the gate/up rows,
- * bit for bit, twice (the ring kernel's counts are back at 0 after a launch). With the ring
+ * add_rmsnorm then matmul_ffn on the same inputs: x, h, o, the FFN's output y (o itself, as the
+ * model passes it, or its own buffer: then the normed o is compared too), the gate/up rows, bit
+ * for bit, twice (the ring kernel's counts are back at 0 after a launch). With the ring
  * (GLIM_CUDA_V5R, sm_90) the op must have run folded (cuda_norm_ffn: CTA 0 makes the norm with
- * add_rmsnorm_vec_kernel's bits); elsewhere it is the two ops, which must hold as well. */
-static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff, bool fold)
+ * add_rmsnorm_vec_kernel's bits); elsewhere it is the two ops, which must hold as well.
+ * weights false: no norm weights (NULL). */
+static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff, bool fold, bool own_y, bool weights)
 {
     CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
     struct be_weight hw[3] = {make_weight(type, n, nff), make_weight(type, n, nff), make_weight(dtype, nff, n)};
@@ -1796,44 +1798,51 @@ static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff
     struct be_weight hwo, dwo, hwh, dwh;
     norm_weight(go, (int)n, &hwo, &dwo);
     norm_weight(gh, (int)n, &hwh, &dwh);
-    size_t nb = (size_t)n * 4, fb = (size_t)nff * 4, all = 3 * nb + 2 * fb;
+    size_t nb = (size_t)n * 4, fb = (size_t)nff * 4, all = 4 * nb + 2 * fb;
     float *X = be->i->alloc(be, nb), *H = be->i->alloc(be, nb), *O = be->i->alloc(be, nb);
+    float *Y = own_y ? be->i->alloc(be, nb) : O;
     float *F1 = be->i->alloc(be, fb), *F2 = be->i->alloc(be, fb), *out[3];
     float *fs[2] = {F1, F2};
+    const struct be_weight *wo = weights ? &dwo : NULL, *wh = weights ? &dwh : NULL;
     const struct be_weight *ws[3] = {&dw[0], &dw[1], &dw[2]};
     long used0 = backend_cuda_norm_used(be);
     for (int pass = 0; ok && pass < 3; pass++) {   /* folded twice, then the two ops */
         CHECK_EQ(be->i->upload(be, X, x, nb, &err), GLIM_OK);
         CHECK_EQ(be->i->upload(be, O, o, nb, &err), GLIM_OK);
         if (pass < 2) {
-            be->i->add_rmsnorm_ffn(be, X, H, O, &dwo, 1e-8f, &dwh, 1e-6f, (int)n, O, fs, ws, 1, BE_GLU_SILU);
+            be->i->add_rmsnorm_ffn(be, X, H, O, wo, 1e-8f, wh, 1e-6f, (int)n, Y, fs, ws, 1, BE_GLU_SILU);
         } else {
-            be->i->add_rmsnorm(be, X, H, O, &dwo, 1e-8f, &dwh, 1e-6f, 1, (int)n);
-            be->i->matmul_ffn(be, O, fs, ws, H, 1, BE_GLU_SILU);
+            be->i->add_rmsnorm(be, X, H, O, wo, 1e-8f, wh, 1e-6f, 1, (int)n);
+            be->i->matmul_ffn(be, Y, fs, ws, H, 1, BE_GLU_SILU);
         }
         out[pass] = malloc(all);
         from_dev(out[pass], X, nb);
         from_dev(out[pass] + n, H, nb);
         from_dev(out[pass] + 2 * n, O, nb);
-        from_dev(out[pass] + 3 * n, F1, fb);
-        from_dev(out[pass] + 3 * n + nff, F2, fb);
+        from_dev(out[pass] + 3 * n, Y, nb);
+        from_dev(out[pass] + 4 * n, F1, fb);
+        from_dev(out[pass] + 4 * n + nff, F2, fb);
     }
     if (ok) {
         CHECK_EQ(backend_cuda_norm_used(be) - used0, fold ? 2 : 0);
         for (int pass = 0; pass < 2; pass++) {
             if (memcmp(out[pass], out[2], all) != 0)
-                fprintf(stderr, "FAIL norm_ffn %s/%s n=%lld nff=%lld pass %d: x %d h %d o %d f1 %d f2 %d\n",
-                        quant_type_name(type), quant_type_name(dtype), (long long)n, (long long)nff, pass,
-                        memcmp(out[pass], out[2], nb) == 0, memcmp(out[pass] + n, out[2] + n, nb) == 0,
+                fprintf(stderr, "FAIL norm_ffn %s/%s n=%lld nff=%lld own_y %d weights %d pass %d: same x %d h %d o %d "
+                        "y %d f1 %d f2 %d\n",
+                        quant_type_name(type), quant_type_name(dtype), (long long)n, (long long)nff, own_y, weights,
+                        pass, memcmp(out[pass], out[2], nb) == 0, memcmp(out[pass] + n, out[2] + n, nb) == 0,
                         memcmp(out[pass] + 2 * n, out[2] + 2 * n, nb) == 0,
-                        memcmp(out[pass] + 3 * n, out[2] + 3 * n, fb) == 0,
-                        memcmp(out[pass] + 3 * n + nff, out[2] + 3 * n + nff, fb) == 0);
+                        memcmp(out[pass] + 3 * n, out[2] + 3 * n, nb) == 0,
+                        memcmp(out[pass] + 4 * n, out[2] + 4 * n, fb) == 0,
+                        memcmp(out[pass] + 4 * n + nff, out[2] + 4 * n + nff, fb) == 0);
             CHECK(memcmp(out[pass], out[2], all) == 0);
         }
         for (int pass = 0; pass < 3; pass++)
             free(out[pass]);
     }
     be->i->release(be, X), be->i->release(be, H), be->i->release(be, O);
+    if (own_y)
+        be->i->release(be, Y);
     be->i->release(be, F1), be->i->release(be, F2);
     be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
     for (int i = 0; i < 3; i++) {
@@ -1857,12 +1866,13 @@ static void test_norm_ffn(void)
     CHECK_EQ(backend_cuda_set_ffn_chain(be, true), GLIM_OK);
     CHECK_EQ(backend_cuda_set_norm_fold(be, true), GLIM_OK);
     /* rows of 1024..8192 (the float4 norm), the 30B shape; Q4_K and Q6_K gate/up and down */
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 1024, 512, fold);
-    check_norm_ffn(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 2048 + 256, 768, fold);
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 256 * rndi(4, 32), 256 * rndi(1, 8), fold);
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 6656, 19968, fold);
+    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 1024, 512, fold, false, true);
+    check_norm_ffn(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 2048 + 256, 768, fold, true, true);
+    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 256 * rndi(4, 32), 256 * rndi(1, 8), fold, true, false);
+    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 8192, 256, fold, false, true);
+    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 6656, 19968, fold, false, true);
     /* a row the float4 norm does not take: the two ops */
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 512, 256, false);
+    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 512, 256, false, false, true);
     const char *chain = getenv("GLIM_CUDA_FFN_CHAIN"), *nf = getenv("GLIM_CUDA_NORM_FOLD");
     CHECK_EQ(backend_cuda_set_ffn_chain(be, chain && strcmp(chain, "1") == 0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_norm_fold(be, nf && strcmp(nf, "1") == 0), GLIM_OK);

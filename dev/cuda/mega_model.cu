@@ -78,11 +78,6 @@ static __device__ __forceinline__ void csync(void)   /* the consumer warps only 
     asm volatile("bar.sync 1, %0;" ::"r"(CW * 32) : "memory");
 }
 
-static __device__ __forceinline__ void bar_arrive(uint64_t *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
-}
-
 static __device__ __forceinline__ unsigned *counter(const mm &m, int l, int k)
 {
     return m.cnt + ((size_t)l * C_LINES + k) * 32;

@@ -20,6 +20,7 @@
 #ifndef _Static_assert
 #define _Static_assert static_assert
 #endif
+#include "dev_clock.cuh"
 extern "C" {
 #include "backend/backend.h"
 #include "base/err.h"

@@ -24,11 +24,8 @@ namespace cg = cooperative_groups;
 template <bool TR>
 static __device__ __forceinline__ void norm_stamp(unsigned long long *tr, int which, bool me)
 {
-    if (TR && me) {
-        unsigned long long ns;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-        tr[which] = ns;
-    }
+    if (TR && me)
+        tr[which] = cuda_globaltimer();
 }
 
 /* A cluster of NORM_CL CTAs of 128 threads plays one 1024-thread block (thread rank * 128 + t):
@@ -252,6 +249,7 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
         early_env = early_env >= 0 && early_env <= 2 ? early_env : 2;
     }
     int early = c->pdl_all ? early_env : 0;
+    early = early == 1 && (c->glu_fuse || c->norm_fold) ? 2 : early;   /* x may still be being written (above) */
     if (c->dbg_skip & CUDA_SKIP_NORM) {   /* bench knob, wrong output: what this kernel costs */
         if (qx)
             cuda_xq_filled(c, h, n, (int)n_rows);

@@ -292,10 +292,8 @@ static __device__ __forceinline__ v5_part v5_pick(const v5_job &job, int64_t til
 #define V5_TRACE_PER 5
 static __device__ __forceinline__ void v5_stamp_w(const v5_job &job, int64_t w, int which)
 {
-    unsigned long long ns;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
     unsigned long long *r = job.trace + w * V5_TRACE_PER;
-    r[which] = ns;
+    r[which] = cuda_globaltimer();
     if (which == 0) {
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));

@@ -111,8 +111,10 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
     const size_t slot = (size_t)cfg.slot, page = cw * slot;
     for (int p = 0; p < cfg.n_pages; p++) {
         int q = cfg.seq0 + p, s = q % cfg.pages;
-        if (q >= cfg.pages)
+        if (q >= cfg.pages) {
             bar_wait_or_trap(&empty[s], (unsigned)(q / cfg.pages - 1) & 1u);
+            fence_proxy_async_smem();   /* the consumers' reads of this page before our copies */
+        }
         v5r_cursor peek = c;
         unsigned bytes = lane < cw ? v5r_take(&J, &peek, cfg.recs, NULL, NULL) : 0u;
         for (int o = 16; o; o >>= 1)   /* (lanes >= cw add 0) */
@@ -142,18 +144,20 @@ static __device__ __forceinline__ void v5r_csync(int cw)
 }
 
 /* A wait on a count this grid makes (the GLU blocks quantized before V5_CHAIN_B, the folded
- * norm before V5_CHAIN_A): one thread a CTA polls it (acquire; bounded, so a bug shows as wrong
- * output, not a hung device), then the CTA's consumer warps go on together (named barrier 1; the
- * loader warp is not in it) */
+ * norm before V5_CHAIN_A): one thread a CTA polls it (acquire; past ~2 s it traps, spin_check:
+ * a launch error, not wrong output or a hung device), then the CTA's consumer warps go on
+ * together (named barrier 1; the loader warp is not in it) */
 static __device__ __forceinline__ void v5r_wait_count(const unsigned *cnt, unsigned need, int cw, int wi, int lane)
 {
     if (wi == 0 && lane == 0) {
-        unsigned v = 0;
-        for (long spins = 0; spins < (1L << 22); spins++) {
+        spin_guard g = {0u, 0ull};
+        for (;;) {
+            unsigned v;
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(cnt) : "memory");
             if (v >= need)
                 break;
             __nanosleep(64);
+            spin_check(&g);
         }
     }
     v5r_csync(cw);
@@ -288,12 +292,14 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
         if (xf) {   /* (V5_PLAIN only) */
             v5r_x_gate(job, cw, xf, gf, ring + cfg.x_off);
         } else if (fold) {   /* CTA 0 makes h and its int8 copy while every loader streams on */
-            if (blockIdx.x == 0) {
+            if (blockIdx.x == 0) {   /* the CTA's stores, its barrier, then one fence and the count:
+                                      * a cumulative release (cooperative groups' grid sync order) */
                 v5r_norm_run(nm, cw, wi, lane, red);
-                __threadfence();
                 v5r_csync(cw);
-                if (wi == 0 && lane == 0)
+                if (wi == 0 && lane == 0) {
+                    __threadfence();
                     atomicAdd(&sync[2], 1u);
+                }
             }
             v5r_wait_count(&sync[2], 1u, cw, wi, lane);
             v5r_x_copy<true>(job, cw, xq, xd, ring + cfg.x_off);
@@ -465,8 +471,15 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     static int l1_forced = -1;   /* GLIM_CUDA_V5R_L1=1: x through L1, not copied (the chain's down always is) */
     int64_t k = (CHAIN && jb.n_sb > ja.n_sb ? jb.n_sb : ja.n_sb) * 256;
     int x_bytes = (int)(k + k / 4);   /* int8 codes and a float2 per 32 */
-    if (!v5r_shape(ja, kn, big, 0, x_bytes, ca) || (CHAIN && !v5r_shape(jb, kn, big, ca.n_pages, x_bytes, cb)))
+    if (!v5r_shape(ja, kn, big, 0, x_bytes, ca) || (CHAIN && !v5r_shape(jb, kn, big, ca.n_pages, x_bytes, cb))) {
+        static bool said;   /* a bench setting that silently measured plain v5 would mislead */
+        if (!said)
+            fprintf(stderr, "glim: cuda: GLIM_CUDA_V5R=%d with %d warps a CTA leaves fewer than two ring pages of "
+                            "%d-byte records in %d KB: such jobs run on plain v5\n",
+                    kn.recs, kn.cw, big, kn.kb);
+        said = true;
         return false;
+    }
     ca.x_l1 = cb.x_l1 = cuda_env_knob("GLIM_CUDA_V5R_L1", &l1_forced) > 0;
     size_t smem = (size_t)ca.x_off + x_bytes;
     if (CUDA_TRY(c, cudaFuncSetAttribute(gemv5r_kernel<KA, KB, KC, CHAIN>, cudaFuncAttributeMaxDynamicSharedMemorySize,

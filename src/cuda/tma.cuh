@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "dev_clock.cuh"
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 static __device__ __forceinline__ unsigned smem_u32(const void *p)
 {
@@ -75,14 +77,40 @@ static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
     }
 }
 
-/* bar_wait that gives up: after 2^24 tries (far beyond any page's ~1 us) the kernel traps, so a
- * protocol bug is a launch error the caller reports, not a device that hangs until a timeout
- * kills the process (the ring GEMV, gemv_ring.cuh) */
+/* A spin's deadline: the global timer read every 1024 tries; past ~2 s (a decode kernel's longest
+ * legitimate wait is ~1 ms) the kernel traps, so a protocol bug is a launch error the caller
+ * reports, not a device that hangs until a timeout kills the process (the ring GEMV) */
+struct spin_guard {
+    unsigned           tries;
+    unsigned long long t0;
+};
+
+static __device__ __forceinline__ void spin_check(spin_guard *g)
+{
+    if ((g->tries++ & 1023u) == 0) {
+        unsigned long long now = cuda_globaltimer();
+        if (g->tries == 1)
+            g->t0 = now;
+        else if (now - g->t0 > 2000000000ull)
+            __trap();
+    }
+}
+
 static __device__ __forceinline__ void bar_wait_or_trap(uint64_t *bar, unsigned parity)
 {
-    for (unsigned tries = 0; !bar_try(bar, parity); tries++)
-        if (tries == (1u << 24))
-            __trap();
+    spin_guard g = {0u, 0ull};
+    while (!bar_try(bar, parity))
+        spin_check(&g);
+}
+
+/* before a bulk copy overwrites shared memory that threads read with ordinary loads (a ring page
+ * they released): the generic proxy's reads ordered before the async proxy's writes (PTX ISA,
+ * "proxies"; the copy's own completion implies the other direction) */
+static __device__ __forceinline__ void fence_proxy_async_smem(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 }
 
 #endif
