@@ -207,6 +207,16 @@ static struct be_weight make_weight(uint32_t type, int64_t k, int64_t n)
     return w;
 }
 
+/* n device weights made from make_weight's host weights: cleared (a failed init left dev NULL),
+ * and the host values freed */
+static void weights_free(struct be_weight *dw, struct be_weight *hw, int n)
+{
+    for (int i = 0; i < n; i++) {
+        be->i->weight_clear(be, &dw[i]);
+        free((void *)hw[i].host);
+    }
+}
+
 /* weight types that take the int8-activation (dp4a) GEMV unless exact */
 static bool is_q8_type(uint32_t type)
 {
@@ -848,17 +858,28 @@ static bool v5_takes_tiles(void)
     return v5;
 }
 
-static void check_ffn(int what, uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
+/* an FFN's weights in tiles on the device: gate and up (type, k -> n), down (dtype, n -> n2);
+ * false (checked) if one failed (weights_free clears them all the same) */
+static bool ffn_weights(uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, struct be_weight *hw,
+                        struct be_weight *dw)
 {
     CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
-    struct be_weight hw[3] = {make_weight(type, k, n), make_weight(type, k, n), make_weight(dtype, n, n2)};
-    struct be_weight dw[3] = {hw[0], hw[1], hw[2]};
+    hw[0] = make_weight(type, k, n), hw[1] = make_weight(type, k, n), hw[2] = make_weight(dtype, n, n2);
     struct glim_err err = {0};
     bool ok = true;
-    for (int i = 0; i < 3; i++)   /* every one: a failed init leaves dev NULL, for weight_clear */
+    for (int i = 0; i < 3; i++) {   /* every one: a failed init leaves dev NULL, for weight_clear */
+        dw[i] = hw[i];
         ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
+    }
     CHECK(ok);
     CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
+    return ok;
+}
+
+static void check_ffn(int what, uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
+{
+    struct be_weight hw[3], dw[3];
+    bool ok = ffn_weights(type, dtype, k, n, n2, hw, dw);
     float *x = rand_vec(k, 1.0f), *out[2];
     size_t fb = (size_t)n * sizeof(float), yb = (size_t)n2 * sizeof(float), all = 2 * fb + yb;
     float *dx = to_dev(x, (size_t)k * sizeof(float)), *df1 = be->i->alloc(be, fb), *df2 = be->i->alloc(be, fb);
@@ -893,10 +914,7 @@ static void check_ffn(int what, uint32_t type, uint32_t dtype, int64_t k, int64_
         free(out[0]), free(out[1]);
     }
     be->i->release(be, dx), be->i->release(be, df1), be->i->release(be, df2), be->i->release(be, dy);
-    for (int i = 0; i < 3; i++) {
-        be->i->weight_clear(be, &dw[i]);   /* a failed init left dev NULL */
-        free((void *)hw[i].host);
-    }
+    weights_free(dw, hw, 3);
     free(x);
 }
 
@@ -1785,15 +1803,9 @@ static void test_add_rmsnorm_xq(void)
  * weights false: no norm weights (NULL). */
 static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff, bool fold, bool own_y, bool weights)
 {
-    CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
-    struct be_weight hw[3] = {make_weight(type, n, nff), make_weight(type, n, nff), make_weight(dtype, nff, n)};
-    struct be_weight dw[3] = {hw[0], hw[1], hw[2]};
+    struct be_weight hw[3], dw[3];
     struct glim_err err = {0};
-    bool ok = true;
-    for (int i = 0; i < 3; i++)
-        ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
-    CHECK(ok);
-    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
+    bool ok = ffn_weights(type, dtype, n, nff, n, hw, dw);
     float *x = rand_vec(n, 4.0f), *o = rand_vec(n, 50.0f), *go = rand_vec(n, 2.0f), *gh = rand_vec(n, 2.0f);
     struct be_weight hwo, dwo, hwh, dwh;
     norm_weight(go, (int)n, &hwo, &dwo);
@@ -1845,10 +1857,7 @@ static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff
         be->i->release(be, Y);
     be->i->release(be, F1), be->i->release(be, F2);
     be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
-    for (int i = 0; i < 3; i++) {
-        be->i->weight_clear(be, &dw[i]);
-        free((void *)hw[i].host);
-    }
+    weights_free(dw, hw, 3);
     free(x), free(o), free(go), free(gh);
 }
 
@@ -2158,10 +2167,7 @@ static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int
         }
     }
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
-    for (int i = 0; i < 4; i++) {
-        be->i->weight_clear(be, &dw[i]);
-        free((void *)hw[i].host);
-    }
+    weights_free(dw, hw, 4);
     free(gq), free(gk), free(h), free(cache0);
 }
 
