@@ -10,7 +10,7 @@ set -u
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim),
 # KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
-# LCMP (the 30B file's logits under each env against the default's: identical, or how far):
+# LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 # BD: the build folder (default build-gpu; one outside the carried snapshot, e.g. /tmp/bg, stays
@@ -85,9 +85,9 @@ if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): kernel timeli
     echo "TL: no CUPTI build"; head -5 /tmp/kt.log
   fi
 fi
-if [ -n "${LCMP:-}" ]; then   # LCMP="env,env ...": the 30B file's logits (4 prompt ids, 12 greedy steps) vs the default's
+if [ -n "${LCMP:-}" ]; then   # LCMP="env,env ...": the 30B file's logits (4 prompt ids, 12 greedy steps) vs the default's (LBASE: another env's)
   ev() { env ${1//,/ } timeout 120 $B eval -m $M --device cuda -q --tokens 1,2,3,4 --generate 12 --ctx 64 --logits-out $2 2>&1 | grep -iE "^gen|ids|error" | head -2; }
-  ev X=1 /tmp/l0.bin
+  ev "${LBASE:-X=1}" /tmp/l0.bin
   for e in $LCMP; do
     ev "$e" /tmp/l1.bin
     python3 -c "

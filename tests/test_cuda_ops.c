@@ -66,7 +66,8 @@ long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
 int backend_cuda_set_norm_fold(struct backend *be_, bool on);  /* add_rmsnorm_ffn as one ring launch */
-long backend_cuda_norm_used(struct backend *be_);              /* ... times it was */
+long backend_cuda_norm_used(struct backend *be_);              /* ... times it or the next was */
+int backend_cuda_set_qkv_fold(struct backend *be_, bool on);   /* add_rmsnorm_attn as one ring launch */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -1822,7 +1823,8 @@ static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff
         CHECK_EQ(be->i->upload(be, X, x, nb, &err), GLIM_OK);
         CHECK_EQ(be->i->upload(be, O, o, nb, &err), GLIM_OK);
         if (pass < 2) {
-            be->i->add_rmsnorm_ffn(be, X, H, O, wo, 1e-8f, wh, 1e-6f, (int)n, Y, fs, ws, 1, BE_GLU_SILU);
+            struct be_res_norm r = {X, H, O, wo, wh, 1e-8f, 1e-6f, (int)n};
+            be->i->add_rmsnorm_ffn(be, &r, Y, fs, ws, 1, BE_GLU_SILU);
         } else {
             be->i->add_rmsnorm(be, X, H, O, wo, 1e-8f, wh, 1e-6f, 1, (int)n);
             be->i->matmul_ffn(be, Y, fs, ws, H, 1, BE_GLU_SILU);
@@ -2218,6 +2220,135 @@ static void test_gate_side(void)
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
 }
 
+/* add_rmsnorm_attn (a layer's residual, the next attention norm, q/k/v/gate in 16-row tiles and
+ * attn_prep) against add_rmsnorm then matmul_attn_prep on the same inputs, each followed by
+ * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
+ * both caches and attention * sigmoid(gate) bit for bit, twice in a row (the ring kernel's counts
+ * are back at 0). side: the gate's GEMV on the side stream (then the fold's job is q/k/v). want:
+ * the fold must have run (GLIM_CUDA_QKV_FOLD's ring launch, cuda_norm_matmul); else the op is the
+ * two ops, which must hold as well. */
+static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
+                           bool want)
+{
+    struct glim_err err = {0};
+    int64_t rows[4] = {(int64_t)H * D, (int64_t)Hkv * D, (int64_t)Hkv * D, (int64_t)H * D};
+    uint32_t types[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, vtype, GLIM_TYPE_Q4_K};
+    struct be_weight hw[4], dw[4];
+    bool ok = true;
+    CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
+    for (int i = 0; i < 4; i++) {
+        hw[i] = make_weight(types[i], n, rows[i]);
+        dw[i] = hw[i];
+        ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
+    }
+    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
+    CHECK(ok);
+    int side0 = backend_cuda_get_gate_side(be);
+    CHECK_EQ(backend_cuda_set_gate_side(be, side ? 2 : 0), GLIM_OK);
+    float *x = rand_vec(n * T, 4.0f), *o = rand_vec(n * T, 50.0f), *go = rand_vec(n, 2.0f), *gh = rand_vec(n, 2.0f);
+    float *gq = rand_vec(D, 2.0f), *gk = rand_vec(D, 2.0f);
+    struct be_weight hwo, dwo, hwh, dwh, hwq, dwq, hwk, dwk;
+    norm_weight(go, (int)n, &hwo, &dwo);
+    norm_weight(gh, (int)n, &hwh, &dwh);
+    norm_weight(gq, D, &hwq, &dwq);
+    norm_weight(gk, D, &hwk, &dwk);
+    int64_t n_slots = 300;
+    size_t cb = (size_t)n_slots * Hkv * D * 2, nb = (size_t)n * T * 4, yb[11];
+    uint8_t *cache0 = malloc(2 * cb);
+    for (size_t i = 0; i < 2 * cb; i++)
+        cache0[i] = (uint8_t)rnd();
+    int32_t pos[4];
+    for (int t = 0; t < T; t++)
+        pos[t] = 1000 + t;
+    void *out[3][11];
+    long used0 = backend_cuda_norm_used(be);
+    for (int pass = 0; ok && pass < 3; pass++) {   /* the op twice, then the two ops */
+        float *dx = to_dev(x, nb), *dh = be->i->alloc(be, nb), *dov = to_dev(o, nb), *ys[5];
+        for (int i = 0; i < 5; i++) {
+            yb[i] = (size_t)rows[i < 4 ? i : 0] * T * 4;
+            ys[i] = be->i->alloc(be, yb[i]);
+        }
+        void *dkc = to_dev(cache0, cb), *dvc = to_dev(cache0 + cb, cb);
+        int32_t *dpos = to_dev(pos, (size_t)T * 4);
+        struct be_attn_prep_args a = {
+            .q = ys[0], .k = ys[1], .v = ys[2], .q_norm = &dwq, .k_norm = &dwk, .eps = 1e-6f, .rope = true,
+            .n_rot = D, .rope_base = 10000.0f, .k_cache = dkc, .v_cache = dvc, .kv_type = GLIM_TYPE_BF16,
+            .n_slots = n_slots, .n_tokens = T, .pos = dpos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
+        };
+        struct be_attn_args aa = {.out = ys[4], .q = ys[0], .k_cache = dkc, .v_cache = dvc,
+                                  .kv_type = GLIM_TYPE_BF16, .n_slots = n_slots, .n_tokens = T, .pos = dpos,
+                                  .pos_host0 = pos[0], .n_head = H, .n_head_kv = Hkv, .head_dim = D, .window = 0,
+                                  .scale = 1.0f / sqrtf((float)D), .block = 0};
+        const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]};
+        const struct be_weight *wo = weights ? &dwo : NULL, *wh = weights ? &dwh : NULL;
+        struct be_res_norm r = {dx, dh, dov, wo, wh, 1e-8f, 1e-6f, (int)n};
+        if (pass < 2) {
+            be->i->add_rmsnorm_attn(be, &r, 4, ys, ws, T, &a);
+        } else {
+            be->i->add_rmsnorm(be, dx, dh, dov, wo, 1e-8f, wh, 1e-6f, T, (int)n);
+            be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
+        }
+        be->i->attention(be, &aa);
+        be->i->mul_sigmoid(be, ys[4], ys[3], rows[0] * T);   /* reads the gate: joins */
+        yb[5] = yb[6] = cb, yb[7] = yb[8] = yb[9] = nb;
+        void *src[10] = {ys[0], ys[1], ys[2], ys[3], ys[4], dkc, dvc, dx, dh, dov};
+        for (int i = 0; i < 10; i++) {
+            out[pass][i] = malloc(yb[i]);
+            from_dev(out[pass][i], src[i], yb[i]);
+        }
+        for (int i = 0; i < 5; i++)
+            be->i->release(be, ys[i]);
+        be->i->release(be, dx), be->i->release(be, dh), be->i->release(be, dov);
+        be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
+    }
+    if (ok) {
+        char what[160];
+        snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d",
+                 quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights);
+        CHECK_EQ(backend_cuda_norm_used(be) - used0, want ? 2 : 0);
+        static const char *names[10] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x", "h", "o"};
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < 10; i++)
+                CHECK(same_bytes(out[pass][i], out[2][i], yb[i], what, names[i]));
+        for (int pass = 0; pass < 3; pass++)
+            for (int i = 0; i < 10; i++)
+                free(out[pass][i]);
+    }
+    CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
+    be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
+    be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
+    weights_free(dw, hw, 4);
+    free(x), free(o), free(go), free(gh), free(gq), free(gk), free(cache0);
+}
+
+static void test_norm_qkv(void)
+{
+    if (!be->i->add_rmsnorm_attn || exact_mode || backend_cuda_get_gemv(be) != 3) {
+        fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
+        return;
+    }
+    /* the fold needs the ring (GLIM_CUDA_V5R, sm_90: GEMV v4 is sm_90's), one-row tiles on v5, and
+     * the job's parts of one kind unless GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch */
+    const char *ring = getenv("GLIM_CUDA_V5R"), *mix = getenv("GLIM_CUDA_V5_MIX");
+    bool sm90 = backend_cuda_set_gemv(be, 4) == GLIM_OK;
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+    bool fold = ring && atoi(ring) > 0 && sm90 && v5_takes_tiles(), two = mix && atoi(mix) > 0;
+    CHECK_EQ(backend_cuda_set_qkv_fold(be, true), GLIM_OK);
+    /* the 30B shapes: v Q6_K (two kinds) or Q4_K, the gate on the side stream or in the job */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, fold);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, fold);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, fold && two);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false, fold && two);
+    /* smaller rows (the float4 norm takes 1024..8192), head_dim 64 */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false, fold);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true, fold && two);
+    /* rows the float4 norm does not take, more than one token: the two ops */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true, false);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true, false);
+    const char *qf = getenv("GLIM_CUDA_QKV_FOLD");
+    CHECK_EQ(backend_cuda_set_qkv_fold(be, qf && strcmp(qf, "1") == 0), GLIM_OK);
+}
+
 /* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode
  * token gives the output and both caches bit for bit as attn_prep then attention do; shapes v4
  * does not take are refused with nothing launched */
@@ -2369,6 +2500,7 @@ int main(void)
     RUN(test_attn_prep);
     RUN(test_prep_fold);
     RUN(test_gate_side);
+    RUN(test_norm_qkv);
     RUN(test_attention_prep);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);

@@ -69,6 +69,17 @@ struct be_attn_args {
 
 enum be_glu { BE_GLU_SIGMOID, BE_GLU_SILU };
 
+/* add_rmsnorm's operands, for the fused ops that begin with it (rows of n; x, h, o must not
+ * overlap): o = rmsnorm(o) * w_o (eps_o);  x += o;  h = rmsnorm(x) * w_h (eps_h). w NULL = no
+ * weight. (h NULL, no second norm, is the model's own use: the last layer's step, which it runs
+ * op by op; a fused op is always given h.) */
+struct be_res_norm {
+    float                  *x, *h, *o;
+    const struct be_weight *w_o, *w_h;
+    float                   eps_o, eps_h;
+    int                     n;
+};
+
 /* The steps between the q/k/v projections and attention, in this order (each as the
  * op of the same name would do it): per-head RMSNorm of q and of k (weights [head_dim],
  * eps), RoPE of q and k (NORM or NEOX pairing, first n_rot dims of each head, angle
@@ -174,11 +185,14 @@ struct backend_i {
     /* = matmul_pair_glu(fs, ws[0..1] (gate, up), x, act) then matmul_glu(y, ws[2] (down), fs[1], fs[0], act) */
     void (*matmul_ffn)(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
                        const float *x, int n_rows, int act);
-    /* = add_rmsnorm(x, h, o, w_o, eps_o, w_h, eps_h, n_rows, n) then matmul_ffn(y, fs, ws, h, n_rows,
-     * act): the sandwich norm's residual, the FFN's input norm and the FFN in one call */
-    void (*add_rmsnorm_ffn)(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
-                            float eps_o, const struct be_weight *w_h, float eps_h, int n, float *y, float *const *fs,
+    /* = add_rmsnorm(r, n_rows) then matmul_ffn(y, fs, ws, r->h, n_rows, act): the sandwich norm's
+     * residual, the FFN's input norm and the FFN in one call */
+    void (*add_rmsnorm_ffn)(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
                             const struct be_weight *const *ws, int n_rows, int act);
+    /* = add_rmsnorm(r, n_rows) then matmul_attn_prep(n, ys, ws, r->h, n_rows, p): the residual of a
+     * layer's FFN, the next layer's attention norm, its q/k/v(/gate) and attn_prep in one call */
+    void (*add_rmsnorm_attn)(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
+                             const struct be_weight *const *ws, int n_rows, const struct be_attn_prep_args *p);
     /* = attn_prep(p) then attention(a), where a reads p's q and caches; the one exception to the
      * bit-for-bit rule: p's q and k are scratch afterwards (a backend may leave them unprepared) */
     void (*attention_prep)(struct backend *be, const struct be_attn_prep_args *p, const struct be_attn_args *a);

@@ -381,17 +381,14 @@ static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, con
 
 /* the residual norm before an FFN and the FFN: one ring launch when ctx->norm_fold (opt-in,
  * cuda_norm_ffn), else the two ops */
-static void be_add_rmsnorm_ffn(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
-                               float eps_o, const struct be_weight *w_h, float eps_h, int n, float *y,
-                               float *const *fs, const struct be_weight *const *ws, int n_rows, int act)
+static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
+                               const struct be_weight *const *ws, int n_rows, int act)
 {
     struct cuda_ctx *c = op_ctx(be);
-    if (n_rows == 1 && act == BE_GLU_SILU &&
-        cuda_norm_ffn(c, x, h, o, w_o ? (const float *)w_o->dev : NULL, eps_o, w_h ? (const float *)w_h->dev : NULL,
-                      eps_h, n, y, fs, ws))
+    if (n_rows == 1 && act == BE_GLU_SILU && cuda_norm_ffn(c, r, y, fs, ws))
         return;
-    be_add_rmsnorm(be, x, h, o, w_o, eps_o, w_h, eps_h, n_rows, n);
-    be_matmul_ffn(be, y, fs, ws, h, n_rows, act);
+    be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
+    be_matmul_ffn(be, y, fs, ws, r->h, n_rows, act);
 }
 
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
@@ -508,6 +505,27 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
         cuda_attn_prep(c, a);
     else
         c->prep_used++;
+}
+
+/* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep: with
+ * ctx->qkv_fold (opt-in) the norm runs in the q/k/v ring launch (cuda_norm_matmul), then the
+ * output gate on the side stream as matmul_attn_prep would put it there (now beside attn_prep and
+ * attention only: its input is made by that launch), then attn_prep. Else the two ops. */
+static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
+                                const struct be_weight *const *ws, int n_rows, const struct be_attn_prep_args *p)
+{
+    struct cuda_ctx *c = op_ctx(be);
+    bool side = n == 4 && cuda_side_ok(c, ws[3]);   /* matmul_attn_prep's choice for the gate */
+    int np = side ? 3 : n;
+    if (n_rows == 1 && c->qkv_fold && !c->prep_fold && cuda_norm_matmul(c, r, np, ys, ws)) {
+        if (np < n && !cuda_matmul_side(c, ys[3], ws[3], r->h))
+            cuda_matmul_n(c, 1, ys + 3, ws + 3, r->h, 1);
+        cuda_xq_forget(c);
+        cuda_attn_prep(c, p);
+        return;
+    }
+    be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
+    be_matmul_attn_prep(be, n, ys, ws, r->h, n_rows, p);
 }
 
 /* ---- CUDA graphs ------------------------------------------------------------------
@@ -629,7 +647,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
-                                       &c->v5_cnt2, &c->chain_sync, &c->am_part};
+                                       &c->v5_cnt2, &c->chain_sync, &c->norm_sync, &c->am_part};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -724,6 +742,7 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
         o.matmul_attn_prep = be_matmul_attn_prep;
         o.matmul_ffn = be_matmul_ffn;
         o.add_rmsnorm_ffn = be_add_rmsnorm_ffn;
+        o.add_rmsnorm_attn = be_add_rmsnorm_attn;
         if (attn_prep)
             o.attention_prep = be_attention_prep;
         if (rope_table)
@@ -860,7 +879,14 @@ extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::norm_fold, on);
 }
 
-/* how many add_rmsnorm_ffn calls ran as one launch (tests); -1 if not a CUDA backend */
+/* add_rmsnorm_attn's norm in the q/k/v ring launch (on) or its own launch (off). Default: off,
+ * on when GLIM_CUDA_QKV_FOLD is "1" at creation. */
+extern "C" int backend_cuda_set_qkv_fold(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::qkv_fold, on);
+}
+
+/* how many add_rmsnorm_ffn / add_rmsnorm_attn calls ran as one launch (tests); -1 if not a CUDA backend */
 extern "C" long backend_cuda_norm_used(struct backend *be)
 {
     return is_cuda(be) ? ctx_of(be)->norm_used : -1;
@@ -1038,6 +1064,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
     const char *f_fold = getenv("GLIM_CUDA_NORM_FOLD");   /* opt-in: not yet run on a GPU (2026-12-05) */
     c->norm_fold = f_fold && strcmp(f_fold, "1") == 0;
+    const char *f_qkv = getenv("GLIM_CUDA_QKV_FOLD");   /* opt-in: not yet run on a GPU (2026-12-05) */
+    c->qkv_fold = f_qkv && strcmp(f_qkv, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

@@ -105,7 +105,9 @@ struct cuda_ctx {
     bool            ffn_chain;         /* matmul_ffn chains (opt-in GLIM_CUDA_FFN_CHAIN=1) */
     long            chain_used;        /* FFNs run as one launch (tests) */
     bool            norm_fold;         /* add_rmsnorm_ffn: the norm inside the ring chain (opt-in GLIM_CUDA_NORM_FOLD=1) */
-    long            norm_used;         /* ... times it was (tests) */
+    bool            qkv_fold;          /* add_rmsnorm_attn: the norm inside the q/k/v ring launch (opt-in GLIM_CUDA_QKV_FOLD=1) */
+    long            norm_used;         /* ... times either was (tests) */
+    struct cuda_buf norm_sync;         /* the q/k/v fold's counts (warps out, the norm done) */
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
     const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
     bool            prep_taken;        /* ... and it did */
@@ -283,13 +285,20 @@ extern "C" long backend_cuda_side_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);
+/* ... whether cuda_matmul_side would take w now */
+bool cuda_side_ok(const struct cuda_ctx *c, const struct be_weight *w);
 extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
 extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on);   /* add_rmsnorm_ffn in one launch */
 extern "C" long backend_cuda_norm_used(struct backend *be);
+extern "C" int backend_cuda_set_qkv_fold(struct backend *be, bool on);   /* add_rmsnorm_attn in one launch */
 /* gemv_mma.cu: add_rmsnorm then matmul_ffn of one row as one ring launch; false = not this shape
  * (nothing launched) */
-bool cuda_norm_ffn(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                   float eps_h, int n, float *y, float *const *fs, const struct be_weight *const *ws);
+bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, float *const *fs,
+                   const struct be_weight *const *ws);
+/* gemv_mma.cu: add_rmsnorm then matmul_n of one row as one ring launch (h's int8 copy cached after
+ * it); false = not taken (nothing launched) */
+bool cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
+                      const struct be_weight *const *ws);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

@@ -475,6 +475,13 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
     return true;
 }
 
+/* GLIM_CUDA_V5_MIX=1: a matmul's tiled Q4_K and Q6_K parts in one v5 launch (cuda_gemv5) */
+static bool v5_mix_on(void)
+{
+    static int forced = -1;
+    return cuda_env_knob("GLIM_CUDA_V5_MIX", &forced) > 0;
+}
+
 /* warps per SM of the plain kernel (GLIM_CUDA_V5_W: fewer, for longer runs per warp) */
 static int64_t v5_warps(const struct cuda_ctx *c, int most_per_sm)
 {
@@ -718,42 +725,109 @@ bool cuda_gemv5_gated(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     return v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
 }
 
-/* add_rmsnorm(x, h, o, ...) then matmul_ffn(y, fs, ws, h) of one row as ONE ring launch
+/* What a norm folded into a ring launch needs (cuda_norm_ffn, cuda_norm_matmul): one row of
+ * add_rmsnorm_vec_kernel's shape (n % 256 == 0, float4-aligned operands), the ring, int8
+ * activations, GEMV v3's routing (v5 on tiles), every weight's k = n; into nm and h's int8 copy */
+static bool norm_fold_ok(struct cuda_ctx *c, const struct be_res_norm *r, int np, const struct be_weight *const *ws,
+                         v5r_knobs *kn, v5r_norm_args *nm)
+{
+    const float *w_o = r->w_o ? (const float *)r->w_o->dev : NULL, *w_h = r->w_h ? (const float *)r->w_h->dev : NULL;
+    uintptr_t ptrs = (uintptr_t)r->x | (uintptr_t)r->h | (uintptr_t)r->o | (uintptr_t)w_o | (uintptr_t)w_h;
+    if (c->exact || c->gemv_ver != 3 || c->stream == c->side || (c->dbg_skip & CUDA_SKIP_NORM) || !r->h ||
+        c->first_err != cudaSuccess || !v5r_on(c, kn) || r->n % 256 || !rms_vec_ok(r->n, ptrs))
+        return false;
+    for (int i = 0; i < np; i++)
+        if (ws[i]->k != r->n)
+            return false;
+    int8_t *xq;
+    float2 *xd;
+    if (!cuda_xq_reserve(c, r->n, 1, &xq, &xd))
+        return false;
+    *nm = (v5r_norm_args){r->x, r->h, r->o, w_o, w_h, r->eps_o, r->eps_h, r->n, xq, xd};
+    return true;
+}
+
+/* add_rmsnorm(r) then matmul_ffn(y, fs, ws, r->h) of one row as ONE ring launch
  * (GLIM_CUDA_NORM_FOLD=1 with the ring and the FFN chain): the chain kernel's CTA 0 makes the
  * norm and h's int8 copy (v5r_norm_run: add_rmsnorm_vec_kernel's bits) while every CTA's loader
  * streams gate/up, and the others wait for it on a count. So no norm launch sits between Wo and
  * the FFN, and the FFN's weights start streaming on each SM as soon as Wo's CTA there ends.
  * false = not this shape: nothing launched (the caller runs the two ops). */
-bool cuda_norm_ffn(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                   float eps_h, int n, float *y, float *const *fs, const struct be_weight *const *ws)
+bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, float *const *fs,
+                   const struct be_weight *const *ws)
 {
     v5r_knobs kn;
+    v5r_norm_args nm;
     uint32_t dt = ws[0]->dev_type;
-    uintptr_t ptrs = (uintptr_t)x | (uintptr_t)h | (uintptr_t)o | (uintptr_t)w_o | (uintptr_t)w_h;
-    if (!c->norm_fold || !c->ffn_chain || !c->glu_fuse || c->exact || c->gemv_ver != 3 || c->stream == c->side ||
-        (c->dbg_skip & CUDA_SKIP_NORM) || c->first_err != cudaSuccess || !v5r_on(c, &kn) ||
-        (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || ws[1]->dev_type != dt || ws[0]->k != n || n % 256 ||
-        !rms_vec_ok(n, ptrs))
+    if (!c->norm_fold || !c->ffn_chain || !c->glu_fuse || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) ||
+        ws[1]->dev_type != dt || !norm_fold_ok(c, r, 2, ws, &kn, &nm))
         return false;
-    int8_t *xq;
-    float2 *xd;
     v5_job ja;
     bool taken[2] = {false, false}, mine[2];
     int64_t warps = (int64_t)kn.cw * c->n_sm;
-    if (!cuda_xq_reserve(c, n, 1, &xq, &xd) || v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 ||
-        !v5_plan(c, ja, warps) || !v5_glu_plan(c, ja, 2, fs, ws, mine))
+    if (v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 || !v5_plan(c, ja, warps) ||
+        !v5_glu_plan(c, ja, 2, fs, ws, mine))
         return false;
-    const v5r_norm_args nm = {x, h, o, w_o, w_h, eps_o, eps_h, n, xq, xd};
     c->chain_w = ws[2];
     c->chain_y = y;
-    bool done = dt == CUDA_DT_Q4_K_T16 ? v5_chain<v5_q4k_t16>(c, ja, xq, xd, warps, &kn, &nm)
-                                       : v5_chain<v5_q6k_t16>(c, ja, xq, xd, warps, &kn, &nm);
+    bool done = dt == CUDA_DT_Q4_K_T16 ? v5_chain<v5_q4k_t16>(c, ja, nm.xq, nm.xd, warps, &kn, &nm)
+                                       : v5_chain<v5_q6k_t16>(c, ja, nm.xq, nm.xd, warps, &kn, &nm);
     c->chain_w = NULL;
     if (!done)
         return false;
     cuda_xq_forget(c);   /* x, h, o and y were written */
     c->norm_used++;
     c->chain_used++;
+    return true;
+}
+
+/* add_rmsnorm(r) then matmul_n(np, ys, ws, r->h) of one row as ONE ring launch (the attention's
+ * input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1), taken only where matmul_n
+ * would give every part to one v5 job: tiles of one kind, or of both with GLIM_CUDA_V5_MIX=1
+ * (cuda_gemv5's order). That job, its split over the ring's warps and its ring launch are
+ * matmul_n's, with the norm in front as in cuda_norm_ffn: the same bits as the two ops. After
+ * it, h's int8 copy is the cached one (cuda_xq_filled). false = not taken (nothing launched). */
+bool cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
+                      const struct be_weight *const *ws)
+{
+    v5r_knobs kn;
+    v5r_norm_args nm;
+    static int min_forced = -1;
+    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced))
+        return false;
+    bool q4 = false, q6 = false;
+    for (int i = 0; i < np; i++) {
+        q4 = q4 || ws[i]->dev_type == CUDA_DT_Q4_K_T16;
+        q6 = q6 || ws[i]->dev_type == CUDA_DT_Q6_K_T16;
+        if (ws[i]->dev_type != CUDA_DT_Q4_K_T16 && ws[i]->dev_type != CUDA_DT_Q6_K_T16)
+            return false;
+    }
+    bool mix = v5_mix_on();
+    if ((q4 && q6 && !mix) || !norm_fold_ok(c, r, np, ws, &kn, &nm))
+        return false;
+    uint32_t dta = mix || q4 ? CUDA_DT_Q4_K_T16 : CUDA_DT_Q6_K_T16, dtb = mix ? CUDA_DT_Q6_K_T16 : 0;
+    v5_job job;
+    bool taken[GEMV_MAX_PARTS] = {false}, mine[GEMV_MAX_PARTS];
+    if (v5_collect(job, dta, dtb, np, ys, ws, taken, mine) != np || !v5_plan(c, job, (int64_t)kn.cw * c->n_sm) ||
+        !v5_counts(c, &c->norm_sync, 16))
+        return false;
+    unsigned *sync = (unsigned *)c->norm_sync.p;   /* (warps out, the folded norm done) */
+    job.trace = v5_trace_slot(c, job, np, ws, mine);
+    bool done;
+    if (mix)
+        done = v5r_go<v5_q4k_t16, v5_q6k_t16, v5_q4k_t16, false>(c, job, job, nm.xq, nm.xd, sync, kn, NULL, NULL, &nm);
+    else if (q4)
+        done = v5r_go<v5_q4k_t16, v5_q4k_t16, v5_q4k_t16, false>(c, job, job, nm.xq, nm.xd, sync, kn, NULL, NULL, &nm);
+    else
+        done = v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, nm.xq, nm.xd, sync, kn, NULL, NULL, &nm);
+    if (!done) {
+        if (job.trace)
+            c->v5_trace_n--;   /* (the slot of a launch that did not happen) */
+        return false;
+    }
+    cuda_xq_forget(c);   /* x, h, o and the outputs were written; h's int8 copy is in xq */
+    cuda_xq_filled(c, r->h, r->n, 1);
+    c->norm_used++;
     return true;
 }
 
@@ -923,8 +997,7 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0;
-    static int mix_forced = -1;   /* GLIM_CUDA_V5_MIX=1: tiled Q4_K and Q6_K parts in one launch */
-    if (which == 3 && cuda_env_knob("GLIM_CUDA_V5_MIX", &mix_forced)) {   /* rows too: tiles' twin (tests) */
+    if (which == 3 && v5_mix_on()) {   /* rows too: tiles' twin (tests) */
         m += launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq, xd,
                                                taken);
         if (all)

@@ -707,10 +707,15 @@ void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, con
  * found in the cache), then the side stream waits for that and runs the GEMV with ctx->side_ctas
  * persistent CTAs an SM and no PDL (its predecessor is an event); cuda_side_join ends it. The same
  * kernel on the same rows: the same bits as in the job. */
+bool cuda_side_ok(const struct cuda_ctx *c, const struct be_weight *w)
+{
+    return c->side_ctas > 0 && c->side && !c->exact && c->gemv_ver == 3 && cuda_q8_supported(w->dev_type) &&
+           !c->side_pending && c->first_err == cudaSuccess;
+}
+
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x)
 {
-    if (c->side_ctas <= 0 || !c->side || c->exact || c->gemv_ver != 3 || !cuda_q8_supported(w->dev_type) ||
-        c->side_pending || c->first_err != cudaSuccess)
+    if (!cuda_side_ok(c, w))
         return false;
     const int8_t *xq;
     const float2 *xd;

@@ -284,7 +284,7 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
     if (MODE == V5_CHAIN_B)
         v5r_wait_ready(job, cw, wi, lane);
     bool waited = MODE == V5_CHAIN_B;   /* (the chain's first job waited for the predecessor) */
-    bool fold = MODE == V5_CHAIN_A && nm.o;   /* the norm in front (cuda_norm_ffn) */
+    bool fold = MODE != V5_CHAIN_B && nm.o;   /* the norm in front (cuda_norm_ffn, cuda_norm_matmul) */
     if (MODE == V5_CHAIN_B || !cfg.x_l1 || xf || fold) {   /* x into shared memory once: no L1 misses per record */
         if (!waited)
             cuda_pdl_wait();
@@ -361,6 +361,18 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
         v5_stamp_w(job, w, 2);
 }
 
+/* A consumer warp's exit: the last of the grid's resets the counts for the next launch (sync[0]
+ * the GLU blocks, [1] the warps out, [2] the folded norm done; every warp has passed its waits) */
+static __device__ __forceinline__ void v5r_exit(unsigned *sync, unsigned warps, int lane)
+{
+    __syncwarp();
+    if (lane == 0 && atomicAdd(&sync[1], 1u) == warps - 1u) {
+        sync[0] = 0u;
+        sync[1] = 0u;
+        sync[2] = 0u;
+    }
+}
+
 /* the ring's mbarriers ("full": the loader's one arrival and the bytes; "empty": the consumers) */
 static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *full, uint64_t *empty)
 {
@@ -381,7 +393,8 @@ static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *fu
  * (v5r_wait_ready). One CTA an SM, all resident (their shared memory allows no second;
  * dependents launch only once every CTA has passed the trigger), so the spin cannot wait on a
  * CTA not yet started. The last warp out resets the counts (sync). Same split as two launches,
- * so the same bits. */
+ * so the same bits. nm.o != NULL: the residual norm in front of ja (CHAIN: cuda_norm_ffn; else
+ * the q/k/v job, cuda_norm_matmul), made by CTA 0, counted in sync[2]. */
 template <class KA, class KB, class KC, bool CHAIN>
 static __global__ void __launch_bounds__(V5R_THREADS_MAX, 1)
 gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *xq, const float2 *xd, const float *xf,
@@ -404,16 +417,11 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *xq, const float2 *
     }
     v5r_consume<KA, KB, CHAIN ? V5_CHAIN_A : V5_PLAIN>(ja, xq, xd, xf, gf, ca, v5r_ring, full, empty, warp, lane, nm,
                                                        sync, red);
-    if (!CHAIN)
-        return;
-    v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, NULL, NULL, cb, v5r_ring, full, empty, warp, lane, nm, sync,
-                                    red);
-    __syncwarp();
-    if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * ca.cw - 1u) {
-        sync[0] = 0u;   /* GLU blocks */
-        sync[1] = 0u;   /* warps out */
-        sync[2] = 0u;   /* the folded norm done */
-    }
+    if (CHAIN)
+        v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, NULL, NULL, cb, v5r_ring, full, empty, warp, lane, nm,
+                                        sync, red);
+    if (CHAIN || nm.o)
+        v5r_exit(sync, gridDim.x * ca.cw, lane);
 #endif
 }
 

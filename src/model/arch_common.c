@@ -101,6 +101,14 @@ int arch_splice_embd(struct glim_model *m, const struct fwd_batch *b, struct fwd
     return GLIM_OK;
 }
 
+bool arch_tapped(const struct fwd_batch *b, int il)
+{
+    for (int j = 0; j < b->n_taps; j++)
+        if (b->tap_layers[j] == il)
+            return true;
+    return false;
+}
+
 int arch_tap(struct glim_model *m, const struct fwd_batch *b, int il, struct fwd_scratch *s,
              struct glim_err *err)
 {
@@ -298,7 +306,12 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     }
     int n = o->gate ? 4 : 3;
     bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */
-    if (op->matmul_attn_prep && !in_attn) {
+    bool fold = o->pre && op->add_rmsnorm_attn && op->matmul_attn_prep && !in_attn;
+    if (o->pre && !fold)
+        arch_res_norm(be, o->pre, T);
+    if (fold) {
+        op->add_rmsnorm_attn(be, o->pre, n, ys, ws, T, &p);
+    } else if (op->matmul_attn_prep && !in_attn) {
         op->matmul_attn_prep(be, n, ys, ws, s->h, T, &p);
     } else {
         matmul_n(be, n, ys, ws, s->h, T);
@@ -315,6 +328,19 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         op->attention_prep(be, &p, &a);   /* q and k are not read again */
     else
         op->attention(be, &a);
+}
+
+void arch_res_norm(struct backend *be, const struct be_res_norm *r, int T)
+{
+    const struct backend_i *op = be->i;
+    if (r->h && op->add_rmsnorm) {
+        op->add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, T, r->n);
+        return;
+    }
+    op->rmsnorm(be, r->o, r->o, r->w_o, T, r->n, r->eps_o);
+    op->add(be, r->x, r->o, (int64_t)T * r->n);
+    if (r->h)
+        op->rmsnorm(be, r->h, r->x, r->w_h, T, r->n, r->eps_h);
 }
 
 void arch_attn_prep(struct backend *be, const struct be_attn_prep_args *p)

@@ -37,6 +37,8 @@ int arch_upload_inputs(struct glim_model *m, const struct fwd_batch *b, struct f
 /* Replace masked rows of s->x by the batch's embedding rows. */
 int arch_splice_embd(struct glim_model *m, const struct fwd_batch *b, struct fwd_scratch *s,
                      struct glim_err *err);
+/* Whether layer il is tapped (b->tap_layers). */
+bool arch_tapped(const struct fwd_batch *b, int il);
 /* If layer il is tapped, copy the residual stream entering it into b->taps. */
 int arch_tap(struct glim_model *m, const struct fwd_batch *b, int il, struct fwd_scratch *s,
              struct glim_err *err);
@@ -73,7 +75,13 @@ struct attend_opts {
     int   window;      /* 0 = global */
     int   block;       /* DFlash bidirectional block rows, 0 = causal */
     const struct be_weight *gate;   /* optional 4th projection of h (output gate) → s->g */
+    /* optional: the residual step that makes h (its r->h), not yet run: arch_attend runs it
+     * first, or hands it to the backend with the projections (add_rmsnorm_attn) */
+    const struct be_res_norm *pre;
 };
+/* The sandwich-norm residual step of T rows (struct be_res_norm; r->h NULL: no second norm):
+ * add_rmsnorm when the backend has it, else rmsnorm, add, rmsnorm. */
+void arch_res_norm(struct backend *be, const struct be_res_norm *r, int T);
 /* From s->h: q, k, v projections, per-head q/k RMSNorm when the layer has those
  * weights, RoPE, store K/V in layer il's cache, attention into s->a. */
 void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,

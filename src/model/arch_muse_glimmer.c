@@ -130,9 +130,11 @@ static int mg_load_tensors(struct glim_model *m, struct glim_err *err)
     return GLIM_OK;
 }
 
-/* Attention sub-block from h = attn_norm(x): o = Wo · (attn(rope?(qknorm(Wq h)), ...) ⊙ σ(Wg h)) */
+/* Attention sub-block from h = attn_norm(x): o = Wo · (attn(rope?(qknorm(Wq h)), ...) ⊙ σ(Wg h)).
+ * pre: the residual step that makes h, when it has not run yet (arch_attend runs it, or the
+ * backend with the projections). */
 static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, int T, int32_t pos0,
-                            struct fwd_scratch *s)
+                            struct fwd_scratch *s, const struct be_res_norm *pre)
 {
     const struct model_hparams *hp = &m->hp;
     const struct model_layer *L = &m->layers[il];
@@ -140,7 +142,7 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
     bool swa = hp->is_swa[il];
     /* RoPE only on sliding layers; global layers are NoPE and see the whole context */
     struct attend_opts o = {.rope = swa, .rope_base = hp->rope_base_swa, .neox = hp->rope_neox,
-                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate};
+                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate, .pre = pre};
 
     arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
     const struct backend_i *op = be->i;
@@ -153,39 +155,29 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
 }
 
 /* Sandwich norm and residual of a sub-block, then the next sub-block's input norm:
- * x += rmsnorm(o) · post;  h = rmsnorm(x) · next (none when next is NULL).
- * One backend call when it fuses this (add_rmsnorm), else the three ops. */
-static void residual_norm(struct glim_model *m, int T, struct fwd_scratch *s, const struct be_weight *post,
-                          const struct be_weight *next)
+ * x += rmsnorm(o) · post;  h = rmsnorm(x) · next (no h when next is NULL). */
+static struct be_res_norm residual(const struct glim_model *m, struct fwd_scratch *s, const struct be_weight *post,
+                                   const struct be_weight *next)
 {
     const struct model_hparams *hp = &m->hp;
-    struct backend *be = m->be;
-    int E = hp->n_embd;
-    if (next && be->i->add_rmsnorm) {
-        be->i->add_rmsnorm(be, s->x, s->h, s->o, post, hp->post_eps, next, hp->eps, T, E);
-        return;
-    }
-    be->i->rmsnorm(be, s->o, s->o, post, T, E, hp->post_eps);
-    be->i->add(be, s->x, s->o, (int64_t)T * E);
-    if (next)
-        be->i->rmsnorm(be, s->h, s->x, next, T, E, hp->eps);
+    return (struct be_res_norm){.x = s->x, .h = next ? s->h : NULL, .o = s->o, .w_o = post, .w_h = next,
+                                .eps_o = hp->post_eps, .eps_h = hp->eps, .n = hp->n_embd};
 }
 
 /* The attention's residual, the FFN's input norm and the FFN: one backend call when it offers
- * them together (add_rmsnorm_ffn), else residual_norm then the FFN */
+ * them together (add_rmsnorm_ffn), else the residual step then the FFN */
 static void norm_ffn(struct glim_model *m, int il, int T, struct fwd_scratch *s)
 {
-    const struct model_hparams *hp = &m->hp;
     const struct model_layer *L = &m->layers[il];
     struct backend *be = m->be;
+    struct be_res_norm r = residual(m, s, &L->post_attn_norm, &L->ffn_norm);
     if (be->i->add_rmsnorm_ffn) {
         float *fs[2] = {s->f1, s->f2};
         const struct be_weight *ws[3] = {&L->ffn_gate, &L->ffn_up, &L->ffn_down};
-        be->i->add_rmsnorm_ffn(be, s->x, s->h, s->o, &L->post_attn_norm, hp->post_eps, &L->ffn_norm, hp->eps,
-                               hp->n_embd, s->o, fs, ws, T, BE_GLU_SILU);
+        be->i->add_rmsnorm_ffn(be, &r, s->o, fs, ws, T, BE_GLU_SILU);
         return;
     }
-    residual_norm(m, T, s, &L->post_attn_norm, &L->ffn_norm);
+    arch_res_norm(be, &r, T);
     arch_ffn(m, il, T, s);
 }
 
@@ -199,16 +191,27 @@ static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_b
     be->i->rmsnorm(be, s->x, s->x, NULL, T, hp->n_embd, hp->eps);   /* weightless embedding norm */
     if ((rc = arch_splice_embd(m, b, s, err)))                       /* image rows come normalized */
         return rc;
-    /* layer 0's attn_norm here; every later one comes with the previous layer's residual.
-     * The last layer's output is normed by the head (arch_common.c), not here. */
+    /* layer 0's attn_norm here; every later one comes with the previous layer's residual,
+     * which waits for the next layer's projections when the backend takes the two together
+     * (add_rmsnorm_attn). The last layer's output is normed by the head (arch_common.c). */
     be->i->rmsnorm(be, s->h, s->x, &m->layers[0].attn_norm, T, hp->n_embd, hp->eps);
+    struct be_res_norm pend;
+    const struct be_res_norm *pre = NULL;
     for (int il = 0; il < hp->n_layer; il++) {
         const struct model_layer *L = &m->layers[il];
+        if (pre && arch_tapped(b, il)) {   /* a tap reads x entering the layer */
+            arch_res_norm(be, pre, T);
+            pre = NULL;
+        }
         if ((rc = arch_tap(m, b, il, s, err)))   /* x entering layer il (h is its norm) */
             return rc;
-        attention_block(m, kv, il, T, b->pos0, s);
+        attention_block(m, kv, il, T, b->pos0, s, pre);
         norm_ffn(m, il, T, s);
-        residual_norm(m, T, s, &L->post_ffw_norm, il + 1 < hp->n_layer ? &m->layers[il + 1].attn_norm : NULL);
+        bool last = il + 1 == hp->n_layer;
+        pend = residual(m, s, &L->post_ffw_norm, last ? NULL : &m->layers[il + 1].attn_norm);
+        pre = !last && be->i->add_rmsnorm_attn ? &pend : NULL;
+        if (!pre)
+            arch_res_norm(be, &pend, T);
     }
     return arch_tap(m, b, hp->n_layer, s, err);
 }
