@@ -2080,20 +2080,42 @@ static long prep_feature(int mode, bool on)   /* the switch; returns its use cou
     return backend_cuda_side_used(be);
 }
 
-static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms,
-                            int64_t k, int T, int32_t p0, uint32_t kv_type, bool want)
+/* q, k, v and the output gate of H query heads and Hkv KV heads (head_dim D) over rows of k on the
+ * device, v of vtype, the rest Q4_K, their row counts in rows; tiled: bit i puts weight i in 16-row
+ * tiles (-1: as the backend's setting has it). false (checked) if one failed (weights_free clears
+ * them all the same) */
+static bool qkvg_weights(uint32_t vtype, int H, int Hkv, int D, int64_t k, int tiled, int64_t rows[4],
+                         struct be_weight *hw, struct be_weight *dw)
 {
     struct glim_err err = {0};
-    int64_t rows[4] = {(int64_t)H * D, (int64_t)Hkv * D, (int64_t)Hkv * D, (int64_t)H * D};
     uint32_t types[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, vtype, GLIM_TYPE_Q4_K};
-    struct be_weight hw[4], dw[4];
+    int64_t r[4] = {(int64_t)H * D, (int64_t)Hkv * D, (int64_t)Hkv * D, (int64_t)H * D};
     bool ok = true;
     for (int i = 0; i < 4; i++) {
+        if (tiled >= 0)
+            CHECK_EQ(backend_cuda_set_t16(be, (tiled >> i) & 1), GLIM_OK);
+        rows[i] = r[i];
         hw[i] = make_weight(types[i], k, rows[i]);
         dw[i] = hw[i];
         ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
     }
+    if (tiled >= 0)
+        CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
     CHECK(ok);
+    return ok;
+}
+
+static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms,
+                            int64_t k, int T, int32_t p0, uint32_t kv_type, bool want)
+{
+    struct glim_err err = {0};
+    int64_t rows[4];
+    struct be_weight hw[4], dw[4];
+    bool ok = qkvg_weights(vtype, H, Hkv, D, k, -1, rows, hw, dw);
+    /* a gate in tiles (GLIM_CUDA_T16=1) is v5's and stays in the job: the side stream takes none
+     * (its v5 scratch is the main stream's) */
+    if (mode != FOLD && (dw[3].dev_type == DT_Q4_K_T16 || dw[3].dev_type == DT_Q6_K_T16))
+        want = false;
     float *gq = rand_vec(D, 2.0f), *gk = rand_vec(D, 2.0f), *h = rand_vec(k * T, 1.0f);
     struct be_weight hwq, dwq, hwk, dwk;
     norm_weight(gq, D, &hwq, &dwq);
@@ -2224,25 +2246,15 @@ static void test_gate_side(void)
  * attn_prep) against add_rmsnorm then matmul_attn_prep on the same inputs, each followed by
  * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
  * both caches and attention * sigmoid(gate) bit for bit, twice in a row (the ring kernel's counts
- * are back at 0). side: the gate's GEMV on the side stream (then the fold's job is q/k/v). want:
- * the fold must have run (GLIM_CUDA_QKV_FOLD's ring launch, cuda_norm_matmul); else the op is the
- * two ops, which must hold as well. */
+ * are back at 0). side: a row-major gate, whose GEMV runs on the side stream (the fold's job is
+ * then q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD's
+ * ring launch, cuda_norm_matmul); else the op is the two ops, which must hold as well. */
 static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
                            bool want)
 {
-    struct glim_err err = {0};
-    int64_t rows[4] = {(int64_t)H * D, (int64_t)Hkv * D, (int64_t)Hkv * D, (int64_t)H * D};
-    uint32_t types[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, vtype, GLIM_TYPE_Q4_K};
+    int64_t rows[4];
     struct be_weight hw[4], dw[4];
-    bool ok = true;
-    CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
-    for (int i = 0; i < 4; i++) {
-        hw[i] = make_weight(types[i], n, rows[i]);
-        dw[i] = hw[i];
-        ok = be->i->weight_init(be, &dw[i], &err) == GLIM_OK && ok;
-    }
-    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
-    CHECK(ok);
+    bool ok = qkvg_weights(vtype, H, Hkv, D, n, side ? 7 : 15, rows, hw, dw);
     int side0 = backend_cuda_get_gate_side(be);
     CHECK_EQ(backend_cuda_set_gate_side(be, side ? 2 : 0), GLIM_OK);
     float *x = rand_vec(n * T, 4.0f), *o = rand_vec(n * T, 50.0f), *go = rand_vec(n, 2.0f), *gh = rand_vec(n, 2.0f);

@@ -379,6 +379,12 @@ static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const 
 static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
                            float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n);
 
+/* add_rmsnorm of a fused op's operands, when it runs as its own op */
+static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows)
+{
+    be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
+}
+
 /* the residual norm before an FFN and the FFN: one ring launch when ctx->norm_fold (opt-in,
  * cuda_norm_ffn), else the two ops */
 static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
@@ -387,7 +393,7 @@ static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, 
     struct cuda_ctx *c = op_ctx(be);
     if (n_rows == 1 && act == BE_GLU_SILU && cuda_norm_ffn(c, r, y, fs, ws))
         return;
-    be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
+    res_norm(be, r, n_rows);
     be_matmul_ffn(be, y, fs, ws, r->h, n_rows, act);
 }
 
@@ -524,7 +530,7 @@ static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r,
         cuda_attn_prep(c, p);
         return;
     }
-    be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
+    res_norm(be, r, n_rows);
     be_matmul_attn_prep(be, n, ys, ws, r->h, n_rows, p);
 }
 

@@ -662,28 +662,32 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
 }
 
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
- * of dtb (KB; dtb = 0: none); returns how many parts it took */
+ * of dtb (KB; dtb = 0: none); returns how many parts it took. nm (cuda_norm_matmul): the residual
+ * norm in front, made by the ring launch (counts in sync); then the launch must take every part
+ * through the ring, or nothing is launched: 0 when no part is of these kinds, -1 otherwise. */
 template <class KA, class KB = KA>
 static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
-                     const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken)
+                     const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken,
+                     const v5r_norm_args *nm = NULL, unsigned *sync = NULL)
 {
     v5_job job;
     bool mine[GEMV_MAX_PARTS];
     int m = v5_collect(job, dta, dtb, n, ys, ws, taken, mine);
     if (!m || job.n_tiles * job.n_sb < min_units)
-        return 0;
+        return nm && m ? -1 : 0;
     /* v5r (gemv_ring.cuh) runs one CTA of kn.cw warps an SM; while it is on, every v5 job is split
      * over that many warps, so the ring's tiles and the plain kernel's rows give the same bits
      * (test_t16); else 4 CTAs x 4 warps per SM, the register limit */
-    v5r_knobs kn;   /* (not on the side stream: its CTAs would hold the SMs' shared memory that
-                     * the main stream's next ring launch needs; plain v5, same split) */
+    v5r_knobs kn;   /* (not on the side stream, which takes no v5 job: cuda_side_ok) */
     bool ring_on = v5r_on(c, &kn), ring = ring_on && KA::TILED && KB::TILED && c->stream != c->side;
     int64_t warps = ring_on ? (int64_t)kn.cw * c->n_sm : v5_warps(c, 16);
+    if (nm && (m < n || !ring))
+        return -1;
     if (!v5_plan(c, job, warps))
-        return 0;   /* recorded in the context; these parts go to v3 */
+        return nm ? -1 : 0;   /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
-    bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
+    bool glu = !nm && c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     if (glu && c->chain_w && std::is_same<KA, KB>::value &&
         v5_chain<KA>(c, job, xq, xd, warps, ring ? &kn : NULL)) {
         for (int i = 0; i < n; i++)
@@ -694,7 +698,9 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         job.trace = v5_trace_slot(c, job, n, ws, mine);
     bool launched = false;
     if constexpr (KA::TILED && KB::TILED)
-        launched = ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, NULL, kn);
+        launched = ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, sync, kn, NULL, NULL, nm);
+    if (!launched && nm)
+        return -1;
     if (!launched)
         v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
@@ -741,6 +747,7 @@ static bool norm_fold_ok(struct cuda_ctx *c, const struct be_res_norm *r, int np
             return false;
     int8_t *xq;
     float2 *xd;
+    cuda_xq_forget(c);   /* (the buffer may move; the fold writes it, a refusal runs add_rmsnorm, which does too) */
     if (!cuda_xq_reserve(c, r->n, 1, &xq, &xd))
         return false;
     *nm = (v5r_norm_args){r->x, r->h, r->o, w_o, w_h, r->eps_o, r->eps_h, r->n, xq, xd};
@@ -778,56 +785,6 @@ bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, fl
     cuda_xq_forget(c);   /* x, h, o and y were written */
     c->norm_used++;
     c->chain_used++;
-    return true;
-}
-
-/* add_rmsnorm(r) then matmul_n(np, ys, ws, r->h) of one row as ONE ring launch (the attention's
- * input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1), taken only where matmul_n
- * would give every part to one v5 job: tiles of one kind, or of both with GLIM_CUDA_V5_MIX=1
- * (cuda_gemv5's order). That job, its split over the ring's warps and its ring launch are
- * matmul_n's, with the norm in front as in cuda_norm_ffn: the same bits as the two ops. After
- * it, h's int8 copy is the cached one (cuda_xq_filled). false = not taken (nothing launched). */
-bool cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
-                      const struct be_weight *const *ws)
-{
-    v5r_knobs kn;
-    v5r_norm_args nm;
-    static int min_forced = -1;
-    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced))
-        return false;
-    bool q4 = false, q6 = false;
-    for (int i = 0; i < np; i++) {
-        q4 = q4 || ws[i]->dev_type == CUDA_DT_Q4_K_T16;
-        q6 = q6 || ws[i]->dev_type == CUDA_DT_Q6_K_T16;
-        if (ws[i]->dev_type != CUDA_DT_Q4_K_T16 && ws[i]->dev_type != CUDA_DT_Q6_K_T16)
-            return false;
-    }
-    bool mix = v5_mix_on();
-    if ((q4 && q6 && !mix) || !norm_fold_ok(c, r, np, ws, &kn, &nm))
-        return false;
-    uint32_t dta = mix || q4 ? CUDA_DT_Q4_K_T16 : CUDA_DT_Q6_K_T16, dtb = mix ? CUDA_DT_Q6_K_T16 : 0;
-    v5_job job;
-    bool taken[GEMV_MAX_PARTS] = {false}, mine[GEMV_MAX_PARTS];
-    if (v5_collect(job, dta, dtb, np, ys, ws, taken, mine) != np || !v5_plan(c, job, (int64_t)kn.cw * c->n_sm) ||
-        !v5_counts(c, &c->norm_sync, 16))
-        return false;
-    unsigned *sync = (unsigned *)c->norm_sync.p;   /* (warps out, the folded norm done) */
-    job.trace = v5_trace_slot(c, job, np, ws, mine);
-    bool done;
-    if (mix)
-        done = v5r_go<v5_q4k_t16, v5_q6k_t16, v5_q4k_t16, false>(c, job, job, nm.xq, nm.xd, sync, kn, NULL, NULL, &nm);
-    else if (q4)
-        done = v5r_go<v5_q4k_t16, v5_q4k_t16, v5_q4k_t16, false>(c, job, job, nm.xq, nm.xd, sync, kn, NULL, NULL, &nm);
-    else
-        done = v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, nm.xq, nm.xd, sync, kn, NULL, NULL, &nm);
-    if (!done) {
-        if (job.trace)
-            c->v5_trace_n--;   /* (the slot of a launch that did not happen) */
-        return false;
-    }
-    cuda_xq_forget(c);   /* x, h, o and the outputs were written; h's int8 copy is in xq */
-    cuda_xq_filled(c, r->h, r->n, 1);
-    c->norm_used++;
     return true;
 }
 
@@ -984,8 +941,10 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
  * are 8-byte pieces of half-used sectors: tg128 95.7 t/s with v3 on tiles, 160.1 with v5;
  * docs/PERFORMANCE.md 2026-12-03). GLIM_CUDA_V5_MIN=n (bench knob): only jobs of at least n
  * (tile, super-block) units. */
-int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
-               const float2 *xd, bool *taken)
+/* cuda_gemv5's launches in order. With nm (cuda_norm_matmul) only its first launch, which must
+ * take all n parts with the norm in front: n, or 0 with nothing launched. */
+static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
+                       const int8_t *xq, const float2 *xd, bool *taken, const v5r_norm_args *nm, unsigned *sync)
 {
     bool all = c->gemv_ver == 5, tiles = c->gemv_ver == 3 && c->cc_major >= 8;
     if (!(all || tiles) || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
@@ -996,22 +955,60 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     int64_t min_units = all ? 0 : cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced);
     for (int i = 0; i < n; i++)
         taken[i] = false;
-    int m = 0;
+    int m = 0, r;
+/* one launch of the order; with nm the first that finds parts of its kinds ends the routing */
+#define V5_ROUTE(call)                      \
+    do {                                    \
+        r = (call);                         \
+        if (nm && r)                        \
+            return r == n ? n : 0;          \
+        m += r;                             \
+    } while (0)
     if (which == 3 && v5_mix_on()) {   /* rows too: tiles' twin (tests) */
-        m += launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq, xd,
-                                               taken);
+        V5_ROUTE((launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq,
+                                                    xd, taken, nm, sync)));
         if (all)
-            m += launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken);
+            V5_ROUTE((launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken, nm,
+                                                sync)));
     }
     if (which & 1) {
-        m += launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken);
+        V5_ROUTE(launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync));
         if (all)
-            m += launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken);
+            V5_ROUTE(launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken, nm, sync));
     }
     if (which & 2) {
-        m += launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken);
+        V5_ROUTE(launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync));
         if (all)
-            m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken);
+            V5_ROUTE(launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken, nm, sync));
     }
-    return m;
+#undef V5_ROUTE
+    return nm ? 0 : m;
+}
+
+int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
+               const float2 *xd, bool *taken)
+{
+    return gemv5_route(c, n, ys, ws, xq, xd, taken, NULL, NULL);
+}
+
+/* add_rmsnorm(r) then matmul_n(np, ys, ws, r->h) of one row as ONE ring launch (the attention's
+ * input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1), taken only where matmul_n's
+ * v5 routing (gemv5_route) gives every part to its first launch, through the ring: tiles of one
+ * kind, or of both with GLIM_CUDA_V5_MIX=1. That launch, with the norm in front as in
+ * cuda_norm_ffn: the same job and split, so the same bits as the two ops. After it, h's int8
+ * copy is the cached one (cuda_xq_filled). false = not taken (nothing launched). */
+bool cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
+                      const struct be_weight *const *ws)
+{
+    v5r_knobs kn;
+    v5r_norm_args nm;
+    bool taken[GEMV_MAX_PARTS];
+    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !norm_fold_ok(c, r, np, ws, &kn, &nm) ||
+        !v5_counts(c, &c->norm_sync, 16) ||
+        gemv5_route(c, np, ys, ws, nm.xq, nm.xd, taken, &nm, (unsigned *)c->norm_sync.p) != np)
+        return false;
+    cuda_xq_forget(c);   /* x, h, o and the outputs were written; h's int8 copy is in xq */
+    cuda_xq_filled(c, r->h, r->n, 1);
+    c->norm_used++;
+    return true;
 }

@@ -709,8 +709,11 @@ void cuda_matmul_q8(struct cuda_ctx *c, float *y, const struct be_weight *w, con
  * kernel on the same rows: the same bits as in the job. */
 bool cuda_side_ok(const struct cuda_ctx *c, const struct be_weight *w)
 {
+    /* not a weight in tiles: v5 takes those (cuda_gemv5), and a v5 job on the side stream would
+     * share the main stream's v5 scratch (partial sums, tile counts) with the q/k/v job beside it */
+    bool tiles = c->cc_major >= 8 && (w->dev_type == CUDA_DT_Q4_K_T16 || w->dev_type == CUDA_DT_Q6_K_T16);
     return c->side_ctas > 0 && c->side && !c->exact && c->gemv_ver == 3 && cuda_q8_supported(w->dev_type) &&
-           !c->side_pending && c->first_err == cudaSuccess;
+           !tiles && !c->side_pending && c->first_err == cudaSuccess;
 }
 
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x)

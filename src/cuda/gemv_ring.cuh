@@ -35,8 +35,9 @@ struct v5r_cfg {
     int x_l1;      /* 1: read x through L1 instead (GLIM_CUDA_V5R_L1=1; not the chain's down) */
 };
 
-/* The residual norm in front of the FFN chain (GLIM_CUDA_NORM_FOLD=1, cuda_norm_ffn): add_rmsnorm's
- * operands, h's int8 copy to make (xq, xd: the chain's x); o == NULL: none */
+/* The residual norm in front of a ring launch's first job (the FFN chain, GLIM_CUDA_NORM_FOLD=1,
+ * cuda_norm_ffn; the q/k/v job, GLIM_CUDA_QKV_FOLD=1, cuda_norm_matmul): add_rmsnorm's operands,
+ * h's int8 copy to make (xq, xd: the job's x); o == NULL: none */
 struct v5r_norm_args {
     float       *x, *h, *o;
     const float *w_o, *w_h;
@@ -144,7 +145,7 @@ static __device__ __forceinline__ void v5r_csync(int cw)
 }
 
 /* A wait on a count this grid makes (the GLU blocks quantized before V5_CHAIN_B, the folded
- * norm before V5_CHAIN_A): one thread a CTA polls it (acquire; past ~2 s it traps, spin_check:
+ * norm before the first job): one thread a CTA polls it (acquire; past ~2 s it traps, spin_check:
  * a launch error, not wrong output or a hung device), then the CTA's consumer warps go on
  * together (named barrier 1; the loader warp is not in it) */
 static __device__ __forceinline__ void v5r_wait_count(const unsigned *cnt, unsigned need, int cw, int wi, int lane)

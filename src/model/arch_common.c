@@ -297,6 +297,11 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type, .n_slots = c->n_slots,
         .n_tokens = T, .pos = s->pos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
     };
+    int n = o->gate ? 4 : 3;
+    bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */
+    bool fold = o->pre && op->add_rmsnorm_attn && op->matmul_attn_prep && !in_attn;
+    if (o->pre && !fold)   /* (first, as if the previous layer had run it) */
+        arch_res_norm(be, o->pre, T);
     if (o->rope && op->rope_table && hp->n_rot >= 2) {   /* the step's angles once, not per layer and head */
         if (!s->cs_made || s->cs_base != o->rope_base) {
             op->rope_table(be, s->rope_cs, s->pos, T, hp->n_rot, o->rope_base);
@@ -304,12 +309,7 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         }
         p.rope_cs = s->rope_cs;
     }
-    int n = o->gate ? 4 : 3;
-    bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */
-    bool fold = o->pre && op->add_rmsnorm_attn && op->matmul_attn_prep && !in_attn;
-    if (o->pre && !fold)
-        arch_res_norm(be, o->pre, T);
-    if (fold) {
+    if (fold) {   /* (after the angles, which attn_prep reads; they read nothing the residual writes) */
         op->add_rmsnorm_attn(be, o->pre, n, ys, ws, T, &p);
     } else if (op->matmul_attn_prep && !in_attn) {
         op->matmul_attn_prep(be, n, ys, ws, s->h, T, &p);
