@@ -940,9 +940,8 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
  * (CUDA_DT_*_T16), which v5 streams at 72-97% of copy and v3 reads badly (a row's code bytes
  * are 8-byte pieces of half-used sectors: tg128 95.7 t/s with v3 on tiles, 160.1 with v5;
  * docs/PERFORMANCE.md 2026-12-03). GLIM_CUDA_V5_MIN=n (bench knob): only jobs of at least n
- * (tile, super-block) units. */
-/* cuda_gemv5's launches in order. With nm (cuda_norm_matmul) only its first launch, which must
- * take all n parts with the norm in front: n, or 0 with nothing launched. */
+ * (tile, super-block) units. With nm (cuda_norm_matmul) only the first launch of the order that
+ * finds parts, which must take all n with the norm in front: n, or 0 with nothing launched. */
 static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
                        const int8_t *xq, const float2 *xd, bool *taken, const v5r_norm_args *nm, unsigned *sync)
 {
@@ -985,6 +984,7 @@ static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct
     return nm ? 0 : m;
 }
 
+/* (cuda_util.cuh) */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                const float2 *xd, bool *taken)
 {
