@@ -225,6 +225,13 @@ static bool is_q8_type(uint32_t type)
            type == GLIM_TYPE_Q5_K || type == GLIM_TYPE_Q6_K;
 }
 
+/* GLIM_CUDA_PREP_FOLD=1: the backend was created with attn_prep folded into the q/k/v GEMV */
+static bool prep_env(void)
+{
+    const char *e = getenv("GLIM_CUDA_PREP_FOLD");
+    return e && strcmp(e, "1") == 0;
+}
+
 /* GLIM_CUDA_T16=1: the backend was created with the T16 layout on */
 static bool t16_env(void)
 {
@@ -857,6 +864,23 @@ static bool v5_takes_tiles(void)
     bool v5 = ver == 3 && backend_cuda_set_gemv(be, 5) == GLIM_OK;
     CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
     return v5;
+}
+
+/* the ring GEMV runs one-row tile jobs: GLIM_CUDA_V5R on, sm_90 (GEMV v4 is sm_90's), tiles on v5;
+ * leaves GEMV v3 set */
+static bool ring_runs(void)
+{
+    const char *ring = getenv("GLIM_CUDA_V5R");
+    bool sm90 = backend_cuda_set_gemv(be, 4) == GLIM_OK;
+    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
+    return ring && atoi(ring) > 0 && sm90 && v5_takes_tiles();
+}
+
+/* GLIM_CUDA_V5_MIX=1: a job's tiled Q4_K and Q6_K parts in one v5 launch */
+static bool v5_mix_env(void)
+{
+    const char *mix = getenv("GLIM_CUDA_V5_MIX");
+    return mix && atoi(mix) > 0;
 }
 
 /* an FFN's weights in tiles on the device: gate and up (type, k -> n), down (dtype, n -> n2);
@@ -1869,11 +1893,7 @@ static void test_norm_ffn(void)
         fprintf(stderr, "  no add_rmsnorm_ffn (GLIM_CUDA_FUSE=0) or exact: skipped\n");
         return;
     }
-    /* the fold needs the ring (GLIM_CUDA_V5R, sm_90: GEMV v4 is sm_90's) and one-row tiles on v5 */
-    const char *ring = getenv("GLIM_CUDA_V5R");
-    bool sm90 = backend_cuda_set_gemv(be, 4) == GLIM_OK;
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-    bool fold = ring && atoi(ring) > 0 && sm90 && v5_takes_tiles();
+    bool fold = ring_runs();   /* the fold needs the ring */
     CHECK_EQ(backend_cuda_set_ffn_chain(be, true), GLIM_OK);
     CHECK_EQ(backend_cuda_set_norm_fold(be, true), GLIM_OK);
     /* rows of 1024..8192 (the float4 norm), the 30B shape; Q4_K and Q6_K gate/up and down */
@@ -2105,13 +2125,13 @@ static bool qkvg_weights(uint32_t vtype, int H, int Hkv, int D, int64_t k, int t
     return ok;
 }
 
-static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms,
-                            int64_t k, int T, int32_t p0, uint32_t kv_type, bool want)
+static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox,
+                              bool norms, int64_t k, int T, int32_t p0, uint32_t kv_type, bool want)
 {
     struct glim_err err = {0};
     int64_t rows[4];
     struct be_weight hw[4], dw[4];
-    bool ok = qkvg_weights(vtype, H, Hkv, D, k, -1, rows, hw, dw);
+    bool ok = qkvg_weights(vtype, H, Hkv, D, k, tiled, rows, hw, dw);
     /* a gate in tiles (GLIM_CUDA_T16=1) is v5's and stays in the job: the side stream takes none
      * (its v5 scratch is the main stream's) */
     if (mode != FOLD && (dw[3].dev_type == DT_Q4_K_T16 || dw[3].dev_type == DT_Q6_K_T16))
@@ -2195,6 +2215,13 @@ static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int
     free(gq), free(gk), free(h), free(cache0);
 }
 
+/* the weights as the backend's setting tiles them */
+static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms,
+                            int64_t k, int T, int32_t p0, uint32_t kv_type, bool want)
+{
+    check_prep_fold_t(-1, mode, vtype, H, Hkv, D, n_rot, neox, norms, k, T, p0, kv_type, want);
+}
+
 static void test_prep_fold(void)
 {
     if (!be->i->matmul_attn_prep || exact_mode) {
@@ -2219,6 +2246,18 @@ static void test_prep_fold(void)
         check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     }
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
+    /* q/k/v and the gate in tiles (v5's): the ring runs attn_prep in the warp that writes a head's
+     * last tile (v5r_prep_arrive), where one launch takes all four (v Q6_K: GLIM_CUDA_V5_MIX=1);
+     * plain v5 does not fold */
+    bool ring = v3 && ring_runs(), two = v5_mix_env();
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 7, GLIM_TYPE_BF16, ring);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16,
+                      ring && two);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 1024, 1, 299, GLIM_TYPE_F16, ring && two);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_F32, ring);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 10, 2, 80, 80, false, false, 256, 1, 77, GLIM_TYPE_F16, ring);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 8, 2, 256, 256, false, true, 512, 1, 5, GLIM_TYPE_BF16, ring);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     if (backend_cuda_set_gemv(be, 2) == GLIM_OK)   /* v2: no fold, same bits */
         check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, false);
     CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
@@ -2250,7 +2289,7 @@ static void test_gate_side(void)
  * then q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD's
  * ring launch, cuda_norm_matmul); else the op is the two ops, which must hold as well. */
 static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
-                           bool want)
+                           bool prep, bool want)
 {
     int64_t rows[4];
     struct be_weight hw[4], dw[4];
@@ -2273,8 +2312,9 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
     for (int t = 0; t < T; t++)
         pos[t] = 1000 + t;
     void *out[3][11];
-    long used0 = backend_cuda_norm_used(be);
+    long used0 = backend_cuda_norm_used(be), prep0 = backend_cuda_prep_used(be);
     for (int pass = 0; ok && pass < 3; pass++) {   /* the op twice, then the two ops */
+        CHECK_EQ(backend_cuda_set_prep_fold(be, prep && pass < 2), GLIM_OK);
         float *dx = to_dev(x, nb), *dh = be->i->alloc(be, nb), *dov = to_dev(o, nb), *ys[5];
         for (int i = 0; i < 5; i++) {
             yb[i] = (size_t)rows[i < 4 ? i : 0] * T * 4;
@@ -2318,6 +2358,7 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d",
                  quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights);
         CHECK_EQ(backend_cuda_norm_used(be) - used0, want ? 2 : 0);
+        CHECK_EQ(backend_cuda_prep_used(be) - prep0, want && prep ? 2 : 0);   /* (the fold runs it in the ring) */
         static const char *names[10] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x", "h", "o"};
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < 10; i++)
@@ -2327,6 +2368,7 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
                 free(out[pass][i]);
     }
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_prep_fold(be, prep_env()), GLIM_OK);
     be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
     weights_free(dw, hw, 4);
@@ -2339,24 +2381,24 @@ static void test_norm_qkv(void)
         fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
         return;
     }
-    /* the fold needs the ring (GLIM_CUDA_V5R, sm_90: GEMV v4 is sm_90's), one-row tiles on v5, and
-     * the job's parts of one kind unless GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch */
-    const char *ring = getenv("GLIM_CUDA_V5R"), *mix = getenv("GLIM_CUDA_V5_MIX");
-    bool sm90 = backend_cuda_set_gemv(be, 4) == GLIM_OK;
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-    bool fold = ring && atoi(ring) > 0 && sm90 && v5_takes_tiles(), two = mix && atoi(mix) > 0;
+    /* the fold needs the ring and the job's parts of one kind unless GLIM_CUDA_V5_MIX=1 puts Q4_K
+     * and Q6_K in one launch */
+    bool fold = ring_runs(), two = v5_mix_env();
     CHECK_EQ(backend_cuda_set_qkv_fold(be, true), GLIM_OK);
     /* the 30B shapes: v Q6_K (two kinds) or Q4_K, the gate on the side stream or in the job */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, fold);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, fold);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, fold && two);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false, fold && two);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, false, fold);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, false, fold);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, false, fold && two);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false, false, fold && two);
+    /* attn_prep in the same launch too (GLIM_CUDA_PREP_FOLD; the gate then stays in the job) */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, true, fold);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, true, true, fold && two);
     /* smaller rows (the float4 norm takes 1024..8192), head_dim 64 */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false, fold);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true, fold && two);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false, false, fold);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true, true, fold && two);
     /* rows the float4 norm does not take, more than one token: the two ops */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true, false);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true, false);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true, false, false);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true, false, false);
     const char *qf = getenv("GLIM_CUDA_QKV_FOLD");
     CHECK_EQ(backend_cuda_set_qkv_fold(be, qf && strcmp(qf, "1") == 0), GLIM_OK);
 }

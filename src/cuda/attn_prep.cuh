@@ -142,4 +142,23 @@ static __device__ __forceinline__ void prep_group_warp(const prep_params &p, int
     }
 }
 
+/* A GEMV folding attn_prep (gemv_prep_arrive, v5r_prep_arrive): after this warp stored some of
+ * head hh's rows, count them in cnt[slot]; the warp whose arrival is the need-th prepares the head
+ * (in row, its own PREP_MAX_DIM floats of shared memory) and resets the count for the next launch */
+static __device__ __forceinline__ void prep_count_arrive(const prep_params &p, unsigned *cnt, int slot,
+                                                         unsigned need, int hh, float *row, int lane)
+{
+    __threadfence();   /* the rows are visible before the count says so */
+    __syncwarp();
+    unsigned done = 0;
+    if (lane == 0)
+        done = atomicAdd(&cnt[slot], 1u);
+    if (__shfl_sync(0xffffffffu, done, 0) != need - 1)
+        return;
+    __threadfence();
+    prep_head_warp(p, 0, hh, row, lane);
+    if (lane == 0)
+        cnt[slot] = 0u;
+}
+
 #endif

@@ -514,21 +514,30 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
 }
 
 /* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep: with
- * ctx->qkv_fold (opt-in) the norm runs in the q/k/v ring launch (cuda_norm_matmul), then the
- * output gate on the side stream as matmul_attn_prep would put it there (now beside attn_prep and
- * attention only: its input is made by that launch), then attn_prep. Else the two ops. */
+ * ctx->qkv_fold (opt-in) the norm runs in the q/k/v ring launch (cuda_norm_matmul; with
+ * ctx->prep_fold attn_prep too), then the output gate on the side stream as matmul_attn_prep would
+ * put it there (now beside attn_prep and attention only: its input is made by that launch), then
+ * attn_prep unless folded. Else the two ops. */
 static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
                                 const struct be_weight *const *ws, int n_rows, const struct be_attn_prep_args *p)
 {
     struct cuda_ctx *c = op_ctx(be);
-    bool side = n == 4 && cuda_side_ok(c, ws[3]);   /* matmul_attn_prep's choice for the gate */
-    int np = side ? 3 : n;
-    if (n_rows == 1 && c->qkv_fold && !c->prep_fold && cuda_norm_matmul(c, r, np, ys, ws)) {
-        if (np < n && !cuda_matmul_side(c, ys[3], ws[3], r->h))
-            cuda_matmul_n(c, 1, ys + 3, ws + 3, r->h, 1);
-        cuda_xq_forget(c);
-        cuda_attn_prep(c, p);
-        return;
+    if (n_rows == 1 && c->qkv_fold) {   /* matmul_attn_prep's choices: the prep fold, the gate's stream */
+        c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? p : NULL;
+        c->prep_taken = false;
+        int np = n == 4 && !c->prep_req && cuda_side_ok(c, ws[3]) ? 3 : n;
+        bool done = cuda_norm_matmul(c, r, np, ys, ws);
+        c->prep_req = NULL;
+        if (done) {
+            if (np < n && !cuda_matmul_side(c, ys[3], ws[3], r->h))
+                cuda_matmul_n(c, 1, ys + 3, ws + 3, r->h, 1);
+            cuda_xq_forget(c);
+            if (!c->prep_taken)
+                cuda_attn_prep(c, p);
+            else
+                c->prep_used++;
+            return;
+        }
     }
     res_norm(be, r, n_rows);
     be_matmul_attn_prep(be, n, ys, ws, r->h, n_rows, p);

@@ -236,9 +236,9 @@ static __device__ __forceinline__ void v5_wait_ready(const v5_job &job, int lane
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
- * depend on timing. */
+ * depend on timing. True when this warp wrote the tile's rows of y (the ring's prep fold). */
 template <int MODE>
-static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
+static __device__ __forceinline__ bool v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
                                                 int pieces, int stride, int64_t r0, int lane, float acc_g,
                                                 float acc_g8)
 {
@@ -254,7 +254,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
             P.y[r0 + g + 8] = acc_g8;
         if (job.glu_cnt)
             v5_glu_arrive<MODE>(job, P, tile, lane);
-        return;
+        return true;
     }
     float *pp = job.part + ((size_t)tile * stride + piece) * 16;
     if (t == 0) {
@@ -262,7 +262,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
         pp[g + 8] = acc_g8;
     }
     if (!v5_last_piece(job, tile, pieces, lane))
-        return;
+        return false;
     if (lane < 16 && r0 + lane < P.n) {
         const float *tp = job.part + (size_t)tile * stride * 16 + lane;
         float y = 0.0f;
@@ -274,6 +274,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
         job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
     if (job.glu_cnt)
         v5_glu_arrive<MODE>(job, P, tile, lane);
+    return true;
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
@@ -661,6 +662,22 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
 }
 
+/* In matmul_attn_prep with the prep fold asked for (c->prep_req): when this one-row ring job is one
+ * token's q, k and v (parts 0, 1, 2; the output gate may follow) in whole heads of 16-row tiles,
+ * it runs attn_prep itself (v5r_prep_arrive) */
+static bool v5r_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *const *ys, const bool *mine,
+                          v5r_prep &pr)
+{
+    const struct be_attn_prep_args *a = c->prep_req;
+    if (!a || a->n_tokens != 1 || n < 3 || job.n_parts != n || !mine[0] || !mine[1] || !mine[2] || ys[0] != a->q ||
+        ys[1] != a->k || ys[2] != a->v || a->head_dim % 16 || job.p[0].n != (int64_t)a->n_head * a->head_dim ||
+        job.p[1].n != (int64_t)a->n_head_kv * a->head_dim || job.p[2].n != job.p[1].n || !cuda_prep_params(a, &pr.p) ||
+        !v5_counts(c, &c->prep_cnt, (size_t)(a->n_head + a->n_head_kv) * 4))
+        return false;
+    pr.cnt = (unsigned *)c->prep_cnt.p;
+    return true;
+}
+
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
  * of dtb (KB; dtb = 0: none); returns how many parts it took. nm (cuda_norm_matmul): the residual
  * norm in front, made by the ring launch (counts in sync); then the launch must take every part
@@ -697,8 +714,11 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     if (ring)
         job.trace = v5_trace_slot(c, job, n, ws, mine);
     bool launched = false;
+    v5r_prep pr = {};
+    bool prep = ring && v5r_prep_plan(c, job, n, ys, mine, pr);
     if constexpr (KA::TILED && KB::TILED)
-        launched = ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, sync, kn, NULL, NULL, nm);
+        launched = ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, sync, kn, NULL, NULL, nm, prep ? &pr : NULL);
+    c->prep_taken = c->prep_taken || (launched && prep);
     if (!launched && nm)
         return -1;
     if (!launched)

@@ -47,6 +47,16 @@ struct v5r_norm_args {
     float2      *xd;
 };
 
+/* attn_prep folded into a one-token q/k/v job (GLIM_CUDA_PREP_FOLD=1 with the ring; matmul_attn_prep,
+ * add_rmsnorm_attn): parts 0, 1, 2 are q, k and v, head_dim % 16 == 0; the warp that writes a
+ * head's last tile (q; k and v together) prepares it (attn_prep.cuh prep_head_warp: attn_prep's
+ * bits, as the v3 fold). cnt == NULL: none. */
+struct v5r_prep {
+    unsigned   *cnt;    /* per head (q heads, then KV heads): tiles written; 0 between launches */
+    int         off;    /* the consumer warps' rows of PREP_MAX_DIM floats in dynamic shared memory */
+    prep_params p;
+};
+
 /* a T16 record's run `run` in shared memory: lane 4g + t's 16 bytes (gemv_mma_lane.h v5_t16_run) */
 static __device__ __forceinline__ void v5r_run(const uint8_t *b, int run, int g, int t, uint2 *row_g, uint2 *row_g8)
 {
@@ -128,14 +138,32 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
     }
 }
 
-/* a tile's sums of this warp into y or its piece (v5_run's store) */
+/* After this warp wrote tile `tile` of part P (v5r_prep): count it for its head, and if it was the
+ * head's last, prepare the head in row (this warp's PREP_MAX_DIM floats of shared memory). The
+ * output gate's tiles (part 3) are not counted. */
+static __device__ __forceinline__ void v5r_prep_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane,
+                                                    const v5r_prep &pr, float *row)
+{
+    const prep_params &p = pr.p;
+    int part = P.tile0 == job.p[0].tile0 ? 0 : P.tile0 == job.p[1].tile0 ? 1 : P.tile0 == job.p[2].tile0 ? 2 : 3;
+    if (part == 3 || (part == 0 && p.n_qb == 0))
+        return;
+    int D = p.head_dim, head = (int)((tile - P.tile0) * 16 / D);
+    int slot = part == 0 ? head : p.n_head + head;
+    unsigned need = part == 0 ? (unsigned)(D / 16) : (unsigned)(2 * D / 16);
+    prep_count_arrive(p, pr.cnt, slot, need, part == 0 ? head : p.n_qb + head, row, lane);
+}
+
+/* a tile's sums of this warp into y or its piece (v5_run's store); then the prep fold's count */
 template <int MODE>
 static __device__ __forceinline__ void v5r_flush(const v5_job &job, const v5_part &P, int64_t tile, int64_t w,
-                                                 int lane, float acc_g, float acc_g8)
+                                                 int lane, float acc_g, float acc_g8, const v5r_prep &pr, float *row)
 {
     int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
-    v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16, lane, acc_g,
-                   acc_g8);
+    bool wrote = v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16,
+                                lane, acc_g, acc_g8);
+    if (MODE == V5_PLAIN && pr.cnt && wrote)
+        v5r_prep_arrive(job, P, tile, lane, pr, row);
 }
 
 /* the consumer warps' barrier (named barrier 1; the loader warp is not in it) */
@@ -271,8 +299,9 @@ static __device__ __forceinline__ void v5r_x_gate(const v5_job &job, int cw, con
 template <class KA, class KB, int MODE = V5_PLAIN>
 static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const float2 *xd, const float *xf,
                                    const float *gf, const v5r_cfg cfg, uint8_t *ring, uint64_t *full, uint64_t *empty, int wi,
-                                   int lane, const v5r_norm_args &nm, unsigned *sync, double *red)
+                                   int lane, const v5r_norm_args &nm, unsigned *sync, double *red, const v5r_prep &pr)
 {
+    float *prow = (float *)(ring + pr.off) + wi * PREP_MAX_DIM;   /* (used only with pr.cnt) */
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     const int cw = cfg.cw;
     const size_t slot = (size_t)cfg.slot, page = cw * slot;
@@ -334,7 +363,7 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
             const uint8_t *rec = ring + s * page + wi * slot;
             for (int64_t x = x0; x < x1; x++, sb++) {
                 if (sb == job.n_sb) {   /* the next tile */
-                    v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
+                    v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8, pr, prow);
                     tile++, sb = 0, P = v5_pick(job, tile), acc_g = 0.0f, acc_g8 = 0.0f;
                 }
                 if (!std::is_same<KA, KB>::value && P.kind) {
@@ -357,7 +386,7 @@ static __device__ void v5r_consume(const v5_job &job, const int8_t *xq, const fl
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (a < b)
-        v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8);
+        v5r_flush<MODE>(job, P, tile, w, lane, acc_g, acc_g8, pr, prow);
     if (trace)
         v5_stamp_w(job, w, 2);
 }
@@ -399,7 +428,8 @@ static __device__ __forceinline__ void v5r_bars(const v5r_cfg &cfg, uint64_t *fu
 template <class KA, class KB, class KC, bool CHAIN>
 static __global__ void __launch_bounds__(V5R_THREADS_MAX, 1)
 gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *xq, const float2 *xd, const float *xf,
-              const float *gf, const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig, const v5r_norm_args nm)
+              const float *gf, const v5r_cfg ca, const v5r_cfg cb, unsigned *sync, bool trig, const v5r_norm_args nm,
+              const v5r_prep pr)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t v5r_ring[];
@@ -417,10 +447,10 @@ gemv5r_kernel(const v5_job ja, const v5_job jb, const int8_t *xq, const float2 *
         return;
     }
     v5r_consume<KA, KB, CHAIN ? V5_CHAIN_A : V5_PLAIN>(ja, xq, xd, xf, gf, ca, v5r_ring, full, empty, warp, lane, nm,
-                                                       sync, red);
+                                                       sync, red, pr);
     if (CHAIN)
         v5r_consume<KC, KC, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, NULL, NULL, cb, v5r_ring, full, empty, warp, lane, nm,
-                                        sync, red);
+                                        sync, red, pr);
     if (CHAIN || nm.o)
         v5r_exit(sync, gridDim.x * ca.cw, lane);
 #endif
@@ -470,7 +500,7 @@ static bool v5r_shape(const v5_job &job, const v5r_knobs &kn, int max_rec, int s
 template <class KA, class KB, class KC, bool CHAIN>
 static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const int8_t *xq, const float2 *xd,
                    unsigned *sync, const v5r_knobs &kn, const float *xf = NULL, const float *gf = NULL,
-                   const v5r_norm_args *nm = NULL)
+                   const v5r_norm_args *nm = NULL, const v5r_prep *pr = NULL)
 {
     const int BA = v5r_bytes<typename KA::raw>::N, BB = v5r_bytes<typename KB::raw>::N;
     const int BC = CHAIN ? v5r_bytes<typename KC::raw>::N : 0;
@@ -480,6 +510,8 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
     static int l1_forced = -1;   /* GLIM_CUDA_V5R_L1=1: x through L1, not copied (the chain's down always is) */
     int64_t k = (CHAIN && jb.n_sb > ja.n_sb ? jb.n_sb : ja.n_sb) * 256;
     int x_bytes = (int)(k + k / 4);   /* int8 codes and a float2 per 32 */
+    int prep_bytes = pr && pr->cnt ? kn.cw * PREP_MAX_DIM * (int)sizeof(float) : 0;   /* the prep fold's rows */
+    x_bytes += prep_bytes;
     if (!v5r_shape(ja, kn, big, 0, x_bytes, ca) || (CHAIN && !v5r_shape(jb, kn, big, ca.n_pages, x_bytes, cb))) {
         static bool said;   /* a bench setting that silently measured plain v5 would mislead */
         if (!said)
@@ -500,6 +532,11 @@ static bool v5r_go(struct cuda_ctx *c, const v5_job &ja, const v5_job &jb, const
         cuda_launch_cfg(c, dim3((unsigned)((warps + kn.cw - 1) / kn.cw)), dim3((kn.cw + 1) * 32), smem, attr);
     cuda_cfg_carveout(&cfgl, attr, 100);   /* the ring wants the SM's shared memory, whatever the others */
     const v5r_norm_args no_norm = {};
+    v5r_prep prep = {};
+    if (prep_bytes) {
+        prep = *pr;
+        prep.off = (int)smem - prep_bytes;
+    }
     return !CUDA_TRY(c, cudaLaunchKernelEx(&cfgl, gemv5r_kernel<KA, KB, KC, CHAIN>, ja, jb, xq, xd, xf, gf, ca, cb,
-                                          sync, c->pdl_all, nm ? *nm : no_norm));
+                                          sync, c->pdl_all, nm ? *nm : no_norm, prep));
 }

@@ -439,17 +439,7 @@ static __device__ __forceinline__ void gemv_prep_arrive(const gemv_job &job, int
     int D = p.head_dim, head = (int)(row0 / D);
     int slot = part == 0 ? head : p.n_head + head;
     unsigned need = part == 0 ? (unsigned)(D / job.p[0].rw) : (unsigned)(D / job.p[1].rw + D / job.p[2].rw);
-    __threadfence();   /* the rows are visible before the count says so */
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0)
-        done = atomicAdd(&job.prep_cnt[slot], 1u);
-    if (__shfl_sync(0xffffffffu, done, 0) != need - 1)
-        return;
-    __threadfence();
-    prep_head_warp(p, 0, part == 0 ? head : p.n_qb + head, prep_row[threadIdx.x >> 5], lane);
-    if (lane == 0)
-        job.prep_cnt[slot] = 0u;   /* for the next launch */
+    prep_count_arrive(p, job.prep_cnt, slot, need, part == 0 ? head : p.n_qb + head, prep_row[threadIdx.x >> 5], lane);
 }
 
 /* gemv_stream.cu: GEMV v4 for one activation row of a job of Q4_K/Q6_K weights with
