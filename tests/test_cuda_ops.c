@@ -2132,10 +2132,6 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     int64_t rows[4];
     struct be_weight hw[4], dw[4];
     bool ok = qkvg_weights(vtype, H, Hkv, D, k, tiled, rows, hw, dw);
-    /* a gate in tiles (GLIM_CUDA_T16=1) is v5's and stays in the job: the side stream takes none
-     * (its v5 scratch is the main stream's) */
-    if (mode != FOLD && (dw[3].dev_type == DT_Q4_K_T16 || dw[3].dev_type == DT_Q6_K_T16))
-        want = false;
     float *gq = rand_vec(D, 2.0f), *gk = rand_vec(D, 2.0f), *h = rand_vec(k * T, 1.0f);
     struct be_weight hwq, dwq, hwk, dwk;
     norm_weight(gq, D, &hwq, &dwq);
@@ -2215,11 +2211,11 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     free(gq), free(gk), free(h), free(cache0);
 }
 
-/* the weights as the backend's setting tiles them */
+/* row-major weights (v3's, whatever GLIM_CUDA_T16 says; the side stream takes no weight in tiles) */
 static void check_prep_fold(int mode, uint32_t vtype, int H, int Hkv, int D, int n_rot, bool neox, bool norms,
                             int64_t k, int T, int32_t p0, uint32_t kv_type, bool want)
 {
-    check_prep_fold_t(-1, mode, vtype, H, Hkv, D, n_rot, neox, norms, k, T, p0, kv_type, want);
+    check_prep_fold_t(0, mode, vtype, H, Hkv, D, n_rot, neox, norms, k, T, p0, kv_type, want);
 }
 
 static void test_prep_fold(void)
@@ -2257,6 +2253,8 @@ static void test_prep_fold(void)
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_F32, ring);
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 10, 2, 80, 80, false, false, 256, 1, 77, GLIM_TYPE_F16, ring);
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 8, 2, 256, 256, false, true, 512, 1, 5, GLIM_TYPE_BF16, ring);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 4, 2, 64, 0, false, false, 256, 1, 10, GLIM_TYPE_F32, ring);   /* keys only */
+    check_prep_fold_t(7, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 7, GLIM_TYPE_BF16, ring);   /* gate row-major */
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     if (backend_cuda_set_gemv(be, 2) == GLIM_OK)   /* v2: no fold, same bits */
         check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, false);
@@ -2289,8 +2287,9 @@ static void test_gate_side(void)
  * then q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD's
  * ring launch, cuda_norm_matmul); else the op is the two ops, which must hold as well. */
 static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
-                           bool prep, bool want)
+                           bool prep, bool want, bool want_prep)
 {
+    struct glim_err err = {0};
     int64_t rows[4];
     struct be_weight hw[4], dw[4];
     bool ok = qkvg_weights(vtype, H, Hkv, D, n, side ? 7 : 15, rows, hw, dw);
@@ -2313,9 +2312,10 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         pos[t] = 1000 + t;
     void *out[3][11];
     long used0 = backend_cuda_norm_used(be), prep0 = backend_cuda_prep_used(be);
-    for (int pass = 0; ok && pass < 3; pass++) {   /* the op twice, then the two ops */
+    for (int pass = 0; ok && pass < 3; pass++) {   /* the op, the op captured and replayed, the two ops */
         CHECK_EQ(backend_cuda_set_prep_fold(be, prep && pass < 2), GLIM_OK);
         float *dx = to_dev(x, nb), *dh = be->i->alloc(be, nb), *dov = to_dev(o, nb), *ys[5];
+        float *cs = be->i->alloc(be, (size_t)T * (D / 2) * 8);   /* the step's RoPE table, as the model has */
         for (int i = 0; i < 5; i++) {
             yb[i] = (size_t)rows[i < 4 ? i : 0] * T * 4;
             ys[i] = be->i->alloc(be, yb[i]);
@@ -2334,6 +2334,11 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]};
         const struct be_weight *wo = weights ? &dwo : NULL, *wh = weights ? &dwh : NULL;
         struct be_res_norm r = {dx, dh, dov, wo, wh, 1e-8f, 1e-6f, (int)n};
+        void *graph = NULL;
+        if (pass == 1)
+            CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
+        CHECK_EQ(backend_cuda_rope_table(be, cs, dpos, T, D, 10000.0f), 0);
+        a.rope_cs = cs;
         if (pass < 2) {
             be->i->add_rmsnorm_attn(be, &r, 4, ys, ws, T, &a);
         } else {
@@ -2342,6 +2347,13 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         }
         be->i->attention(be, &aa);
         be->i->mul_sigmoid(be, ys[4], ys[3], rows[0] * T);   /* reads the gate: joins */
+        if (pass == 1) {
+            CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
+            CHECK(graph != NULL);
+            if (graph)
+                CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
+            be->i->graph_free(be, graph);
+        }
         yb[5] = yb[6] = cb, yb[7] = yb[8] = yb[9] = nb;
         void *src[10] = {ys[0], ys[1], ys[2], ys[3], ys[4], dkc, dvc, dx, dh, dov};
         for (int i = 0; i < 10; i++) {
@@ -2350,15 +2362,15 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         }
         for (int i = 0; i < 5; i++)
             be->i->release(be, ys[i]);
-        be->i->release(be, dx), be->i->release(be, dh), be->i->release(be, dov);
+        be->i->release(be, dx), be->i->release(be, dh), be->i->release(be, dov), be->i->release(be, cs);
         be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
     }
     if (ok) {
         char what[160];
-        snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d",
-                 quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights);
+        snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d prep %d",
+                 quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights, prep);
         CHECK_EQ(backend_cuda_norm_used(be) - used0, want ? 2 : 0);
-        CHECK_EQ(backend_cuda_prep_used(be) - prep0, want && prep ? 2 : 0);   /* (the fold runs it in the ring) */
+        CHECK_EQ(backend_cuda_prep_used(be) - prep0, want_prep ? 2 : 0);   /* (the fold runs it in the ring) */
         static const char *names[10] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x", "h", "o"};
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < 10; i++)
@@ -2381,24 +2393,27 @@ static void test_norm_qkv(void)
         fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
         return;
     }
-    /* the fold needs the ring and the job's parts of one kind unless GLIM_CUDA_V5_MIX=1 puts Q4_K
-     * and Q6_K in one launch */
+    /* the fold needs the ring; it takes matmul_n's first launch (q, k and a gate in tiles; v too
+     * where it is Q4_K or GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch), and attn_prep folds
+     * where that launch has q, k and v */
     bool fold = ring_runs(), two = v5_mix_env();
     CHECK_EQ(backend_cuda_set_qkv_fold(be, true), GLIM_OK);
     /* the 30B shapes: v Q6_K (two kinds) or Q4_K, the gate on the side stream or in the job */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, false, fold);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, false, fold);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, false, fold && two);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false, false, fold && two);
-    /* attn_prep in the same launch too (GLIM_CUDA_PREP_FOLD; the gate then stays in the job) */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, true, fold);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, true, true, fold && two);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, false, fold, false);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, false, fold, false);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, false, fold, false);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false, false, fold, false);
+    /* attn_prep in the same launch too (GLIM_CUDA_PREP_FOLD) */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, true, fold, fold);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, true, fold, fold);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, true, true, fold, fold && two);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, true, fold, fold && two);
     /* smaller rows (the float4 norm takes 1024..8192), head_dim 64 */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false, false, fold);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true, true, fold && two);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false, false, fold, false);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true, true, fold, fold && two);
     /* rows the float4 norm does not take, more than one token: the two ops */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true, false, false);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true, false, false);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true, false, false, false);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true, false, false, false);
     const char *qf = getenv("GLIM_CUDA_QKV_FOLD");
     CHECK_EQ(backend_cuda_set_qkv_fold(be, qf && strcmp(qf, "1") == 0), GLIM_OK);
 }

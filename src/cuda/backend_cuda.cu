@@ -501,8 +501,9 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? a : NULL;
     c->prep_taken = false;
     /* a 4th part (the output gate) is read by no attn_prep or attention (backend.h): its GEMV may
-     * run beside the q/k/v GEMV, attn_prep and attention, on the side stream */
-    if (n == 4 && n_rows == 1 && !c->prep_req && cuda_matmul_side(c, ys[3], ws[3], x))
+     * run beside the q/k/v GEMV, attn_prep and attention, on the side stream (a prep fold needs
+     * parts 0..2 only) */
+    if (n == 4 && n_rows == 1 && cuda_matmul_side(c, ys[3], ws[3], x))
         n = 3;
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
     c->prep_req = NULL;
@@ -525,12 +526,20 @@ static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r,
     if (n_rows == 1 && c->qkv_fold) {   /* matmul_attn_prep's choices: the prep fold, the gate's stream */
         c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? p : NULL;
         c->prep_taken = false;
-        int np = n == 4 && !c->prep_req && cuda_side_ok(c, ws[3]) ? 3 : n;
-        bool done = cuda_norm_matmul(c, r, np, ys, ws);
-        c->prep_req = NULL;
-        if (done) {
+        int np = n == 4 && cuda_side_ok(c, ws[3]) ? 3 : n;
+        bool taken[4] = {false, false, false, false};
+        if (cuda_norm_matmul(c, r, np, ys, ws, taken)) {
             if (np < n && !cuda_matmul_side(c, ys[3], ws[3], r->h))
-                cuda_matmul_n(c, 1, ys + 3, ws + 3, r->h, 1);
+                np = n;   /* (only after an error) */
+            float *ys_rest[4];
+            const struct be_weight *ws_rest[4];
+            int k = 0;
+            for (int i = 0; i < np; i++)   /* the launches matmul_n makes after its first */
+                if (!taken[i])
+                    ys_rest[k] = ys[i], ws_rest[k] = ws[i], k++;
+            if (k)
+                cuda_matmul_n(c, k, ys_rest, ws_rest, r->h, 1);
+            c->prep_req = NULL;
             cuda_xq_forget(c);
             if (!c->prep_taken)
                 cuda_attn_prep(c, p);
@@ -538,6 +547,7 @@ static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r,
                 c->prep_used++;
             return;
         }
+        c->prep_req = NULL;
     }
     res_norm(be, r, n_rows);
     be_matmul_attn_prep(be, n, ys, ws, r->h, n_rows, p);

@@ -295,10 +295,10 @@ extern "C" int backend_cuda_set_qkv_fold(struct backend *be, bool on);   /* add_
  * (nothing launched) */
 bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, float *const *fs,
                    const struct be_weight *const *ws);
-/* gemv_mma.cu: add_rmsnorm then matmul_n of one row as one ring launch (h's int8 copy cached after
- * it); false = not taken (nothing launched) */
-bool cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
-                      const struct be_weight *const *ws);
+/* gemv_mma.cu: add_rmsnorm then the first launch of matmul_n of one row as one ring launch (h's
+ * int8 copy cached after it): the parts it took (taken[np]), 0 = none (nothing launched) */
+int cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
+                     const struct be_weight *const *ws, bool *taken);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

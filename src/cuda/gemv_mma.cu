@@ -662,14 +662,14 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
 }
 
-/* In matmul_attn_prep with the prep fold asked for (c->prep_req): when this one-row ring job is one
- * token's q, k and v (parts 0, 1, 2; the output gate may follow) in whole heads of 16-row tiles,
- * it runs attn_prep itself (v5r_prep_arrive) */
+/* In matmul_attn_prep with the prep fold asked for (c->prep_req): when this one-row ring job has one
+ * token's q, k and v as parts 0, 1, 2 (the output gate may follow; v5r_prep_arrive counts no
+ * other part) in whole heads of 16-row tiles, it runs attn_prep itself */
 static bool v5r_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *const *ys, const bool *mine,
                           v5r_prep &pr)
 {
     const struct be_attn_prep_args *a = c->prep_req;
-    if (!a || a->n_tokens != 1 || n < 3 || job.n_parts != n || !mine[0] || !mine[1] || !mine[2] || ys[0] != a->q ||
+    if (!a || a->n_tokens != 1 || n < 3 || job.n_parts < 3 || !mine[0] || !mine[1] || !mine[2] || ys[0] != a->q ||
         ys[1] != a->k || ys[2] != a->v || a->head_dim % 16 || job.p[0].n != (int64_t)a->n_head * a->head_dim ||
         job.p[1].n != (int64_t)a->n_head_kv * a->head_dim || job.p[2].n != job.p[1].n || !cuda_prep_params(a, &pr.p) ||
         !v5_counts(c, &c->prep_cnt, (size_t)(a->n_head + a->n_head_kv) * 4))
@@ -680,8 +680,8 @@ static bool v5r_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *c
 
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
  * of dtb (KB; dtb = 0: none); returns how many parts it took. nm (cuda_norm_matmul): the residual
- * norm in front, made by the ring launch (counts in sync); then the launch must take every part
- * through the ring, or nothing is launched: 0 when no part is of these kinds, -1 otherwise. */
+ * norm in front, made by the ring launch (counts in sync); then the launch must go through the
+ * ring, or nothing is launched: 0 when no part is of these kinds, -1 when refused. */
 template <class KA, class KB = KA>
 static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
                      const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken,
@@ -698,7 +698,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     v5r_knobs kn;   /* (not on the side stream, which takes no v5 job: cuda_side_ok) */
     bool ring_on = v5r_on(c, &kn), ring = ring_on && KA::TILED && KB::TILED && c->stream != c->side;
     int64_t warps = ring_on ? (int64_t)kn.cw * c->n_sm : v5_warps(c, 16);
-    if (nm && (m < n || !ring))
+    if (nm && !ring)
         return -1;
     if (!v5_plan(c, job, warps))
         return nm ? -1 : 0;   /* recorded in the context; these parts go to v3 */
@@ -961,7 +961,7 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
  * are 8-byte pieces of half-used sectors: tg128 95.7 t/s with v3 on tiles, 160.1 with v5;
  * docs/PERFORMANCE.md 2026-12-03). GLIM_CUDA_V5_MIN=n (bench knob): only jobs of at least n
  * (tile, super-block) units. With nm (cuda_norm_matmul) only the first launch of the order that
- * finds parts, which must take all n with the norm in front: n, or 0 with nothing launched. */
+ * finds parts, with the norm in front: the parts it took (taken), or 0 with nothing launched. */
 static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
                        const int8_t *xq, const float2 *xd, bool *taken, const v5r_norm_args *nm, unsigned *sync)
 {
@@ -980,7 +980,7 @@ static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct
     do {                                    \
         r = (call);                         \
         if (nm && r)                        \
-            return r == n ? n : 0;          \
+            return r > 0 ? r : 0;           \
         m += r;                             \
     } while (0)
     if (which == 3 && v5_mix_on()) {   /* rows too: tiles' twin (tests) */
@@ -1011,24 +1011,25 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     return gemv5_route(c, n, ys, ws, xq, xd, taken, NULL, NULL);
 }
 
-/* add_rmsnorm(r) then matmul_n(np, ys, ws, r->h) of one row as ONE ring launch (the attention's
- * input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1), taken only where matmul_n's
- * v5 routing (gemv5_route) gives every part to its first launch, through the ring: tiles of one
- * kind, or of both with GLIM_CUDA_V5_MIX=1. That launch, with the norm in front as in
- * cuda_norm_ffn: the same job and split, so the same bits as the two ops. After it, h's int8
- * copy is the cached one (cuda_xq_filled). false = not taken (nothing launched). */
-bool cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
-                      const struct be_weight *const *ws)
+/* add_rmsnorm(r) then the first launch of matmul_n(np, ys, ws, r->h) for one row as ONE ring launch
+ * (the attention's input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1): matmul_n's
+ * own v5 routing (gemv5_route) builds its first launch (tiles of one kind, or of both with
+ * GLIM_CUDA_V5_MIX=1), which must go through the ring, with the norm in front as in cuda_norm_ffn:
+ * the same job and split, so the same bits as the two ops. Returns the parts it took (taken[np]),
+ * 0 = none (nothing launched). The caller runs the rest as matmul_n would (the same launches
+ * follow): h's int8 copy is the cached one (cuda_xq_filled). */
+int cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
+                     const struct be_weight *const *ws, bool *taken)
 {
     v5r_knobs kn;
     v5r_norm_args nm;
-    bool taken[GEMV_MAX_PARTS];
-    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !norm_fold_ok(c, r, np, ws, &kn, &nm) ||
-        !v5_counts(c, &c->norm_sync, 16) ||
-        gemv5_route(c, np, ys, ws, nm.xq, nm.xd, taken, &nm, (unsigned *)c->norm_sync.p) != np)
-        return false;
+    int m;
+    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !cuda_q8_batchable(np, ws) ||
+        !norm_fold_ok(c, r, np, ws, &kn, &nm) || !v5_counts(c, &c->norm_sync, 16) ||
+        (m = gemv5_route(c, np, ys, ws, nm.xq, nm.xd, taken, &nm, (unsigned *)c->norm_sync.p)) <= 0)
+        return 0;
     cuda_xq_forget(c);   /* x, h, o and the outputs were written; h's int8 copy is in xq */
     cuda_xq_filled(c, r->h, r->n, 1);
     c->norm_used++;
-    return true;
+    return m;
 }
