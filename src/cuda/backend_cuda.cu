@@ -492,8 +492,20 @@ static void be_attention_prep(struct backend *be, const struct be_attn_prep_args
     cuda_attention(c, a);
 }
 
-/* One token's q/k/v(/gate) GEMV (v3) runs attn_prep in the last warp of each head (ctx->prep_fold,
- * opt-in GLIM_CUDA_PREP_FOLD=1): no attn_prep launch. Else the two ops. */
+/* after the q/k/v GEMV of matmul_attn_prep: attn_prep, unless the GEMV ran it (c->prep_taken) */
+static void prep_finish(struct cuda_ctx *c, const struct be_attn_prep_args *a)
+{
+    c->prep_req = NULL;
+    cuda_xq_forget(c);
+    if (!c->prep_taken)
+        cuda_attn_prep(c, a);
+    else
+        c->prep_used++;
+}
+
+/* One token's q/k/v(/gate) GEMV runs attn_prep in the last warp of each head (ctx->prep_fold, opt-in
+ * GLIM_CUDA_PREP_FOLD=1; v3, or the ring when q/k/v are tiles in one launch): no attn_prep launch.
+ * Else the two ops. */
 static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                                 const float *x, int n_rows, const struct be_attn_prep_args *a)
 {
@@ -506,12 +518,7 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     if (n == 4 && n_rows == 1 && cuda_matmul_side(c, ys[3], ws[3], x))
         n = 3;
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
-    c->prep_req = NULL;
-    cuda_xq_forget(c);
-    if (!c->prep_taken)
-        cuda_attn_prep(c, a);
-    else
-        c->prep_used++;
+    prep_finish(c, a);
 }
 
 /* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep: with
@@ -539,12 +546,7 @@ static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r,
                     ys_rest[k] = ys[i], ws_rest[k] = ws[i], k++;
             if (k)
                 cuda_matmul_n(c, k, ys_rest, ws_rest, r->h, 1);
-            c->prep_req = NULL;
-            cuda_xq_forget(c);
-            if (!c->prep_taken)
-                cuda_attn_prep(c, p);
-            else
-                c->prep_used++;
+            prep_finish(c, p);
             return;
         }
         c->prep_req = NULL;
