@@ -1822,9 +1822,10 @@ static void test_add_rmsnorm_xq(void)
 /* add_rmsnorm_ffn (one row; gate/up type k = n -> nff tiles, down dtype nff -> n) against
  * add_rmsnorm then matmul_ffn on the same inputs: x, h, o, the FFN's output y (o itself, as the
  * model passes it, or its own buffer: then the normed o is compared too), the gate/up rows, bit
- * for bit, twice (the ring kernel's counts are back at 0 after a launch). With the ring
- * (GLIM_CUDA_V5R, sm_90) the op must have run folded (cuda_norm_ffn: CTA 0 makes the norm with
- * add_rmsnorm_vec_kernel's bits); elsewhere it is the two ops, which must hold as well.
+ * for bit, twice (the kernel's counts are back at 0 after a launch). Where v5 takes tiles the op
+ * must have run folded (cuda_norm_ffn: with the ring, CTA 0 makes the norm; without, every CTA
+ * makes it as its prologue and the last one stores o, x and h; add_rmsnorm_vec_kernel's bits
+ * either way); elsewhere it is the two ops, which must hold as well.
  * weights false: no norm weights (NULL). */
 static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff, bool fold, bool own_y, bool weights)
 {
@@ -1893,7 +1894,7 @@ static void test_norm_ffn(void)
         fprintf(stderr, "  no add_rmsnorm_ffn (GLIM_CUDA_FUSE=0) or exact: skipped\n");
         return;
     }
-    bool fold = ring_runs();   /* the fold needs the ring */
+    bool fold = v5_takes_tiles();   /* the fold needs v5 (and with the ring on, the ring) */
     CHECK_EQ(backend_cuda_set_ffn_chain(be, true), GLIM_OK);
     CHECK_EQ(backend_cuda_set_norm_fold(be, true), GLIM_OK);
     /* rows of 1024..8192 (the float4 norm), the 30B shape; Q4_K and Q6_K gate/up and down */
@@ -2284,8 +2285,9 @@ static void test_gate_side(void)
  * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
  * both caches and attention * sigmoid(gate) bit for bit, twice in a row (the ring kernel's counts
  * are back at 0). side: a row-major gate, whose GEMV runs on the side stream (the fold's job is
- * then q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD's
- * ring launch, cuda_norm_matmul); else the op is the two ops, which must hold as well. */
+ * then q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD,
+ * cuda_norm_matmul: the ring launch, or without the ring every CTA's own norm); else the op is the
+ * two ops, which must hold as well. */
 static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
                            bool prep, bool want, bool want_prep)
 {
@@ -2393,10 +2395,10 @@ static void test_norm_qkv(void)
         fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
         return;
     }
-    /* the fold needs the ring; it takes matmul_n's first launch (q, k and a gate in tiles; v too
-     * where it is Q4_K or GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch), and attn_prep folds
-     * where that launch has q, k and v */
-    bool fold = ring_runs(), two = v5_mix_env();
+    /* the fold needs v5 (with the ring on, the ring); it takes matmul_n's first launch (q, k and a
+     * gate in tiles; v too where it is Q4_K or GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch),
+     * and attn_prep folds where that launch has q, k and v */
+    bool fold = v5_takes_tiles(), two = v5_mix_env();
     CHECK_EQ(backend_cuda_set_qkv_fold(be, true), GLIM_OK);
     /* the 30B shapes: v Q6_K (two kinds) or Q4_K, the gate on the side stream or in the job */
     check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, false, fold, false);

@@ -385,8 +385,9 @@ static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows
     be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
 }
 
-/* the residual norm before an FFN and the FFN: one ring launch when ctx->norm_fold (opt-in,
- * cuda_norm_ffn), else the two ops */
+/* the residual norm before an FFN and the FFN: with ctx->norm_fold (opt-in, cuda_norm_ffn) the
+ * norm inside the gate/up launch (each CTA's own prologue; with the ring, one ring launch), else
+ * the two ops */
 static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
                                const struct be_weight *const *ws, int n_rows, int act)
 {
@@ -674,7 +675,8 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
-                                       &c->v5_cnt2, &c->chain_sync, &c->norm_sync, &c->am_part};
+                                       &c->v5_cnt2, &c->chain_sync, &c->norm_sync, &c->norm_cnt,
+                                       &c->am_part};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);

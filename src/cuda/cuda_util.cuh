@@ -108,6 +108,7 @@ struct cuda_ctx {
     bool            qkv_fold;          /* add_rmsnorm_attn: the norm inside the q/k/v ring launch (opt-in GLIM_CUDA_QKV_FOLD=1) */
     long            norm_used;         /* ... times either was (tests) */
     struct cuda_buf norm_sync;         /* the q/k/v fold's counts (warps out, the norm done) */
+    struct cuda_buf norm_cnt;          /* the plain norm fold's count (gemv_mma.cu V5_NORM) */
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
     const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
     bool            prep_taken;        /* ... and it did */

@@ -134,7 +134,33 @@ struct v5_job {
 /* How a v5 job runs: alone (V5_PLAIN), or as the gate/up (V5_CHAIN_A: each quantized GLU block is
  * counted in job.ready) or the down projection (V5_CHAIN_B: waits for job.ready_need blocks instead
  * of the predecessor, and loads its activations, which this grid wrote, from L2) of one FFN launch */
-enum { V5_PLAIN, V5_CHAIN_A, V5_CHAIN_B };
+enum { V5_PLAIN, V5_CHAIN_A, V5_CHAIN_B, V5_NORM };
+
+/* V5_NORM (GLIM_CUDA_NORM_FOLD=1 without the ring: cuda_norm_ffn): add_rmsnorm as every CTA's own
+ * prologue. One CTA of V5N_WARPS warps an SM, so the norm's operands leave L2 once an SM; each CTA
+ * makes the whole norm with add_rmsnorm_vec_kernel's bits and h's int8 copy in its shared memory,
+ * which its warps then read as x. No CTA waits for another: the norm's latency (~5 us a launch
+ * plus the boundary) shrinks to what one CTA's prologue takes while its first weights arrive. */
+#define V5N_WARPS 16
+#define V5N_MAX (4 * RMS_VEC_THREADS * RMS_VEC_MAX)   /* the float4 norm's longest row */
+
+struct v5_norm {
+    float       *x, *h, *o;     /* add_rmsnorm's operands (struct be_res_norm) */
+    const float *w_o, *w_h;
+    float        eps_o, eps_h;
+    int          n;
+    unsigned    *cnt;           /* CTAs past their loads of o and x; the last writes o, x and h (and
+                                 * resets it): no CTA overwrites what another may still read */
+    int8_t      *xq;            /* ... and h's int8 copy (K45, as add_rmsnorm's) for the launches after */
+    float2      *xd;
+};
+
+struct v5n_smem {
+    int8_t xq[V5N_MAX];         /* h's int8 copy (K45) and its block scales: this CTA's x */
+    float2 xd[V5N_MAX / 32];
+    double red[32];
+    int    last;
+};
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
  * super-block and no warp idles on a wave tail */
@@ -233,6 +259,144 @@ static __device__ __forceinline__ void v5_wait_ready(const v5_job &job, int lane
     __syncwarp();
 }
 
+/* a virtual thread's float4s (tid + j * 1024, as rms_vec_load) of o or x: from L2 (another grid
+ * wrote them) into v and into the CTA's copy at sv (zeros past the row, as rms_vec_load fills) */
+static __device__ __forceinline__ void v5n_load(float4 *v, float4 *sv, const float *row, int n4, int tid)
+{
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++) {
+        int i = tid + j * RMS_VEC_THREADS;
+        v[j] = i < n4 ? __ldcg((const float4 *)row + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < n4)
+            sv[i] = v[j];
+    }
+}
+
+/* ... and again from the CTA's copy */
+static __device__ __forceinline__ void v5n_get(float4 *v, const float4 *sv, int n4, int tid)
+{
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++) {
+        int i = tid + j * RMS_VEC_THREADS;
+        v[j] = i < n4 ? sv[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+/* V5_NORM's wait: the predecessor, then add_rmsnorm of one row (n % 256 == 0, rms_vec_ok) by the
+ * CTA's V5N_WARPS warps with add_rmsnorm_vec_kernel's bits (fused.cu add_rmsnorm_row): warp wi plays
+ * that kernel's warps wi, wi + V5N_WARPS (its threads 32 vw + lane), each summing as there
+ * (warp_sum) into red[vw], and every warp sums red as block_sum does. o, x and the norm weights
+ * (copied before the wait: constants) are kept in dynamic shared memory (sv: n / 4 float4 each; in
+ * registers beside the first weights they spill), h's int8 copy goes to S. Every CTA counts itself in N.cnt once its loads of o and x are done; the
+ * last writes o, x and h back, so the op leaves what add_rmsnorm leaves. */
+/* (a call, not inlined: inlined into the weight loop, its registers beside the first weights'
+ * made ptxas spill in the loop; as a call only what is live across it is saved, once) */
+static __device__ __noinline__ void v5n_prologue(const v5_norm &N, v5n_smem &S, float4 *sv, int wi, int lane)
+{
+    constexpr int VW = 32 / V5N_WARPS;
+    const int n4 = N.n / 4;
+    const bool wgt_o = N.w_o != NULL, wgt_h = N.w_h != NULL;
+    float4 *so = sv, *sx = sv + n4, *swo = sv + 2 * n4, *swh = sv + 3 * n4;
+    float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], w[RMS_VEC_MAX];
+    for (int i = 32 * wi + lane; i < n4; i += 32 * V5N_WARPS) {   /* the weights (constants) before the wait */
+        swo[i] = wgt_o ? __ldg((const float4 *)N.w_o + i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        swh[i] = wgt_h ? __ldg((const float4 *)N.w_h + i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+    }
+    cuda_pdl_wait();
+    __syncthreads();   /* (the weights' copies are in) */
+#pragma unroll 1   /* (unrolled, the two virtual warps' values spill beside the first weights) */
+    for (int v = 0; v < VW; v++) {   /* sum of o^2; x into shared memory on the way */
+        int tid = 32 * (wi + v * V5N_WARPS) + lane;
+        v5n_load(ov, so, N.o, n4, tid);
+        v5n_load(xv, sx, N.x, n4, tid);
+        double ss = warp_sum(rms_vec_sumsq(ov));
+        if (lane == 0)
+            S.red[wi + v * V5N_WARPS] = ss;
+    }
+    __syncthreads();
+    const float r_o = rms_scale(warp_sum(S.red[lane]), N.n, N.eps_o);
+    __syncthreads();   /* red is written again */
+#pragma unroll 1
+    for (int v = 0; v < VW; v++) {   /* x + normed o, its sum of squares */
+        int tid = 32 * (wi + v * V5N_WARPS) + lane;
+        v5n_get(ov, so, n4, tid);
+        v5n_get(xv, sx, n4, tid);
+        v5n_get(w, swo, n4, tid);
+#pragma unroll
+        for (int j = 0; j < RMS_VEC_MAX; j++) {
+            xv[j] = add_normed4(xv[j], rms_vec_apply(ov[j], r_o, w[j], wgt_o));
+            if (tid + j * RMS_VEC_THREADS < n4)
+                sx[tid + j * RMS_VEC_THREADS] = xv[j];   /* (a thread rewrites only its own) */
+        }
+        double ss = warp_sum(rms_vec_sumsq(xv));
+        if (lane == 0)
+            S.red[wi + v * V5N_WARPS] = ss;
+    }
+    __syncthreads();   /* every thread's o and x are in (its sums are in red) */
+    unsigned ticket = 0;
+    if (wi == 0 && lane == 0)
+        ticket = atomicAdd(N.cnt, 1u);   /* (its answer is needed only after h's copy) */
+    const float r_h = rms_scale(warp_sum(S.red[lane]), N.n, N.eps_h);
+#pragma unroll 1
+    for (int v = 0; v < VW; v++) {   /* h's int8 copy, as add_rmsnorm_row's last loop */
+        int tid = 32 * (wi + v * V5N_WARPS) + lane;
+        v5n_get(xv, sx, n4, tid);
+        v5n_get(w, swh, n4, tid);
+#pragma unroll
+        for (int j = 0; j < RMS_VEC_MAX; j++) {
+            int i = tid + j * RMS_VEC_THREADS;
+            if (i >= n4)   /* n % 256 == 0: whole warps leave together */
+                break;
+            quantize4_k45(rms_vec_apply(xv[j], r_h, w[j], wgt_h), i, S.xq, S.xd);
+        }
+    }
+    if (wi == 0 && lane == 0) {
+        S.last = ticket == gridDim.x - 1u;
+        if (S.last)
+            *N.cnt = 0u;   /* for the next launch */
+    }
+    __syncthreads();
+    if (!S.last)
+        return;
+    for (int i = 32 * wi + lane; i < n4; i += 32 * V5N_WARPS) {   /* h's int8 copy, 4 values a thread */
+        ((char4 *)N.xq)[i] = ((const char4 *)S.xq)[i];
+        if (i < n4 / 8)
+            N.xd[i] = S.xd[i];
+    }
+#pragma unroll 1
+    for (int v = 0; v < VW; v++) {   /* the last CTA: o, x and h as add_rmsnorm stores them */
+        int tid = 32 * (wi + v * V5N_WARPS) + lane;
+        float4 wh[RMS_VEC_MAX];
+        v5n_get(ov, so, n4, tid);
+        v5n_get(xv, sx, n4, tid);
+        v5n_get(w, swo, n4, tid);
+        v5n_get(wh, swh, n4, tid);
+#pragma unroll
+        for (int j = 0; j < RMS_VEC_MAX; j++) {
+            int i = tid + j * RMS_VEC_THREADS;
+            if (i >= n4)
+                break;
+            ((float4 *)N.o)[i] = rms_vec_apply(ov[j], r_o, w[j], wgt_o);
+            ((float4 *)N.x)[i] = xv[j];
+            ((float4 *)N.h)[i] = rms_vec_apply(xv[j], r_h, wh[j], wgt_h);
+        }
+    }
+}
+
+/* a warp's wait before its first compute: its predecessor (V5_PLAIN, V5_CHAIN_A), the GLU blocks
+ * (V5_CHAIN_B), or the predecessor and the CTA's norm (V5_NORM: every warp of the CTA, once) */
+template <int MODE>
+static __device__ __forceinline__ void v5_wait(const v5_job &job, int lane, const v5_norm *nm, v5n_smem *ns)
+{
+    extern __shared__ float4 v5n_dyn[];
+    if (MODE == V5_CHAIN_B)
+        v5_wait_ready(job, lane);
+    else if (MODE == V5_NORM)
+        v5n_prologue(*nm, *ns, v5n_dyn, (int)(threadIdx.x >> 5), lane);
+    else
+        cuda_pdl_wait();
+}
+
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
@@ -317,7 +481,7 @@ static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg
             K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
 }
 
-template <class K, int U, bool COH = false>
+template <class K, int U, int COH = 0>
 static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
                                                       int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
 {
@@ -331,7 +495,8 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
 template <class K, int U, int MODE>
 static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
                                                int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
-                                               bool &waited, float &acc_g, float &acc_g8)
+                                               bool &waited, float &acc_g, float &acc_g8, int64_t w,
+                                               const v5_norm *nm, v5n_smem *ns)
 {
     int64_t rg = r0 + g, rg8 = r0 + g + 8;
     int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
@@ -340,16 +505,40 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
         typename K::raw raw[U];
         v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
         if (!waited) {   /* the first codes are on their way; x is the previous kernel's (or the GLU's) */
-            if (MODE == V5_CHAIN_B)
-                v5_wait_ready(job, 4 * g + t);
-            else
-                cuda_pdl_wait();
+            v5_wait<MODE>(job, 4 * g + t, nm, ns);
             waited = true;
             if (job.trace && g == 0 && t == 0)
-                v5_stamp(job, 1);
+                v5_stamp_w(job, w, 1);
         }
-        v5_compute_set<K, U, MODE == V5_CHAIN_B>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+        v5_compute_set<K, U, MODE == V5_CHAIN_B ? 1 : MODE == V5_NORM ? 2 : 0>(raw, xq, xd, s, sb1, g, t, acc_g,
+                                                                              acc_g8);
     }
+}
+
+/* attn_prep folded into a one-token q/k/v job (GLIM_CUDA_PREP_FOLD=1 with the ring, or with the
+ * plain q/k/v norm fold; matmul_attn_prep, add_rmsnorm_attn): parts 0, 1, 2 are q, k and v, head_dim % 16 == 0; the warp that writes a
+ * head's last tile (q; k and v together) prepares it (attn_prep.cuh prep_head_warp: attn_prep's
+ * bits, as the v3 fold). cnt == NULL: none. */
+struct v5r_prep {
+    unsigned   *cnt;    /* per head (q heads, then KV heads): tiles written; 0 between launches */
+    int         off;    /* (the ring) the consumer warps' rows of PREP_MAX_DIM floats in dynamic shared memory */
+    prep_params p;
+};
+
+/* After this warp wrote tile `tile` of part P (v5r_prep): count it for its head, and if it was the
+ * head's last, prepare the head in row (this warp's PREP_MAX_DIM floats of shared memory). The
+ * output gate's tiles (part 3) are not counted. */
+static __device__ __forceinline__ void v5r_prep_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane,
+                                                    const v5r_prep &pr, float *row)
+{
+    const prep_params &p = pr.p;
+    int part = P.tile0 == job.p[0].tile0 ? 0 : P.tile0 == job.p[1].tile0 ? 1 : P.tile0 == job.p[2].tile0 ? 2 : 3;
+    if (part == 3 || (part == 0 && p.n_qb == 0))
+        return;
+    int D = p.head_dim, head = (int)((tile - P.tile0) * 16 / D);
+    int slot = part == 0 ? head : p.n_head + head;
+    unsigned need = part == 0 ? (unsigned)(D / 16) : (unsigned)(2 * D / 16);
+    prep_count_arrive(p, pr.cnt, slot, need, part == 0 ? head : p.n_qb + head, row, lane);
 }
 
 /* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
@@ -357,7 +546,9 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
 /* warp w's units of job */
 template <class KA, int UA, class KB, int UB, int MODE>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
-                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
+                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited,
+                                              const v5_norm *nm = NULL, v5n_smem *ns = NULL,
+                                              const v5r_prep *pr = NULL, float *prow = NULL)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
@@ -369,13 +560,16 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
+            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, nm, ns);
         else
-            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8);
+            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, nm, ns);
         if (job.trace && lane == 0)
-            v5_stamp(job, 3);
+            v5_stamp_w(job, w, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        bool wrote = v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g,
+                                    acc_g8);
+        if (MODE == V5_NORM && pr && pr->cnt && wrote)   /* the prep fold (V5_NORM's q/k/v job) */
+            v5r_prep_arrive(job, P, tile, lane, *pr, prow);
         x = e;
     }
 }
@@ -398,6 +592,30 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
         v5_stamp(job, 2);
+}
+
+/* V5_NORM: the job on the CTA's own norm of its input (cuda_norm_ffn without the ring). The same
+ * warps (w = the CTA's first warp + its warp) take the same units as in gemv5_kernel, so the same
+ * bits; a warp without units still takes its part in the norm. */
+template <class KA, int UA, class KB, int UB, bool PREP>
+static __global__ void __launch_bounds__(V5N_WARPS * 32, 1)
+gemv5_norm_kernel(const v5_job job, const v5_norm nm, const v5r_prep pr, bool trig)
+{
+    __shared__ v5n_smem ns;
+    extern __shared__ float4 v5n_dyn[];   /* o, x, w_o, w_h (v5n_prologue), then the prep fold's rows */
+    float *prow = (float *)(v5n_dyn + nm.n) + (threadIdx.x >> 5) * PREP_MAX_DIM;
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31;
+    int64_t w = (int64_t)blockIdx.x * V5N_WARPS + (threadIdx.x >> 5);
+    if (job.trace && lane == 0)
+        v5_stamp_w(job, w, 0);
+    bool waited = false;
+    v5_run<KA, UA, KB, UB, V5_NORM>(job, ns.xq, ns.xd, w, lane, waited, &nm, &ns, PREP ? &pr : NULL, prow);
+    if (!waited)
+        v5_wait<V5_NORM>(job, lane, &nm, &ns);
+    if (job.trace && lane == 0)
+        v5_stamp_w(job, w, 2);
 }
 
 /* The FFN in one launch (opt-in GLIM_CUDA_FFN_CHAIN=1, matmul_ffn): the gate/up job ja with the GLU
@@ -678,6 +896,43 @@ static bool v5r_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *c
     return true;
 }
 
+/* the V5_NORM launch of a planned job (parts mine of ws): every CTA makes the norm of r in front,
+ * the last writes x, h, o and h's int8 copy (xq, xd: cuda_xq_reserve's); false = failed (recorded) */
+template <class KA, class KB>
+static bool v5n_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight *const *ws, const bool *mine,
+                   const struct be_res_norm *r, int8_t *xq, float2 *xd, const v5r_prep *pr = NULL)
+{
+    if (!v5_counts(c, &c->norm_cnt, 16))
+        return false;
+    v5_norm nm = {r->x, r->h, r->o, r->w_o ? (const float *)r->w_o->dev : NULL,
+                  r->w_h ? (const float *)r->w_h->dev : NULL, r->eps_o, r->eps_h, r->n, (unsigned *)c->norm_cnt.p,
+                  xq, xd};
+    job.trace = v5_trace_slot(c, job, n, ws, mine);
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5N_WARPS - 1) / V5N_WARPS)),
+                                             dim3(V5N_WARPS * 32), 0, attr);
+    /* o, x and the two norm weights (v5n_prologue), then a row a warp for the prep fold */
+    cfg.dynamicSmemBytes = (size_t)r->n * 4 * sizeof(float) + (pr ? V5N_WARPS * PREP_MAX_DIM * sizeof(float) : 0);
+    const v5r_prep no_prep = {};
+    /* two kinds: U = 1 each, as v5_go */
+    auto kern = std::is_same<KA, KB>::value ? (pr ? gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, true>
+                                                  : gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, false>)
+                                            : (pr ? gemv5_norm_kernel<KA, 1, KB, 1, true> : gemv5_norm_kernel<KA, 1, KB, 1, false>);
+    static bool sized[2];   /* (per kernel: the largest row's, once) */
+    if (!sized[pr != NULL] && CUDA_TRY(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                               V5N_MAX * 4 * 4 + V5N_WARPS * PREP_MAX_DIM * 4)))
+        return false;
+    sized[pr != NULL] = true;
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, kern, job, nm, pr ? *pr : no_prep, c->pdl_all));
+}
+
+/* cuda_norm_matmul's norm without the ring (V5_NORM): its operands and h's int8 copy to make */
+struct v5n_req {
+    const struct be_res_norm *r;
+    int8_t                   *xq;
+    float2                   *xd;
+};
+
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
  * of dtb (KB; dtb = 0: none); returns how many parts it took. nm (cuda_norm_matmul): the residual
  * norm in front, made by the ring launch (counts in sync); then the launch must go through the
@@ -685,7 +940,7 @@ static bool v5r_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *c
 template <class KA, class KB = KA>
 static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
                      const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken,
-                     const v5r_norm_args *nm = NULL, unsigned *sync = NULL)
+                     const v5r_norm_args *nm = NULL, unsigned *sync = NULL, const struct v5n_req *pn = NULL)
 {
     v5_job job;
     bool mine[GEMV_MAX_PARTS];
@@ -698,10 +953,20 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     v5r_knobs kn;   /* (not on the side stream, which takes no v5 job: cuda_side_ok) */
     bool ring_on = v5r_on(c, &kn), ring = ring_on && KA::TILED && KB::TILED && c->stream != c->side;
     int64_t warps = ring_on ? (int64_t)kn.cw * c->n_sm : v5_warps(c, 16);
-    if (nm && !ring)
+    if ((nm && !ring) || (pn && ring_on))
         return -1;
     if (!v5_plan(c, job, warps))
-        return nm ? -1 : 0;   /* recorded in the context; these parts go to v3 */
+        return nm || pn ? -1 : 0;   /* recorded in the context; these parts go to v3 */
+    if (pn) {   /* cuda_norm_matmul without the ring: the norm as every CTA's prologue */
+        v5r_prep pr = {};
+        bool prep = v5r_prep_plan(c, job, n, ys, mine, pr);
+        if (!v5n_go<KA, KB>(c, job, n, ws, mine, pn->r, pn->xq, pn->xd, prep ? &pr : NULL))
+            return -1;
+        c->prep_taken = c->prep_taken || prep;
+        for (int i = 0; i < n; i++)
+            taken[i] = taken[i] || mine[i];
+        return m;
+    }
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = !nm && c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
@@ -751,20 +1016,30 @@ bool cuda_gemv5_gated(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     return v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
 }
 
-/* What a norm folded into a ring launch needs (cuda_norm_ffn, cuda_norm_matmul): one row of
- * add_rmsnorm_vec_kernel's shape (n % 256 == 0, float4-aligned operands), the ring, int8
- * activations, GEMV v3's routing (v5 on tiles), every weight's k = n; into nm and h's int8 copy */
-static bool norm_fold_ok(struct cuda_ctx *c, const struct be_res_norm *r, int np, const struct be_weight *const *ws,
-                         v5r_knobs *kn, v5r_norm_args *nm)
+/* What a folded norm needs (cuda_norm_ffn, cuda_norm_matmul): one row of add_rmsnorm_vec_kernel's
+ * shape (n % 256 == 0, float4-aligned operands), int8 activations, GEMV v3's routing (v5 on tiles),
+ * every weight's k = n */
+static bool norm_shape_ok(const struct cuda_ctx *c, const struct be_res_norm *r, int np,
+                          const struct be_weight *const *ws)
 {
     const float *w_o = r->w_o ? (const float *)r->w_o->dev : NULL, *w_h = r->w_h ? (const float *)r->w_h->dev : NULL;
     uintptr_t ptrs = (uintptr_t)r->x | (uintptr_t)r->h | (uintptr_t)r->o | (uintptr_t)w_o | (uintptr_t)w_h;
     if (c->exact || c->gemv_ver != 3 || c->stream == c->side || (c->dbg_skip & CUDA_SKIP_NORM) || !r->h ||
-        c->first_err != cudaSuccess || !v5r_on(c, kn) || r->n % 256 || !rms_vec_ok(r->n, ptrs))
+        c->first_err != cudaSuccess || r->n % 256 || !rms_vec_ok(r->n, ptrs))
         return false;
     for (int i = 0; i < np; i++)
         if (ws[i]->k != r->n)
             return false;
+    return true;
+}
+
+/* ... folded into a ring launch: also the ring; into nm and h's int8 copy */
+static bool norm_fold_ok(struct cuda_ctx *c, const struct be_res_norm *r, int np, const struct be_weight *const *ws,
+                         v5r_knobs *kn, v5r_norm_args *nm)
+{
+    const float *w_o = r->w_o ? (const float *)r->w_o->dev : NULL, *w_h = r->w_h ? (const float *)r->w_h->dev : NULL;
+    if (!norm_shape_ok(c, r, np, ws) || !v5r_on(c, kn))
+        return false;
     int8_t *xq;
     float2 *xd;
     cuda_xq_forget(c);   /* (the buffer may move; the fold writes it, a refusal runs add_rmsnorm, which does too) */
@@ -786,11 +1061,30 @@ bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, fl
     v5r_knobs kn;
     v5r_norm_args nm;
     uint32_t dt = ws[0]->dev_type;
-    if (!c->norm_fold || !c->ffn_chain || !c->glu_fuse || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) ||
-        ws[1]->dev_type != dt || !norm_fold_ok(c, r, 2, ws, &kn, &nm))
-        return false;
     v5_job ja;
     bool taken[2] = {false, false}, mine[2];
+    if (!c->norm_fold || !c->glu_fuse || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || ws[1]->dev_type != dt)
+        return false;
+    if (!v5r_on(c, &kn)) {   /* plain v5: every CTA makes the norm (V5_NORM), then down as matmul_glu */
+        int8_t *xq;
+        float2 *xd;
+        if (c->cc_major < 8 || !norm_shape_ok(c, r, 2, ws) ||
+            v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 || !v5_plan(c, ja, v5_warps(c, V5N_WARPS)) ||
+            !v5_glu_plan(c, ja, 2, fs, ws, mine))
+            return false;
+        cuda_xq_forget(c);   /* (the buffer may move) */
+        if (!cuda_xq_reserve(c, r->n, 1, &xq, &xd))
+            return false;
+        if (dt == CUDA_DT_Q4_K_T16 ? !v5n_go<v5_q4k_t16, v5_q4k_t16>(c, ja, 2, ws, mine, r, xq, xd)
+                                   : !v5n_go<v5_q6k_t16, v5_q6k_t16>(c, ja, 2, ws, mine, r, xq, xd))
+            return true;   /* recorded: the op has failed either way */
+        c->glu_x = fs[1], c->glu_g = fs[0], c->glu_k = ws[0]->n;   /* matmul_glu finds its input made */
+        cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], BE_GLU_SILU, 1);
+        c->norm_used++;
+        return true;
+    }
+    if (!c->ffn_chain || !norm_fold_ok(c, r, 2, ws, &kn, &nm))
+        return false;
     int64_t warps = (int64_t)kn.cw * c->n_sm;
     if (v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 || !v5_plan(c, ja, warps) ||
         !v5_glu_plan(c, ja, 2, fs, ws, mine))
@@ -963,7 +1257,8 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
  * (tile, super-block) units. With nm (cuda_norm_matmul) only the first launch of the order that
  * finds parts, with the norm in front: the parts it took (taken), or 0 with nothing launched. */
 static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
-                       const int8_t *xq, const float2 *xd, bool *taken, const v5r_norm_args *nm, unsigned *sync)
+                       const int8_t *xq, const float2 *xd, bool *taken, const v5r_norm_args *nm, unsigned *sync,
+                       const struct v5n_req *pn = NULL)
 {
     bool all = c->gemv_ver == 5, tiles = c->gemv_ver == 3 && c->cc_major >= 8;
     if (!(all || tiles) || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
@@ -975,33 +1270,33 @@ static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0, r;
-/* one launch of the order; with nm the first that finds parts of its kinds ends the routing */
+/* one launch of the order; with a norm (nm, pn) the first that finds parts of its kinds ends the routing */
 #define V5_ROUTE(call)                      \
     do {                                    \
         r = (call);                         \
-        if (nm && r)                        \
+        if ((nm || pn) && r)                \
             return r > 0 ? r : 0;           \
         m += r;                             \
     } while (0)
     if (which == 3 && v5_mix_on()) {   /* rows too: tiles' twin (tests) */
         V5_ROUTE((launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq,
-                                                    xd, taken, nm, sync)));
+                                                    xd, taken, nm, sync, pn)));
         if (all)
             V5_ROUTE((launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken, nm,
-                                                sync)));
+                                                sync, pn)));
     }
     if (which & 1) {
-        V5_ROUTE(launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync));
+        V5_ROUTE(launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync, pn));
         if (all)
-            V5_ROUTE(launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken, nm, sync));
+            V5_ROUTE(launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken, nm, sync, pn));
     }
     if (which & 2) {
-        V5_ROUTE(launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync));
+        V5_ROUTE(launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync, pn));
         if (all)
-            V5_ROUTE(launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken, nm, sync));
+            V5_ROUTE(launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken, nm, sync, pn));
     }
 #undef V5_ROUTE
-    return nm ? 0 : m;
+    return nm || pn ? 0 : m;
 }
 
 /* (cuda_util.cuh) */
@@ -1024,8 +1319,21 @@ int cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, fl
     v5r_knobs kn;
     v5r_norm_args nm;
     int m;
-    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !cuda_q8_batchable(np, ws) ||
-        !norm_fold_ok(c, r, np, ws, &kn, &nm) || !v5_counts(c, &c->norm_sync, 16) ||
+    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !cuda_q8_batchable(np, ws))
+        return 0;
+    if (!v5r_on(c, &kn)) {   /* plain v5: every CTA of the first launch makes the norm (V5_NORM) */
+        v5n_req pn = {r, NULL, NULL};
+        if (c->cc_major < 8 || !norm_shape_ok(c, r, np, ws))
+            return 0;
+        cuda_xq_forget(c);   /* (the buffer may move) */
+        if (!cuda_xq_reserve(c, r->n, 1, &pn.xq, &pn.xd) ||
+            (m = gemv5_route(c, np, ys, ws, NULL, NULL, taken, NULL, NULL, &pn)) <= 0)
+            return 0;
+        cuda_xq_filled(c, r->h, r->n, 1);   /* the last CTA wrote h's int8 copy */
+        c->norm_used++;
+        return m;
+    }
+    if (!norm_fold_ok(c, r, np, ws, &kn, &nm) || !v5_counts(c, &c->norm_sync, 16) ||
         (m = gemv5_route(c, np, ys, ws, nm.xq, nm.xd, taken, &nm, (unsigned *)c->norm_sync.p)) <= 0)
         return 0;
     cuda_xq_forget(c);   /* x, h, o and the outputs were written; h's int8 copy is in xq */

@@ -47,16 +47,6 @@ struct v5r_norm_args {
     float2      *xd;
 };
 
-/* attn_prep folded into a one-token q/k/v job (GLIM_CUDA_PREP_FOLD=1 with the ring; matmul_attn_prep,
- * add_rmsnorm_attn): parts 0, 1, 2 are q, k and v, head_dim % 16 == 0; the warp that writes a
- * head's last tile (q; k and v together) prepares it (attn_prep.cuh prep_head_warp: attn_prep's
- * bits, as the v3 fold). cnt == NULL: none. */
-struct v5r_prep {
-    unsigned   *cnt;    /* per head (q heads, then KV heads): tiles written; 0 between launches */
-    int         off;    /* the consumer warps' rows of PREP_MAX_DIM floats in dynamic shared memory */
-    prep_params p;
-};
-
 /* a T16 record's run `run` in shared memory: lane 4g + t's 16 bytes (gemv_mma_lane.h v5_t16_run) */
 static __device__ __forceinline__ void v5r_run(const uint8_t *b, int run, int g, int t, uint2 *row_g, uint2 *row_g8)
 {
@@ -136,22 +126,6 @@ static __device__ void v5r_load(const v5_job &job, const v5r_cfg cfg, uint8_t *r
         if (lane < cw)
             v5r_take(&J, &c, cfg.recs, ring + s * page + lane * slot, &full[s]);
     }
-}
-
-/* After this warp wrote tile `tile` of part P (v5r_prep): count it for its head, and if it was the
- * head's last, prepare the head in row (this warp's PREP_MAX_DIM floats of shared memory). The
- * output gate's tiles (part 3) are not counted. */
-static __device__ __forceinline__ void v5r_prep_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane,
-                                                    const v5r_prep &pr, float *row)
-{
-    const prep_params &p = pr.p;
-    int part = P.tile0 == job.p[0].tile0 ? 0 : P.tile0 == job.p[1].tile0 ? 1 : P.tile0 == job.p[2].tile0 ? 2 : 3;
-    if (part == 3 || (part == 0 && p.n_qb == 0))
-        return;
-    int D = p.head_dim, head = (int)((tile - P.tile0) * 16 / D);
-    int slot = part == 0 ? head : p.n_head + head;
-    unsigned need = part == 0 ? (unsigned)(D / 16) : (unsigned)(2 * D / 16);
-    prep_count_arrive(p, pr.cnt, slot, need, part == 0 ? head : p.n_qb + head, row, lane);
 }
 
 /* a tile's sums of this warp into y or its piece (v5_run's store); then the prep fold's count */
