@@ -908,11 +908,11 @@ static bool v5n_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weigh
                   r->w_h ? (const float *)r->w_h->dev : NULL, r->eps_o, r->eps_h, r->n, (unsigned *)c->norm_cnt.p,
                   xq, xd};
     job.trace = v5_trace_slot(c, job, n, ws, mine);
+    /* o, x and the two norm weights (v5n_prologue), then a row a warp for the prep fold */
+    size_t dyn = (size_t)r->n * 4 * sizeof(float) + (pr ? V5N_WARPS * PREP_MAX_DIM * sizeof(float) : 0);
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5N_WARPS - 1) / V5N_WARPS)),
-                                             dim3(V5N_WARPS * 32), 0, attr);
-    /* o, x and the two norm weights (v5n_prologue), then a row a warp for the prep fold */
-    cfg.dynamicSmemBytes = (size_t)r->n * 4 * sizeof(float) + (pr ? V5N_WARPS * PREP_MAX_DIM * sizeof(float) : 0);
+                                             dim3(V5N_WARPS * 32), dyn, attr);
     const v5r_prep no_prep = {};
     /* two kinds: U = 1 each, as v5_go */
     auto kern = std::is_same<KA, KB>::value ? (pr ? gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, true>
