@@ -287,8 +287,9 @@ static __device__ __forceinline__ void v5n_get(float4 *v, const float4 *sv, int 
  * that kernel's warps wi, wi + V5N_WARPS (its threads 32 vw + lane), each summing as there
  * (warp_sum) into red[vw], and every warp sums red as block_sum does. o, x and the norm weights
  * (copied before the wait: constants) are kept in dynamic shared memory (sv: n / 4 float4 each; in
- * registers beside the first weights they spill), h's int8 copy goes to S. Every CTA counts itself in N.cnt once its loads of o and x are done; the
- * last writes o, x and h back, so the op leaves what add_rmsnorm leaves. */
+ * registers beside the first weights they spill), h's int8 copy goes to S. Every CTA counts itself
+ * in N.cnt once its loads of o and x are done; the last writes o, x and h back, so the op leaves
+ * what add_rmsnorm leaves. */
 /* (a call, not inlined: inlined into the weight loop, its registers beside the first weights'
  * made ptxas spill in the loop; as a call only what is live across it is saved, once) */
 static __device__ __noinline__ void v5n_prologue(const v5_norm &N, v5n_smem &S, float4 *sv, int wi, int lane)
@@ -516,9 +517,9 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
 }
 
 /* attn_prep folded into a one-token q/k/v job (GLIM_CUDA_PREP_FOLD=1 with the ring, or with the
- * plain q/k/v norm fold; matmul_attn_prep, add_rmsnorm_attn): parts 0, 1, 2 are q, k and v, head_dim % 16 == 0; the warp that writes a
- * head's last tile (q; k and v together) prepares it (attn_prep.cuh prep_head_warp: attn_prep's
- * bits, as the v3 fold). cnt == NULL: none. */
+ * plain q/k/v norm fold; matmul_attn_prep, add_rmsnorm_attn): parts 0, 1, 2 are q, k and v,
+ * head_dim % 16 == 0; the warp that writes a head's last tile (q; k and v together) prepares it
+ * (attn_prep.cuh prep_head_warp: attn_prep's bits, as the v3 fold). cnt == NULL: none. */
 struct v5r_prep {
     unsigned   *cnt;    /* per head (q heads, then KV heads): tiles written; 0 between launches */
     int         off;    /* (the ring) the consumer warps' rows of PREP_MAX_DIM floats in dynamic shared memory */
@@ -915,9 +916,10 @@ static bool v5n_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weigh
                                              dim3(V5N_WARPS * 32), dyn, attr);
     const v5r_prep no_prep = {};
     /* two kinds: U = 1 each, as v5_go */
-    auto kern = std::is_same<KA, KB>::value ? (pr ? gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, true>
-                                                  : gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, false>)
-                                            : (pr ? gemv5_norm_kernel<KA, 1, KB, 1, true> : gemv5_norm_kernel<KA, 1, KB, 1, false>);
+    const bool one = std::is_same<KA, KB>::value;
+    auto kern = one ? (pr ? gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, true>
+                          : gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, false>)
+                    : (pr ? gemv5_norm_kernel<KA, 1, KB, 1, true> : gemv5_norm_kernel<KA, 1, KB, 1, false>);
     static bool sized[2];   /* (per kernel: the largest row's, once) */
     if (!sized[pr != NULL] && CUDA_TRY(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                                V5N_MAX * 4 * 4 + V5N_WARPS * PREP_MAX_DIM * 4)))
