@@ -65,9 +65,9 @@ int backend_cuda_get_gate_side(struct backend *be_);
 long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
-int backend_cuda_set_norm_fold(struct backend *be_, bool on);  /* add_rmsnorm_ffn as one ring launch */
+int backend_cuda_set_norm_fold(struct backend *be_, bool on);  /* add_rmsnorm_ffn: the norm in gate/up's launch */
 long backend_cuda_norm_used(struct backend *be_);              /* ... times it or the next was */
-int backend_cuda_set_qkv_fold(struct backend *be_, bool on);   /* add_rmsnorm_attn as one ring launch */
+int backend_cuda_set_qkv_fold(struct backend *be_, bool on);   /* add_rmsnorm_attn: the norm in q/k/v's launch */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -866,16 +866,6 @@ static bool v5_takes_tiles(void)
     return v5;
 }
 
-/* the ring GEMV runs one-row tile jobs: GLIM_CUDA_V5R on, sm_90 (GEMV v4 is sm_90's), tiles on v5;
- * leaves GEMV v3 set */
-static bool ring_runs(void)
-{
-    const char *ring = getenv("GLIM_CUDA_V5R");
-    bool sm90 = backend_cuda_set_gemv(be, 4) == GLIM_OK;
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-    return ring && atoi(ring) > 0 && sm90 && v5_takes_tiles();
-}
-
 /* GLIM_CUDA_V5_MIX=1: a job's tiled Q4_K and Q6_K parts in one v5 launch */
 static bool v5_mix_env(void)
 {
@@ -1090,9 +1080,8 @@ static void test_matmul_glu(void)
     }
 }
 
-/* matmul_glu (sigmoid gate, one row) on tiles equals mul_sigmoid then matmul bit for bit: with
- * GLIM_CUDA_V5R the ring GEMV gates and quantizes x itself (cuda_gemv5_gated), without it the
- * gated quantizer runs; either way the same functions make the same int8 copy of x * sigmoid(g). */
+/* matmul_glu (sigmoid gate, one row) on tiles equals mul_sigmoid then matmul bit for bit: the gated
+ * quantizer makes the same int8 copy of x * sigmoid(g) with the same functions. */
 static void check_glu_gated(uint32_t type, int64_t k, int64_t n)
 {
     struct be_weight hw = make_weight(type, k, n), tl;
@@ -1823,9 +1812,9 @@ static void test_add_rmsnorm_xq(void)
  * add_rmsnorm then matmul_ffn on the same inputs: x, h, o, the FFN's output y (o itself, as the
  * model passes it, or its own buffer: then the normed o is compared too), the gate/up rows, bit
  * for bit, twice (the kernel's counts are back at 0 after a launch). Where v5 takes tiles the op
- * must have run folded (cuda_norm_ffn: with the ring, CTA 0 makes the norm; without, every CTA
- * makes it as its prologue and the last one stores o, x and h; add_rmsnorm_vec_kernel's bits
- * either way); elsewhere it is the two ops, which must hold as well.
+ * must have run folded (cuda_norm_ffn: every CTA makes the norm as its prologue with
+ * add_rmsnorm_vec_kernel's bits and the last one stores o, x and h); elsewhere it is the two ops,
+ * which must hold as well.
  * weights false: no norm weights (NULL). */
 static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff, bool fold, bool own_y, bool weights)
 {
@@ -1894,7 +1883,7 @@ static void test_norm_ffn(void)
         fprintf(stderr, "  no add_rmsnorm_ffn (GLIM_CUDA_FUSE=0) or exact: skipped\n");
         return;
     }
-    bool fold = v5_takes_tiles();   /* the fold needs v5 (and with the ring on, the ring) */
+    bool fold = v5_takes_tiles();   /* the fold needs v5 */
     CHECK_EQ(backend_cuda_set_ffn_chain(be, true), GLIM_OK);
     CHECK_EQ(backend_cuda_set_norm_fold(be, true), GLIM_OK);
     /* rows of 1024..8192 (the float4 norm), the 30B shape; Q4_K and Q6_K gate/up and down */
@@ -2243,19 +2232,12 @@ static void test_prep_fold(void)
         check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     }
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
-    /* q/k/v and the gate in tiles (v5's): the ring runs attn_prep in the warp that writes a head's
-     * last tile (v5r_prep_arrive), where one launch takes all four (v Q6_K: GLIM_CUDA_V5_MIX=1);
-     * plain v5 does not fold */
-    bool ring = v3 && ring_runs(), two = v5_mix_env();
-    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 7, GLIM_TYPE_BF16, ring);
-    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16,
-                      ring && two);
-    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 1024, 1, 299, GLIM_TYPE_F16, ring && two);
-    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_F32, ring);
-    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 10, 2, 80, 80, false, false, 256, 1, 77, GLIM_TYPE_F16, ring);
-    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 8, 2, 256, 256, false, true, 512, 1, 5, GLIM_TYPE_BF16, ring);
-    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 4, 2, 64, 0, false, false, 256, 1, 10, GLIM_TYPE_F32, ring);   /* keys only */
-    check_prep_fold_t(7, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 7, GLIM_TYPE_BF16, ring);   /* gate row-major */
+    /* q/k/v and the gate in tiles (v5's): matmul_attn_prep's v5 launch does not fold (only the
+     * q/k/v norm fold's does: test_norm_qkv), the two ops give the same bits */
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 7, GLIM_TYPE_BF16, false);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 1024, 1, 299, GLIM_TYPE_F16, false);
+    check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 4, 2, 64, 0, false, false, 256, 1, 10, GLIM_TYPE_F32, false);   /* keys only */
+    check_prep_fold_t(7, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 7, GLIM_TYPE_BF16, false);   /* gate row-major */
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     if (backend_cuda_set_gemv(be, 2) == GLIM_OK)   /* v2: no fold, same bits */
         check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, false);
@@ -2283,11 +2265,10 @@ static void test_gate_side(void)
 /* add_rmsnorm_attn (a layer's residual, the next attention norm, q/k/v/gate in 16-row tiles and
  * attn_prep) against add_rmsnorm then matmul_attn_prep on the same inputs, each followed by
  * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
- * both caches and attention * sigmoid(gate) bit for bit, twice in a row (the ring kernel's counts
- * are back at 0). side: a row-major gate, whose GEMV runs on the side stream (the fold's job is
- * then q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD,
- * cuda_norm_matmul: the ring launch, or without the ring every CTA's own norm); else the op is the
- * two ops, which must hold as well. */
+ * both caches and attention * sigmoid(gate) bit for bit, twice in a row (the kernel's counts are
+ * back at 0). side: a row-major gate, whose GEMV runs on the side stream (the fold's job is then
+ * q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD,
+ * cuda_norm_matmul: every CTA's own norm); else the op is the two ops, which must hold as well. */
 static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
                            bool prep, bool want, bool want_prep)
 {
@@ -2372,7 +2353,7 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d prep %d",
                  quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights, prep);
         CHECK_EQ(backend_cuda_norm_used(be) - used0, want ? 2 : 0);
-        CHECK_EQ(backend_cuda_prep_used(be) - prep0, want_prep ? 2 : 0);   /* (the fold runs it in the ring) */
+        CHECK_EQ(backend_cuda_prep_used(be) - prep0, want_prep ? 2 : 0);   /* (the fold runs it in its launch) */
         static const char *names[10] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x", "h", "o"};
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < 10; i++)
@@ -2395,9 +2376,9 @@ static void test_norm_qkv(void)
         fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
         return;
     }
-    /* the fold needs v5 (with the ring on, the ring); it takes matmul_n's first launch (q, k and a
-     * gate in tiles; v too where it is Q4_K or GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch),
-     * and attn_prep folds where that launch has q, k and v */
+    /* the fold needs v5; it takes matmul_n's first launch (q, k and a gate in tiles; v too where it
+     * is Q4_K or GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch), and attn_prep folds where
+     * that launch has q, k and v */
     bool fold = v5_takes_tiles(), two = v5_mix_env();
     CHECK_EQ(backend_cuda_set_qkv_fold(be, true), GLIM_OK);
     /* the 30B shapes: v Q6_K (two kinds) or Q4_K, the gate on the side stream or in the job */

@@ -5,7 +5,7 @@
  * would otherwise run must give the same logits and taps bit for bit, and the model must call
  * add_rmsnorm_attn at every layer boundary (n_layer - 1 times a forward) except where a tap reads
  * the residual stream entering a layer, and add_rmsnorm_ffn once a layer. The CUDA backend's
- * ring folds (docs/CUDA.md) rely on this order; their own bits are test_cuda_ops's.
+ * norm folds (docs/CUDA.md) rely on this order; their own bits are test_cuda_ops's.
  */
 #include "golden_util.h"
 #include "../src/model/arch_common.h"

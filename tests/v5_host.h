@@ -1,7 +1,6 @@
-/* v5_host.h — for the tests that run src/cuda's C-subset headers (gemv_mma_lane.h,
- * gemv_ring_walk.h) on the CPU: CUDA's vector types and the primitives gemv_mma_lane.h asks its
- * includer for, as plain loads. The includer adds v5_mma (an emulated warp, or a stub) and then
- * includes the headers. */
+/* v5_host.h — for the tests that run src/cuda's C-subset header gemv_mma_lane.h on the CPU:
+ * CUDA's vector types and the primitives gemv_mma_lane.h asks its includer for, as plain loads.
+ * The includer adds v5_mma (an emulated warp) and then includes the header. */
 #ifndef GLIM_TEST_V5_HOST_H
 #define GLIM_TEST_V5_HOST_H
 

@@ -386,8 +386,7 @@ static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows
 }
 
 /* the residual norm before an FFN and the FFN: with ctx->norm_fold (opt-in, cuda_norm_ffn) the
- * norm inside the gate/up launch (each CTA's own prologue; with the ring, one ring launch), else
- * the two ops */
+ * norm inside the gate/up launch (each CTA's own prologue), else the two ops */
 static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
                                const struct be_weight *const *ws, int n_rows, int act)
 {
@@ -505,7 +504,7 @@ static void prep_finish(struct cuda_ctx *c, const struct be_attn_prep_args *a)
 }
 
 /* One token's q/k/v(/gate) GEMV runs attn_prep in the last warp of each head (ctx->prep_fold, opt-in
- * GLIM_CUDA_PREP_FOLD=1; v3, or the ring when q/k/v are tiles in one launch): no attn_prep launch.
+ * GLIM_CUDA_PREP_FOLD=1; v3, or v5 with the q/k/v fold, add_rmsnorm_attn): no attn_prep launch.
  * Else the two ops. */
 static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                                 const float *x, int n_rows, const struct be_attn_prep_args *a)
@@ -523,7 +522,7 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
 }
 
 /* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep: with
- * ctx->qkv_fold (opt-in) the norm runs in the q/k/v ring launch (cuda_norm_matmul; with
+ * ctx->qkv_fold (opt-in) the norm runs in the first q/k/v launch (cuda_norm_matmul; with
  * ctx->prep_fold attn_prep too), then the output gate on the side stream as matmul_attn_prep would
  * put it there (now beside attn_prep and attention only: its input is made by that launch), then
  * attn_prep unless folded. Else the two ops. */
@@ -675,8 +674,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
-                                       &c->v5_cnt2, &c->chain_sync, &c->norm_sync, &c->norm_cnt,
-                                       &c->am_part};
+                                       &c->v5_cnt2, &c->chain_sync, &c->norm_cnt, &c->am_part};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -908,7 +906,7 @@ extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::norm_fold, on);
 }
 
-/* add_rmsnorm_attn's norm in the q/k/v ring launch (on) or its own launch (off). Default: off,
+/* add_rmsnorm_attn's norm in the first q/k/v launch (on) or its own launch (off). Default: off,
  * on when GLIM_CUDA_QKV_FOLD is "1" at creation. */
 extern "C" int backend_cuda_set_qkv_fold(struct backend *be, bool on)
 {
@@ -1091,11 +1089,12 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * boundary it removes costs ~0.3 us; the wait for the last GLU block stays */
     const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");
     c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
-    /* opt-in: right (test_norm_ffn, the 30B logits), slower on the H100 (2026-12-05: with the ring and
-     * the chain 115.1 vs 119.9 t/s; the ring itself 122.1 vs 138.0) */
+    /* opt-in: each CTA's own norm (test_norm_ffn) not yet measured; the ring GEMV's form measured
+     * slower on the H100 (2026-12-05: 115.1 vs 119.9 t/s) and was removed with the ring */
     const char *f_fold = getenv("GLIM_CUDA_NORM_FOLD");
     c->norm_fold = f_fold && strcmp(f_fold, "1") == 0;
-    /* opt-in: right (test_norm_qkv), slower on the H100 (2026-12-05: 95.6 vs 99.4 t/s, ring settings) */
+    /* opt-in: each CTA's own norm (test_norm_qkv) not yet measured; the ring's form measured slower on
+     * the H100 (2026-12-05: 95.6 vs 99.4 t/s) and was removed with the ring */
     const char *f_qkv = getenv("GLIM_CUDA_QKV_FOLD");
     c->qkv_fold = f_qkv && strcmp(f_qkv, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");

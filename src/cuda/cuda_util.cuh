@@ -104,10 +104,9 @@ struct cuda_ctx {
     bool            chain_done;        /* ... and it did */
     bool            ffn_chain;         /* matmul_ffn chains (opt-in GLIM_CUDA_FFN_CHAIN=1) */
     long            chain_used;        /* FFNs run as one launch (tests) */
-    bool            norm_fold;         /* add_rmsnorm_ffn: the norm inside the ring chain (opt-in GLIM_CUDA_NORM_FOLD=1) */
-    bool            qkv_fold;          /* add_rmsnorm_attn: the norm inside the q/k/v ring launch (opt-in GLIM_CUDA_QKV_FOLD=1) */
+    bool            norm_fold;         /* add_rmsnorm_ffn: the norm inside the gate/up launch (opt-in GLIM_CUDA_NORM_FOLD=1) */
+    bool            qkv_fold;          /* add_rmsnorm_attn: the norm inside the q/k/v launch (opt-in GLIM_CUDA_QKV_FOLD=1) */
     long            norm_used;         /* ... times either was (tests) */
-    struct cuda_buf norm_sync;         /* the q/k/v fold's counts (warps out, the norm done) */
     struct cuda_buf norm_cnt;          /* the plain norm fold's count (gemv_mma.cu V5_NORM) */
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
     const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
@@ -134,7 +133,8 @@ struct cuda_ctx {
                                     * a full grid (16 per SM); 0: all (GLIM_CUDA_T16_MIN; default 8, or 0
                                     * with GLIM_CUDA_T16=1 and backend_cuda_set_t16) */
     const char     *t16_also;      /* ... and those whose names end with one of these (':' or ','
-                                    * between; GLIM_CUDA_T16_ALSO, e.g. attn_output.weight: Wo for the ring) */
+                                    * between; GLIM_CUDA_T16_ALSO, e.g. attn_q.weight:attn_k.weight:attn_v.weight:
+                                    * q/k/v for the q/k/v fold) */
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
                                     * tensor cores for Q4_K/Q6_K, others take v3; not yet measured),
@@ -212,17 +212,6 @@ static inline cudaLaunchConfig_t cuda_launch_cfg_pdl(const struct cuda_ctx *c, d
     return cfg;
 }
 
-/* cfg's shared-memory share set to pct %, whatever ctx->carveout said (attr: room for one more) */
-static inline void cuda_cfg_carveout(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *attr, unsigned pct)
-{
-    unsigned i = 0;
-    while (i < cfg->numAttrs && attr[i].id != cudaLaunchAttributePreferredSharedMemoryCarveout)
-        i++;
-    attr[i].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-    attr[i].val.sharedMemCarveout = pct;
-    cfg->numAttrs = i == cfg->numAttrs ? i + 1 : cfg->numAttrs;
-}
-
 /* ... as a GEMV: PDL with ctx->pdl */
 static inline cudaLaunchConfig_t cuda_launch_cfg(const struct cuda_ctx *c, dim3 grid, dim3 block, size_t smem,
                                                  cudaLaunchAttribute *attr)
@@ -292,12 +281,12 @@ extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for
 extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on);   /* add_rmsnorm_ffn in one launch */
 extern "C" long backend_cuda_norm_used(struct backend *be);
 extern "C" int backend_cuda_set_qkv_fold(struct backend *be, bool on);   /* add_rmsnorm_attn in one launch */
-/* gemv_mma.cu: add_rmsnorm then matmul_ffn of one row as one ring launch; false = not this shape
- * (nothing launched) */
+/* gemv_mma.cu: add_rmsnorm then matmul_ffn of one row with the norm inside the gate/up launch;
+ * false = not this shape (nothing launched) */
 bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, float *const *fs,
                    const struct be_weight *const *ws);
-/* gemv_mma.cu: add_rmsnorm then the first launch of matmul_n of one row as one ring launch (h's
- * int8 copy cached after it): the parts it took (taken[np]), 0 = none (nothing launched) */
+/* gemv_mma.cu: add_rmsnorm then the first launch of matmul_n of one row as one launch (h's int8
+ * copy cached after it): the parts it took (taken[np]), 0 = none (nothing launched) */
 int cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
                      const struct be_weight *const *ws, bool *taken);
 

@@ -1,7 +1,6 @@
 /*
- * dev_clock.cuh — private to src/cuda: the device's global timer (ns), for traces and spin
- * deadlines. Its own header so that tma.cuh stays usable without the backend's headers
- * (dev/cuda/mega_model.cu builds with nvcc alone).
+ * dev_clock.cuh — private to src/cuda: the device's global timer (ns), for the traces
+ * (GLIM_CUDA_V5_TRACE, GLIM_CUDA_NORM_TRACE).
  */
 #ifndef GLIM_DEV_CLOCK_CUH
 #define GLIM_DEV_CLOCK_CUH

@@ -146,15 +146,9 @@ static void launch_add_rmsnorm_cl(struct cuda_ctx *c, int64_t n_rows, float *x, 
                                   const float *w_o, float eps_o, const float *w_h, float eps_h, int n, int8_t *xq,
                                   float2 *xd, int early, unsigned long long *tr, int trig)
 {
-    cudaLaunchAttribute attr[4];
+    cudaLaunchAttribute attr[3];
     cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)(n_rows * NORM_CL)),
                                                  dim3(RMS_VEC_THREADS / NORM_CL), 0, attr, c->pdl_all);
-    /* GLIM_CUDA_NORM_CARVE=pct (bench knob): its own shared-memory share. An SM has one split of
-     * L1 and shared memory for all its CTAs (as far as we know), so beside a ring CTA
-     * (gemv_ring.cuh, ~225 KB, launched at 100) only a kernel launched at 100 can start. */
-    static int carve_env = -1;
-    if (cuda_env_knob("GLIM_CUDA_NORM_CARVE", &carve_env))
-        cuda_cfg_carveout(&cfg, attr, (unsigned)(carve_env > 100 ? 100 : carve_env));
     attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
     attr[cfg.numAttrs].val.clusterDim.x = NORM_CL;
     attr[cfg.numAttrs].val.clusterDim.y = 1;

@@ -57,7 +57,7 @@ static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
 }
 
 /* activations: through the read-only cache, or (coh 1) from L2, when this grid wrote them, or
- * (coh 2) from a copy in shared memory (v5r) */
+ * (coh 2) from the CTA's copy in shared memory (V5_NORM) */
 static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p, int coh)
 {
     return coh == 2 ? *(const uint2 *)p : coh ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
@@ -136,11 +136,12 @@ struct v5_job {
  * of the predecessor, and loads its activations, which this grid wrote, from L2) of one FFN launch */
 enum { V5_PLAIN, V5_CHAIN_A, V5_CHAIN_B, V5_NORM };
 
-/* V5_NORM (GLIM_CUDA_NORM_FOLD=1 without the ring: cuda_norm_ffn): add_rmsnorm as every CTA's own
- * prologue. One CTA of V5N_WARPS warps an SM, so the norm's operands leave L2 once an SM; each CTA
- * makes the whole norm with add_rmsnorm_vec_kernel's bits and h's int8 copy in its shared memory,
- * which its warps then read as x. No CTA waits for another: the norm's latency (~5 us a launch
- * plus the boundary) shrinks to what one CTA's prologue takes while its first weights arrive. */
+/* V5_NORM (GLIM_CUDA_NORM_FOLD=1, GLIM_CUDA_QKV_FOLD=1: cuda_norm_ffn, cuda_norm_matmul):
+ * add_rmsnorm as every CTA's own prologue. One CTA of V5N_WARPS warps an SM, so the norm's operands
+ * leave L2 once an SM; each CTA makes the whole norm with add_rmsnorm_vec_kernel's bits and h's
+ * int8 copy in its shared memory, which its warps then read as x. No CTA waits for another: the
+ * norm's latency (~5 us a launch plus the boundary) shrinks to what one CTA's prologue takes while
+ * its first weights arrive. */
 #define V5N_WARPS 16
 #define V5N_MAX (4 * RMS_VEC_THREADS * RMS_VEC_MAX)   /* the float4 norm's longest row */
 
@@ -401,7 +402,7 @@ static __device__ __forceinline__ void v5_wait(const v5_job &job, int lane, cons
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
- * depend on timing. True when this warp wrote the tile's rows of y (the ring's prep fold). */
+ * depend on timing. True when this warp wrote the tile's rows of y (the prep fold). */
 template <int MODE>
 static __device__ __forceinline__ bool v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
                                                 int pieces, int stride, int64_t r0, int lane, float acc_g,
@@ -516,21 +517,22 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
     }
 }
 
-/* attn_prep folded into a one-token q/k/v job (GLIM_CUDA_PREP_FOLD=1 with the ring, or with the
- * plain q/k/v norm fold; matmul_attn_prep, add_rmsnorm_attn): parts 0, 1, 2 are q, k and v,
- * head_dim % 16 == 0; the warp that writes a head's last tile (q; k and v together) prepares it
- * (attn_prep.cuh prep_head_warp: attn_prep's bits, as the v3 fold). cnt == NULL: none. */
-struct v5r_prep {
+/* attn_prep folded into a one-token q/k/v job (GLIM_CUDA_PREP_FOLD=1 with the q/k/v norm fold:
+ * add_rmsnorm_attn): parts 0, 1, 2 are q, k and v, head_dim % 16 == 0; the warp that writes a
+ * head's last tile (q; k and v together) prepares it (attn_prep.cuh prep_head_warp: attn_prep's
+ * bits, as the v3 fold). cnt == NULL: none. */
+struct v5_prep {
     unsigned   *cnt;    /* per head (q heads, then KV heads): tiles written; 0 between launches */
-    int         off;    /* (the ring) the consumer warps' rows of PREP_MAX_DIM floats in dynamic shared memory */
+    int         pad;    /* unused (the ring GEMV's shared-memory offset was here): without it p moves, and
+                         * ptxas allocates the prep kernels' registers and spills differently */
     prep_params p;
 };
 
-/* After this warp wrote tile `tile` of part P (v5r_prep): count it for its head, and if it was the
+/* After this warp wrote tile `tile` of part P (v5_prep): count it for its head, and if it was the
  * head's last, prepare the head in row (this warp's PREP_MAX_DIM floats of shared memory). The
  * output gate's tiles (part 3) are not counted. */
-static __device__ __forceinline__ void v5r_prep_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane,
-                                                    const v5r_prep &pr, float *row)
+static __device__ __forceinline__ void v5_prep_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane,
+                                                      const v5_prep &pr, float *row)
 {
     const prep_params &p = pr.p;
     int part = P.tile0 == job.p[0].tile0 ? 0 : P.tile0 == job.p[1].tile0 ? 1 : P.tile0 == job.p[2].tile0 ? 2 : 3;
@@ -549,7 +551,7 @@ template <class KA, int UA, class KB, int UB, int MODE>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
                                               const float2 *__restrict__ xd, int64_t w, int lane, bool &waited,
                                               const v5_norm *nm = NULL, v5n_smem *ns = NULL,
-                                              const v5r_prep *pr = NULL, float *prow = NULL)
+                                              const v5_prep *pr = NULL, float *prow = NULL)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
@@ -570,7 +572,7 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         bool wrote = v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g,
                                     acc_g8);
         if (MODE == V5_NORM && pr && pr->cnt && wrote)   /* the prep fold (V5_NORM's q/k/v job) */
-            v5r_prep_arrive(job, P, tile, lane, *pr, prow);
+            v5_prep_arrive(job, P, tile, lane, *pr, prow);
         x = e;
     }
 }
@@ -595,12 +597,12 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
-/* V5_NORM: the job on the CTA's own norm of its input (cuda_norm_ffn without the ring). The same
+/* V5_NORM: the job on the CTA's own norm of its input (cuda_norm_ffn, cuda_norm_matmul). The same
  * warps (w = the CTA's first warp + its warp) take the same units as in gemv5_kernel, so the same
  * bits; a warp without units still takes its part in the norm. */
 template <class KA, int UA, class KB, int UB, bool PREP>
 static __global__ void __launch_bounds__(V5N_WARPS * 32, 1)
-gemv5_norm_kernel(const v5_job job, const v5_norm nm, const v5r_prep pr, bool trig)
+gemv5_norm_kernel(const v5_job job, const v5_norm nm, const v5_prep pr, bool trig)
 {
     __shared__ v5n_smem ns;
     extern __shared__ float4 v5n_dyn[];   /* o, x, w_o, w_h (v5n_prologue), then the prep fold's rows */
@@ -647,8 +649,6 @@ gemv5_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ 
         sync[1] = 0u;
     }
 }
-
-#include "gemv_ring.cuh"
 
 /* A counter buffer of at least nbytes, zeroed when new (every launch leaves its counts at 0) */
 static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
@@ -821,12 +821,10 @@ static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v
 }
 
 /* In matmul_ffn (c->chain_w: the down weight, c->chain_y its output): launch the gate/up job ja (its
- * GLU fold planned) and the down projection as one kernel, split over `warps` warps, through the
- * ring (gemv_ring.cuh) when kn is given; false = not this shape (nothing launched). nm: the residual
- * norm in front, made by the ring kernel (cuda_norm_ffn; the ring or nothing) */
+ * GLU fold planned) and the down projection as one kernel, split over `warps` warps; false = not
+ * this shape (nothing launched) */
 template <class KA>
-static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd, int64_t warps,
-                     const v5r_knobs *kn, const v5r_norm_args *nm = NULL)
+static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd, int64_t warps)
 {
     const struct be_weight *wd = c->chain_w;
     float *yd = c->chain_y;
@@ -838,23 +836,16 @@ static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const flo
     v5_job jb;
     bool taken = false, mine;
     v5_collect(jb, dt, 0, 1, &yd, &wd, &taken, &mine);
-    if (!v5_plan(c, jb, warps, 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 16))
-        return false;   /* (sync: GLU blocks, warps out, the folded norm) */
+    if (!v5_plan(c, jb, warps, 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 8))
+        return false;   /* (sync: GLU blocks, warps out) */
     unsigned *sync = (unsigned *)c->chain_sync.p;
     ja.ready = jb.ready = sync;
     ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
-    bool ring = false;
-    if constexpr (KA::TILED)   /* (the ring reads tiles only: no kernel for row-major kinds) */
-        ring = kn && (dt == CUDA_DT_Q4_K_T16
-                          ? v5r_go<KA, KA, v5_q4k_t16, true>(c, ja, jb, xq, xd, sync, *kn, NULL, NULL, nm)
-                          : v5r_go<KA, KA, v5_q6k_t16, true>(c, ja, jb, xq, xd, sync, *kn, NULL, NULL, nm));
-    if (!ring && nm)
-        return false;
     warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
     dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
-    if (!ring && dt == CUDA_DT_Q4_K_T16)
+    if (dt == CUDA_DT_Q4_K_T16)
         v5_chain_go<KA, KA::U_DEF, v5_q4k_t16>(c, grid, ja, jb, xq, xd, sync);
-    else if (!ring)
+    else
         v5_chain_go<KA, KA::U_DEF, v5_q6k_t16>(c, grid, ja, jb, xq, xd, sync);
     c->chain_done = c->first_err == cudaSuccess;
     return true;
@@ -881,11 +872,11 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
 }
 
-/* In matmul_attn_prep with the prep fold asked for (c->prep_req): when this one-row ring job has one
- * token's q, k and v as parts 0, 1, 2 (the output gate may follow; v5r_prep_arrive counts no
+/* In add_rmsnorm_attn with the prep fold asked for (c->prep_req): when this one-row V5_NORM job has
+ * one token's q, k and v as parts 0, 1, 2 (the output gate may follow; v5_prep_arrive counts no
  * other part) in whole heads of 16-row tiles, it runs attn_prep itself */
-static bool v5r_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *const *ys, const bool *mine,
-                          v5r_prep &pr)
+static bool v5_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *const *ys, const bool *mine,
+                         v5_prep &pr)
 {
     const struct be_attn_prep_args *a = c->prep_req;
     if (!a || a->n_tokens != 1 || n < 3 || job.n_parts < 3 || !mine[0] || !mine[1] || !mine[2] || ys[0] != a->q ||
@@ -901,7 +892,7 @@ static bool v5r_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *c
  * the last writes x, h, o and h's int8 copy (xq, xd: cuda_xq_reserve's); false = failed (recorded) */
 template <class KA, class KB>
 static bool v5n_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight *const *ws, const bool *mine,
-                   const struct be_res_norm *r, int8_t *xq, float2 *xd, const v5r_prep *pr = NULL)
+                   const struct be_res_norm *r, int8_t *xq, float2 *xd, const v5_prep *pr = NULL)
 {
     if (!v5_counts(c, &c->norm_cnt, 16))
         return false;
@@ -914,7 +905,7 @@ static bool v5n_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weigh
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5N_WARPS - 1) / V5N_WARPS)),
                                              dim3(V5N_WARPS * 32), dyn, attr);
-    const v5r_prep no_prep = {};
+    const v5_prep no_prep = {};
     /* two kinds: U = 1 each, as v5_go */
     const bool one = std::is_same<KA, KB>::value;
     auto kern = one ? (pr ? gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, true>
@@ -928,7 +919,7 @@ static bool v5n_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weigh
     return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, kern, job, nm, pr ? *pr : no_prep, c->pdl_all));
 }
 
-/* cuda_norm_matmul's norm without the ring (V5_NORM): its operands and h's int8 copy to make */
+/* cuda_norm_matmul's norm (V5_NORM): its operands and h's int8 copy to make */
 struct v5n_req {
     const struct be_res_norm *r;
     int8_t                   *xq;
@@ -936,32 +927,25 @@ struct v5n_req {
 };
 
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
- * of dtb (KB; dtb = 0: none); returns how many parts it took. nm (cuda_norm_matmul): the residual
- * norm in front, made by the ring launch (counts in sync); then the launch must go through the
- * ring, or nothing is launched: 0 when no part is of these kinds, -1 when refused. */
+ * of dtb (KB; dtb = 0: none); returns how many parts it took. pn (cuda_norm_matmul): the residual
+ * norm in front, made by every CTA (V5_NORM); then the launch is that kernel's, or nothing is
+ * launched: 0 when no part is of these kinds, -1 when refused. */
 template <class KA, class KB = KA>
 static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
                      const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken,
-                     const v5r_norm_args *nm = NULL, unsigned *sync = NULL, const struct v5n_req *pn = NULL)
+                     const struct v5n_req *pn = NULL)
 {
     v5_job job;
     bool mine[GEMV_MAX_PARTS];
     int m = v5_collect(job, dta, dtb, n, ys, ws, taken, mine);
     if (!m || job.n_tiles * job.n_sb < min_units)
-        return nm && m ? -1 : 0;
-    /* v5r (gemv_ring.cuh) runs one CTA of kn.cw warps an SM; while it is on, every v5 job is split
-     * over that many warps, so the ring's tiles and the plain kernel's rows give the same bits
-     * (test_t16); else 4 CTAs x 4 warps per SM, the register limit */
-    v5r_knobs kn;   /* (not on the side stream, which takes no v5 job: cuda_side_ok) */
-    bool ring_on = v5r_on(c, &kn), ring = ring_on && KA::TILED && KB::TILED && c->stream != c->side;
-    int64_t warps = ring_on ? (int64_t)kn.cw * c->n_sm : v5_warps(c, 16);
-    if ((nm && !ring) || (pn && ring_on))
-        return -1;
+        return 0;
+    int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
     if (!v5_plan(c, job, warps))
-        return nm || pn ? -1 : 0;   /* recorded in the context; these parts go to v3 */
-    if (pn) {   /* cuda_norm_matmul without the ring: the norm as every CTA's prologue */
-        v5r_prep pr = {};
-        bool prep = v5r_prep_plan(c, job, n, ys, mine, pr);
+        return pn ? -1 : 0;   /* recorded in the context; these parts go to v3 */
+    if (pn) {   /* cuda_norm_matmul: the norm as every CTA's prologue */
+        v5_prep pr = {};
+        bool prep = v5_prep_plan(c, job, n, ys, mine, pr);
         if (!v5n_go<KA, KB>(c, job, n, ws, mine, pn->r, pn->xq, pn->xd, prep ? &pr : NULL))
             return -1;
         c->prep_taken = c->prep_taken || prep;
@@ -971,51 +955,18 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     }
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
-    bool glu = !nm && c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    if (glu && c->chain_w && std::is_same<KA, KB>::value &&
-        v5_chain<KA>(c, job, xq, xd, warps, ring ? &kn : NULL)) {
+    bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
+    if (glu && c->chain_w && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd, warps)) {
         for (int i = 0; i < n; i++)
             taken[i] = taken[i] || mine[i];
         return m;
     }
-    if (ring)
-        job.trace = v5_trace_slot(c, job, n, ws, mine);
-    bool launched = false;
-    v5r_prep pr = {};
-    bool prep = ring && v5r_prep_plan(c, job, n, ys, mine, pr);
-    if constexpr (KA::TILED && KB::TILED)
-        launched = ring && v5r_go<KA, KB, KA, false>(c, job, job, xq, xd, sync, kn, NULL, NULL, nm, prep ? &pr : NULL);
-    c->prep_taken = c->prep_taken || (launched && prep);
-    if (!launched && nm)
-        return -1;
-    if (!launched)
-        v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
+    v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
     if (glu && c->first_err == cudaSuccess)   /* matmul_glu(x = up, g = gate) finds its input made */
         c->glu_x = ys[1], c->glu_g = ys[0], c->glu_k = ws[0]->n;
     return m;
-}
-
-/* matmul_glu(y, w, x, g, sigmoid) of one row (Wo after the attention output gate) through v5r when
- * w is in tiles: the ring kernel gates and quantizes x itself (v5r_x_gate, quantize_x_kernel's
- * functions: the same bits), so no quantizer runs between attention and Wo, and Wo's weights
- * start streaming as soon as attention lets it launch. false = not taken (nothing launched). */
-bool cuda_gemv5_gated(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, const float *g)
-{
-    v5r_knobs kn;
-    uint32_t dt = w->dev_type;
-    if (!v5r_on(c, &kn) || c->stream == c->side || w->k % 256 || c->gemv_ver == 2 ||
-        (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || c->first_err != cudaSuccess)
-        return false;
-    v5_job job;
-    bool taken = false, mine;
-    v5_collect(job, dt, 0, 1, &y, &w, &taken, &mine);
-    if (!v5_plan(c, job, (int64_t)kn.cw * c->n_sm))
-        return false;
-    if (dt == CUDA_DT_Q4_K_T16)
-        return v5r_go<v5_q4k_t16, v5_q4k_t16, v5_q4k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
-    return v5r_go<v5_q6k_t16, v5_q6k_t16, v5_q6k_t16, false>(c, job, job, NULL, NULL, NULL, kn, x, g);
 }
 
 /* What a folded norm needs (cuda_norm_ffn, cuda_norm_matmul): one row of add_rmsnorm_vec_kernel's
@@ -1035,72 +986,32 @@ static bool norm_shape_ok(const struct cuda_ctx *c, const struct be_res_norm *r,
     return true;
 }
 
-/* ... folded into a ring launch: also the ring; into nm and h's int8 copy */
-static bool norm_fold_ok(struct cuda_ctx *c, const struct be_res_norm *r, int np, const struct be_weight *const *ws,
-                         v5r_knobs *kn, v5r_norm_args *nm)
-{
-    const float *w_o = r->w_o ? (const float *)r->w_o->dev : NULL, *w_h = r->w_h ? (const float *)r->w_h->dev : NULL;
-    if (!norm_shape_ok(c, r, np, ws) || !v5r_on(c, kn))
-        return false;
-    int8_t *xq;
-    float2 *xd;
-    cuda_xq_forget(c);   /* (the buffer may move; the fold writes it, a refusal runs add_rmsnorm, which does too) */
-    if (!cuda_xq_reserve(c, r->n, 1, &xq, &xd))
-        return false;
-    *nm = (v5r_norm_args){r->x, r->h, r->o, w_o, w_h, r->eps_o, r->eps_h, r->n, xq, xd};
-    return true;
-}
-
-/* add_rmsnorm(r) then matmul_ffn(y, fs, ws, r->h) of one row as ONE ring launch
- * (GLIM_CUDA_NORM_FOLD=1 with the ring and the FFN chain): the chain kernel's CTA 0 makes the
- * norm and h's int8 copy (v5r_norm_run: add_rmsnorm_vec_kernel's bits) while every CTA's loader
- * streams gate/up, and the others wait for it on a count. So no norm launch sits between Wo and
- * the FFN, and the FFN's weights start streaming on each SM as soon as Wo's CTA there ends.
- * false = not this shape: nothing launched (the caller runs the two ops). */
+/* add_rmsnorm(r) then matmul_ffn(y, fs, ws, r->h) of one row (GLIM_CUDA_NORM_FOLD=1): gate/up as
+ * one V5_NORM launch, in which every CTA makes the norm as its prologue (add_rmsnorm_vec_kernel's
+ * bits) and the last stores o, x, h and h's int8 copy, then down as matmul_glu. So no norm launch
+ * sits between Wo and the FFN. false = not this shape: nothing launched (the caller runs the two
+ * ops). */
 bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, float *const *fs,
                    const struct be_weight *const *ws)
 {
-    v5r_knobs kn;
-    v5r_norm_args nm;
     uint32_t dt = ws[0]->dev_type;
     v5_job ja;
     bool taken[2] = {false, false}, mine[2];
-    if (!c->norm_fold || !c->glu_fuse || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || ws[1]->dev_type != dt)
+    int8_t *xq;
+    float2 *xd;
+    if (!c->norm_fold || !c->glu_fuse || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || ws[1]->dev_type != dt ||
+        c->cc_major < 8 || !norm_shape_ok(c, r, 2, ws) || v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 ||
+        !v5_plan(c, ja, v5_warps(c, V5N_WARPS)) || !v5_glu_plan(c, ja, 2, fs, ws, mine))
         return false;
-    if (!v5r_on(c, &kn)) {   /* plain v5: every CTA makes the norm (V5_NORM), then down as matmul_glu */
-        int8_t *xq;
-        float2 *xd;
-        if (c->cc_major < 8 || !norm_shape_ok(c, r, 2, ws) ||
-            v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 || !v5_plan(c, ja, v5_warps(c, V5N_WARPS)) ||
-            !v5_glu_plan(c, ja, 2, fs, ws, mine))
-            return false;
-        cuda_xq_forget(c);   /* (the buffer may move) */
-        if (!cuda_xq_reserve(c, r->n, 1, &xq, &xd))
-            return false;
-        if (dt == CUDA_DT_Q4_K_T16 ? !v5n_go<v5_q4k_t16, v5_q4k_t16>(c, ja, 2, ws, mine, r, xq, xd)
-                                   : !v5n_go<v5_q6k_t16, v5_q6k_t16>(c, ja, 2, ws, mine, r, xq, xd))
-            return true;   /* recorded: the op has failed either way */
-        c->glu_x = fs[1], c->glu_g = fs[0], c->glu_k = ws[0]->n;   /* matmul_glu finds its input made */
-        cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], BE_GLU_SILU, 1);
-        c->norm_used++;
-        return true;
-    }
-    if (!c->ffn_chain || !norm_fold_ok(c, r, 2, ws, &kn, &nm))
+    cuda_xq_forget(c);   /* (the buffer may move) */
+    if (!cuda_xq_reserve(c, r->n, 1, &xq, &xd))
         return false;
-    int64_t warps = (int64_t)kn.cw * c->n_sm;
-    if (v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 || !v5_plan(c, ja, warps) ||
-        !v5_glu_plan(c, ja, 2, fs, ws, mine))
-        return false;
-    c->chain_w = ws[2];
-    c->chain_y = y;
-    bool done = dt == CUDA_DT_Q4_K_T16 ? v5_chain<v5_q4k_t16>(c, ja, nm.xq, nm.xd, warps, &kn, &nm)
-                                       : v5_chain<v5_q6k_t16>(c, ja, nm.xq, nm.xd, warps, &kn, &nm);
-    c->chain_w = NULL;
-    if (!done)
-        return false;
-    cuda_xq_forget(c);   /* x, h, o and y were written */
+    if (dt == CUDA_DT_Q4_K_T16 ? !v5n_go<v5_q4k_t16, v5_q4k_t16>(c, ja, 2, ws, mine, r, xq, xd)
+                               : !v5n_go<v5_q6k_t16, v5_q6k_t16>(c, ja, 2, ws, mine, r, xq, xd))
+        return true;   /* recorded: the op has failed either way */
+    c->glu_x = fs[1], c->glu_g = fs[0], c->glu_k = ws[0]->n;   /* matmul_glu finds its input made */
+    cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], BE_GLU_SILU, 1);
     c->norm_used++;
-    c->chain_used++;
     return true;
 }
 
@@ -1256,11 +1167,10 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
  * (CUDA_DT_*_T16), which v5 streams at 72-97% of copy and v3 reads badly (a row's code bytes
  * are 8-byte pieces of half-used sectors: tg128 95.7 t/s with v3 on tiles, 160.1 with v5;
  * docs/PERFORMANCE.md 2026-12-03). GLIM_CUDA_V5_MIN=n (bench knob): only jobs of at least n
- * (tile, super-block) units. With nm (cuda_norm_matmul) only the first launch of the order that
+ * (tile, super-block) units. With pn (cuda_norm_matmul) only the first launch of the order that
  * finds parts, with the norm in front: the parts it took (taken), or 0 with nothing launched. */
 static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
-                       const int8_t *xq, const float2 *xd, bool *taken, const v5r_norm_args *nm, unsigned *sync,
-                       const struct v5n_req *pn = NULL)
+                       const int8_t *xq, const float2 *xd, bool *taken, const struct v5n_req *pn = NULL)
 {
     bool all = c->gemv_ver == 5, tiles = c->gemv_ver == 3 && c->cc_major >= 8;
     if (!(all || tiles) || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
@@ -1272,74 +1182,60 @@ static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0, r;
-/* one launch of the order; with a norm (nm, pn) the first that finds parts of its kinds ends the routing */
+/* one launch of the order; with a norm (pn) the first that finds parts of its kinds ends the routing */
 #define V5_ROUTE(call)                      \
     do {                                    \
         r = (call);                         \
-        if ((nm || pn) && r)                \
+        if (pn && r)                        \
             return r > 0 ? r : 0;           \
         m += r;                             \
     } while (0)
     if (which == 3 && v5_mix_on()) {   /* rows too: tiles' twin (tests) */
         V5_ROUTE((launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq,
-                                                    xd, taken, nm, sync, pn)));
+                                                    xd, taken, pn)));
         if (all)
-            V5_ROUTE((launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken, nm,
-                                                sync, pn)));
+            V5_ROUTE((launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken, pn)));
     }
     if (which & 1) {
-        V5_ROUTE(launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync, pn));
+        V5_ROUTE(launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, pn));
         if (all)
-            V5_ROUTE(launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken, nm, sync, pn));
+            V5_ROUTE(launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken, pn));
     }
     if (which & 2) {
-        V5_ROUTE(launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, nm, sync, pn));
+        V5_ROUTE(launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, pn));
         if (all)
-            V5_ROUTE(launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken, nm, sync, pn));
+            V5_ROUTE(launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken, pn));
     }
 #undef V5_ROUTE
-    return nm || pn ? 0 : m;
+    return pn ? 0 : m;
 }
 
 /* (cuda_util.cuh) */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                const float2 *xd, bool *taken)
 {
-    return gemv5_route(c, n, ys, ws, xq, xd, taken, NULL, NULL);
+    return gemv5_route(c, n, ys, ws, xq, xd, taken);
 }
 
-/* add_rmsnorm(r) then the first launch of matmul_n(np, ys, ws, r->h) for one row as ONE ring launch
- * (the attention's input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1): matmul_n's
- * own v5 routing (gemv5_route) builds its first launch (tiles of one kind, or of both with
- * GLIM_CUDA_V5_MIX=1), which must go through the ring, with the norm in front as in cuda_norm_ffn:
+/* add_rmsnorm(r) then the first launch of matmul_n(np, ys, ws, r->h) for one row as ONE launch (the
+ * attention's input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1): matmul_n's own v5
+ * routing (gemv5_route) builds its first launch (tiles of one kind, or of both with
+ * GLIM_CUDA_V5_MIX=1) as a V5_NORM launch, every CTA making the norm in front as in cuda_norm_ffn:
  * the same job and split, so the same bits as the two ops. Returns the parts it took (taken[np]),
  * 0 = none (nothing launched). The caller runs the rest as matmul_n would (the same launches
  * follow): h's int8 copy is the cached one (cuda_xq_filled). */
 int cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
                      const struct be_weight *const *ws, bool *taken)
 {
-    v5r_knobs kn;
-    v5r_norm_args nm;
+    v5n_req pn = {r, NULL, NULL};
     int m;
-    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !cuda_q8_batchable(np, ws))
+    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !cuda_q8_batchable(np, ws) || c->cc_major < 8 ||
+        !norm_shape_ok(c, r, np, ws))
         return 0;
-    if (!v5r_on(c, &kn)) {   /* plain v5: every CTA of the first launch makes the norm (V5_NORM) */
-        v5n_req pn = {r, NULL, NULL};
-        if (c->cc_major < 8 || !norm_shape_ok(c, r, np, ws))
-            return 0;
-        cuda_xq_forget(c);   /* (the buffer may move) */
-        if (!cuda_xq_reserve(c, r->n, 1, &pn.xq, &pn.xd) ||
-            (m = gemv5_route(c, np, ys, ws, NULL, NULL, taken, NULL, NULL, &pn)) <= 0)
-            return 0;
-        cuda_xq_filled(c, r->h, r->n, 1);   /* the last CTA wrote h's int8 copy */
-        c->norm_used++;
-        return m;
-    }
-    if (!norm_fold_ok(c, r, np, ws, &kn, &nm) || !v5_counts(c, &c->norm_sync, 16) ||
-        (m = gemv5_route(c, np, ys, ws, nm.xq, nm.xd, taken, &nm, (unsigned *)c->norm_sync.p)) <= 0)
+    cuda_xq_forget(c);   /* (the buffer may move) */
+    if (!cuda_xq_reserve(c, r->n, 1, &pn.xq, &pn.xd) || (m = gemv5_route(c, np, ys, ws, NULL, NULL, taken, &pn)) <= 0)
         return 0;
-    cuda_xq_forget(c);   /* x, h, o and the outputs were written; h's int8 copy is in xq */
-    cuda_xq_filled(c, r->h, r->n, 1);
+    cuda_xq_filled(c, r->h, r->n, 1);   /* the last CTA wrote h's int8 copy */
     c->norm_used++;
     return m;
 }

@@ -615,8 +615,6 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
                       const float *x, int n_rows, const float *g, int act)
 {
     int64_t k = ws[0]->k;
-    if (n == 1 && n_rows == 1 && g && act == BE_GLU_SIGMOID && cuda_gemv5_gated(c, ys[0], ws[0], x, g))
-        return;   /* the ring GEMV gates and quantizes x itself */
     const int8_t *xq;
     const float2 *xd;
     if (!quantize_x(c, x, k, n_rows, layout_of(ws[0]->dev_type), g, act, &xq, &xd))

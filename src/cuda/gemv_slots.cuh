@@ -451,9 +451,6 @@ bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds);
  * weights of the n sharing x, marks them in taken[n] and returns how many (0: v5 off or none) */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                const float2 *xd, bool *taken);
-/* gemv_mma.cu: matmul_glu(y, w, x, g, sigmoid) of one row with w in tiles through the ring GEMV
- * (GLIM_CUDA_V5R), x gated and quantized inside it; false = not taken */
-bool cuda_gemv5_gated(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, const float *g);
 /* gemv_mma.cu: the same for 2..16 activation rows (opt-in GLIM_CUDA_V5_NR=1) */
 int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
                   const float2 *xd, int nr, bool *taken);

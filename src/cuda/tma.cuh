@@ -1,15 +1,13 @@
 /*
  * tma.cuh — private to src/cuda: sm_90 bulk copies (the TMA engine, cp.async.bulk) from global
- * into shared memory that complete on an mbarrier, for the GEMVs that stream their weights
- * through a shared-memory ring (gemv_stream.cu: v4, gemv_ring.cuh: v5r). Below sm_90
- * they compile to nothing; callers launch those kernels only on sm_90.
+ * into shared memory that complete on an mbarrier, for kernels that stream their weights through
+ * a shared-memory ring (gemv_stream.cu: GEMV v4; dev/cuda/mega_model.cu). Below sm_90 they
+ * compile to nothing; callers launch those kernels only on sm_90.
  */
 #ifndef GLIM_TMA_CUH
 #define GLIM_TMA_CUH
 
 #include <stdint.h>
-
-#include "dev_clock.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 static __device__ __forceinline__ unsigned smem_u32(const void *p)
@@ -75,42 +73,6 @@ static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
 {
     while (!bar_try(bar, parity)) {
     }
-}
-
-/* A spin's deadline: the global timer read every 1024 tries; past ~2 s (a decode kernel's longest
- * legitimate wait is ~1 ms) the kernel traps, so a protocol bug is a launch error the caller
- * reports, not a device that hangs until a timeout kills the process (the ring GEMV) */
-struct spin_guard {
-    unsigned           tries;
-    unsigned long long t0;
-};
-
-static __device__ __forceinline__ void spin_check(spin_guard *g)
-{
-    if ((g->tries++ & 1023u) == 0) {
-        unsigned long long now = cuda_globaltimer();
-        if (g->tries == 1)
-            g->t0 = now;
-        else if (now - g->t0 > 2000000000ull)
-            __trap();
-    }
-}
-
-static __device__ __forceinline__ void bar_wait_or_trap(uint64_t *bar, unsigned parity)
-{
-    spin_guard g = {0u, 0ull};
-    while (!bar_try(bar, parity))
-        spin_check(&g);
-}
-
-/* before a bulk copy overwrites shared memory that threads read with ordinary loads (a ring page
- * they released): the generic proxy's reads ordered before the async proxy's writes (PTX ISA,
- * "proxies"; the copy's own completion implies the other direction) */
-static __device__ __forceinline__ void fence_proxy_async_smem(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
 }
 
 #endif
