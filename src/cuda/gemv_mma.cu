@@ -523,8 +523,6 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
  * bits, as the v3 fold). cnt == NULL: none. */
 struct v5_prep {
     unsigned   *cnt;    /* per head (q heads, then KV heads): tiles written; 0 between launches */
-    int         pad;    /* unused (the ring GEMV's shared-memory offset was here): without it p moves, and
-                         * ptxas allocates the prep kernels' registers and spills differently */
     prep_params p;
 };
 
