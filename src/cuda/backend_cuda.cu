@@ -1086,15 +1086,15 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
     /* opt-in: right (goldens, test_ffn_chain) but slower, tg128 154.0 vs 162.5 t/s (2026-12-03): the
-     * boundary it removes costs ~0.3 us; the wait for the last GLU block stays */
+     * boundary it removes costs ~0.3 us; the wait for the last GLU block stays; 2026-12-05: 162.2 vs 170.7) */
     const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");
     c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
-    /* opt-in: each CTA's own norm (test_norm_ffn) not yet measured; the ring GEMV's form measured
-     * slower on the H100 (2026-12-05: 115.1 vs 119.9 t/s) and was removed with the ring */
+    /* opt-in: each CTA's own norm (test_norm_ffn), slower on the H200 (2026-12-05: 163.4 vs 168.5
+     * t/s; at an equal shared-memory split 162.9 vs 169.0: its prologue is slower than the norm) */
     const char *f_fold = getenv("GLIM_CUDA_NORM_FOLD");
     c->norm_fold = f_fold && strcmp(f_fold, "1") == 0;
-    /* opt-in: each CTA's own norm (test_norm_qkv) not yet measured; the ring's form measured slower on
-     * the H100 (2026-12-05: 95.6 vs 99.4 t/s) and was removed with the ring */
+    /* opt-in: each CTA's own norm (test_norm_qkv), slower on the H200 (2026-12-05, q/k/v tiled in one
+     * launch: 158.2 t/s with both norm folds vs 163.3 without, 168.5 the default) */
     const char *f_qkv = getenv("GLIM_CUDA_QKV_FOLD");
     c->qkv_fold = f_qkv && strcmp(f_qkv, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
