@@ -1086,7 +1086,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
     /* opt-in: right (goldens, test_ffn_chain) but slower, tg128 154.0 vs 162.5 t/s (2026-12-03): the
-     * boundary it removes costs ~0.3 us; the wait for the last GLU block stays; 2026-12-05: 162.2 vs 170.7) */
+     * boundary it removes costs ~0.3 us; the wait for the last GLU block stays (2026-12-05: 162.2 vs 170.7) */
     const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");
     c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
     /* opt-in: each CTA's own norm (test_norm_ffn), slower on the H200 (2026-12-05: 163.4 vs 168.5
