@@ -100,6 +100,12 @@ int  glim_model_load(const char *path,                    /* GGUF file */
                      struct glim_err *err);
 void glim_model_free(struct glim_model *m);
 
+/* Host memory for what glim_session_eval writes (logits): page-locked where the model runs on a
+ * GPU, so each step's logits arrive by one DMA instead of through the driver's staging copy; plain
+ * memory on the CPU. Free it with glim_model_host_free before glim_model_free. NULL: out of memory. */
+void *glim_model_host_alloc(struct glim_model *m, size_t nbytes);
+void glim_model_host_free(struct glim_model *m, void *p);
+
 int32_t glim_model_n_vocab(const struct glim_model *m);
 int32_t glim_model_n_embd(const struct glim_model *m);
 int32_t glim_model_n_layer(const struct glim_model *m);

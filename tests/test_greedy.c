@@ -5,7 +5,7 @@
  * glim_session_eval + sampler_argmax token for token, with a stop, a continuation and
  * the context end, on the CPU backends and (when there is a device) on CUDA with and
  * without graphs. The session after greedy decoding must give the eval loop's logits
- * bit for bit.
+ * bit for bit (the eval loop's into glim_model_host_alloc's memory: page-locked on CUDA).
  */
 #include "golden_util.h"
 
@@ -154,11 +154,14 @@ static void check_model(const char *rel, const char *device, bool no_graph)
     int V = glim_model_n_vocab(m);
     const int32_t prompt[] = {1, 15, 27, 3, 99, 7, 42, 5};
     const int NP = 8, N = 24, CTX = NP + 20;
-    float *la = malloc(sizeof(float) * (size_t)V), *lb = malloc(sizeof(float) * (size_t)V);
+    /* lb from glim_model_host_alloc (page-locked on CUDA): the eval loop's logits land there, la's
+     * in plain memory, and the two must agree bit for bit below */
+    float *la = malloc(sizeof(float) * (size_t)V), *lb = glim_model_host_alloc(m, sizeof(float) * (size_t)V);
+    CHECK(la && lb);
     int32_t ref[64], got[64];
     struct glim_session *a = new_session(m, 256), *b = new_session(m, 256), *c = new_session(m, CTX);
     CHECK(a && b && c);
-    if (!a || !b || !c)
+    if (!a || !b || !c || !la || !lb)
         goto out;
     /* the same prefill; the first pick from its logits, then N picks each way */
     CHECK_EQ(glim_session_eval(a, prompt, NP, la, 1, &err), 0);
@@ -206,9 +209,9 @@ out:
     glim_session_free(a);
     glim_session_free(b);
     glim_session_free(c);
+    glim_model_host_free(m, lb);
     glim_model_free(m);
     free(la);
-    free(lb);
 }
 
 static void test_session_greedy(void)

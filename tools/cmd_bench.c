@@ -369,7 +369,11 @@ static int run_test(struct glim_model *m, const struct opts *o, struct result *r
                           .rng = o->seed * 0x9e3779b97f4a7c15ull + 1};
     c.n_max = GLIM_MAX(GLIM_MAX(r->n_prompt, r->n_gen), GLIM_MIN(r->n_depth, 512));
     c.ids = malloc((size_t)GLIM_MAX(c.n_max, 1) * sizeof *c.ids);
-    c.logits = malloc((size_t)c.n_vocab * sizeof *c.logits);
+    /* page-locked on a GPU (one DMA a step); GLIM_BENCH_PAGEABLE=1: plain memory, to time the difference */
+    const char *pageable = getenv("GLIM_BENCH_PAGEABLE");
+    bool pin = !(pageable && strcmp(pageable, "1") == 0);
+    size_t lbytes = (size_t)c.n_vocab * sizeof *c.logits;
+    c.logits = pin ? glim_model_host_alloc(m, lbytes) : malloc(lbytes);
     glim_session_params_init(&c.sp);
     c.sp.n_ctx = (int64_t)r->n_depth + r->n_prompt + r->n_gen + 1;
     /* ring rows to rewind one repetition; the window, not the ring, sets the attention cost */
@@ -388,7 +392,10 @@ static int run_test(struct glim_model *m, const struct opts *o, struct result *r
         summarize(r);
     glim_session_free(c.s);
     free(c.ids);
-    free(c.logits);
+    if (pin)
+        glim_model_host_free(m, c.logits);
+    else
+        free(c.logits);
     return rc;
 }
 

@@ -227,7 +227,7 @@ static int generate(const struct run_opts *o, struct glim_model *m, const struct
     sp.n_ctx = o->ctx ? o->ctx : GLIM_MIN(glim_model_n_ctx_train(m), GLIM_MAX(n_need, 8192));
     struct gen_src g = {.V = glim_model_n_vocab(m), .first = true};
     struct glim_model *draft = NULL;
-    g.logits = malloc((size_t)g.V * sizeof(float));
+    g.logits = glim_model_host_alloc(m, (size_t)g.V * sizeof(float));   /* page-locked on a GPU */
     struct strbuf text;
     strbuf_init(&text);
     int rc = g.logits ? GLIM_OK : glim_fail(err, GLIM_ENOMEM, "out of memory");
@@ -293,7 +293,7 @@ done:
     dflash_free(g.df);
     glim_model_free(draft);
     glim_session_free(g.s);
-    free(g.logits);
+    glim_model_host_free(m, g.logits);
     return rc;
 }
 

@@ -214,6 +214,11 @@ struct backend_i {
      * fetch_wait waits for that slot's copy and copies it to dst. NULL: use download. */
     int (*fetch_start)(struct backend *be, int slot, const void *src, size_t nbytes, struct glim_err *err);
     int (*fetch_wait)(struct backend *be, int slot, void *dst, size_t nbytes, struct glim_err *err);
+    /* optional: host memory that download fills without a staging copy (page-locked on CUDA, where
+     * a pageable destination is copied through the driver's bounce buffer); host_free releases it.
+     * NULL: plain memory serves (glim_model_host_alloc). NULL return: out of memory. */
+    void *(*host_alloc)(struct backend *be, size_t nbytes);
+    void (*host_free)(struct backend *be, void *p);
 
     /* ---- optional: graph capture of a whole decode step (CUDA graphs) ----
      * NULL on backends without it. Between graph_begin and graph_end only ops are

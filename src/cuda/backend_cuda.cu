@@ -177,6 +177,21 @@ static int be_fetch_start(struct backend *be, int slot, const void *src, size_t 
     return ctx_status(c, err);
 }
 
+/* backend.h host_alloc / host_free: page-locked, so download's copy goes straight to it */
+static void *be_host_alloc(struct backend *be, size_t nbytes)
+{
+    (void)be;
+    void *p = NULL;
+    return cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
+}
+
+static void be_host_free(struct backend *be, void *p)
+{
+    (void)be;
+    if (p)
+        cudaFreeHost(p);
+}
+
 static int be_fetch_wait(struct backend *be, int slot, void *dst, size_t nbytes, struct glim_err *err)
 {
     struct cuda_ctx *c = ctx_of(be);
@@ -778,6 +793,8 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
     o.argmax = be_argmax;
     o.fetch_start = be_fetch_start;
     o.fetch_wait = be_fetch_wait;
+    o.host_alloc = be_host_alloc;
+    o.host_free = be_host_free;
     o.graph_begin = be_graph_begin;
     o.graph_end = be_graph_end;
     o.graph_launch = be_graph_launch;

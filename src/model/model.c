@@ -259,6 +259,21 @@ int glim_draft_load(struct glim_model *target, const char *path, struct glim_mod
     return GLIM_OK;
 }
 
+void *glim_model_host_alloc(struct glim_model *m, size_t nbytes)
+{
+    struct backend *be = m->be;
+    return be && be->i->host_alloc ? be->i->host_alloc(be, nbytes) : malloc(nbytes ? nbytes : 1);
+}
+
+void glim_model_host_free(struct glim_model *m, void *p)
+{
+    struct backend *be = m->be;
+    if (be && be->i->host_free)
+        be->i->host_free(be, p);
+    else
+        free(p);
+}
+
 int32_t glim_model_n_vocab(const struct glim_model *m) { return m->hp.n_vocab; }
 int32_t glim_model_n_embd(const struct glim_model *m) { return m->hp.n_embd; }
 int32_t glim_model_n_layer(const struct glim_model *m) { return m->hp.n_layer; }
