@@ -418,6 +418,15 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
     cuda_matmul_glu(op_ctx(be), y, w, x, g, act, n_rows);
 }
 
+/* Wo into L2 while attn_prep and attention run: queued on the side stream after the output gate's
+ * GEMV (no join: only a hint), when that GEMV is there (one decode token); nothing otherwise */
+static void be_prefetch(struct backend *be, const struct be_weight *w)
+{
+    struct cuda_ctx *c = ctx_of(be);
+    if (c->wo_prefetch && c->side_pending && w->dev && !w->aux)
+        cuda_prefetch_l2(c, c->side, w->dev, w->nbytes);
+}
+
 static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
 {
     cuda_argmax(op_ctx(be), out, x, n_rows, n, pos_inc);
@@ -782,6 +791,7 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
         o.add_rmsnorm = be_add_rmsnorm;
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
+        o.prefetch = be_prefetch;
         o.matmul_ffn = be_matmul_ffn;
         o.add_rmsnorm_ffn = be_add_rmsnorm_ffn;
         o.add_rmsnorm_attn = be_add_rmsnorm_attn;
@@ -1121,6 +1131,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * --no-graph 161.0 vs 161.3), 2026-12-04. GLIM_CUDA_GATE_SIDE=0: in the q/k/v job */
     const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");
     c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 2;
+    const char *f_pf = getenv("GLIM_CUDA_WO_PF");
+    c->wo_prefetch = f_pf && strcmp(f_pf, "1") == 0;   /* opt-in until measured */
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

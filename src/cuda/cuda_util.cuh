@@ -154,6 +154,7 @@ struct cuda_ctx {
     cudaStream_t    side;          /* lower priority than `stream`; forked by side_fork, joined by side_done */
     cudaEvent_t     side_fork, side_done;
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
+    bool            wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF=1) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
@@ -395,6 +396,8 @@ void cuda_rope(struct cuda_ctx *c, float *x, int n_rows, int n_head, int head_di
                const int32_t *pos, float base, bool neox);
 void cuda_add(struct cuda_ctx *c, float *y, const float *x, int64_t n);
 void cuda_mul_sigmoid(struct cuda_ctx *c, float *y, const float *g, int64_t n);
+/* ops.cu: a kernel on s that asks L2 for [p, p + nbytes) (sm_90; a hint: no result changes) */
+void cuda_prefetch_l2(struct cuda_ctx *c, cudaStream_t s, const void *p, size_t nbytes);
 void cuda_swiglu(struct cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
 void cuda_scale_softcap(struct cuda_ctx *c, float *y, int64_t n, float scale, float cap);
 void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const float *src,
