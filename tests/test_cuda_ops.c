@@ -63,6 +63,8 @@ long backend_cuda_prep_used(struct backend *be_);              /* ... times it d
 int backend_cuda_set_gate_side(struct backend *be_, int ctas_per_sm);   /* the gate GEMV on a side stream */
 int backend_cuda_get_gate_side(struct backend *be_);
 long backend_cuda_side_used(struct backend *be_);
+int backend_cuda_set_gate_fold(struct backend *be_, bool on);   /* attention's combine quantizes Wo's gated input */
+long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
 long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
 int backend_cuda_set_norm_fold(struct backend *be_, bool on);  /* add_rmsnorm_ffn: the norm in gate/up's launch */
@@ -2078,13 +2080,18 @@ static void test_attn_prep(void)
  * (GLIM_CUDA_PREP_FOLD), SIDE and SIDE_GRAPH the gate part's GEMV on the side stream
  * (GLIM_CUDA_GATE_SIDE) eagerly or from a graph, followed by attention and an op that reads the gate
  * (the join). Pass 0 has the feature on, pass 1 off; want: pass 0 takes it. */
-enum { FOLD, SIDE, SIDE_GRAPH };
+enum { FOLD, SIDE, SIDE_GRAPH, GFOLD, GFOLD_GRAPH };
 
 static long prep_feature(int mode, bool on)   /* the switch; returns its use count */
 {
     if (mode == FOLD) {
         CHECK_EQ(backend_cuda_set_prep_fold(be, on), GLIM_OK);
         return backend_cuda_prep_used(be);
+    }
+    if (mode >= GFOLD) {   /* the gate on the side stream both times */
+        CHECK_EQ(backend_cuda_set_gate_side(be, 2), GLIM_OK);
+        CHECK_EQ(backend_cuda_set_gate_fold(be, on), GLIM_OK);
+        return backend_cuda_att_used(be);
     }
     CHECK_EQ(backend_cuda_set_gate_side(be, on ? 2 : 0), GLIM_OK);
     return backend_cuda_side_used(be);
@@ -2127,16 +2134,23 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     norm_weight(gq, D, &hwq, &dwq);
     norm_weight(gk, D, &hwk, &dwk);
     int64_t n_slots = 300;
-    size_t cb = (size_t)n_slots * Hkv * D * kv_elem(kv_type), yb[7];
+    size_t cb = (size_t)n_slots * Hkv * D * kv_elem(kv_type), yb[8];
     uint8_t *cache0 = malloc(2 * cb);
     for (size_t i = 0; i < 2 * cb; i++)
         cache0[i] = (uint8_t)rnd();
     int32_t pos[4];
     for (int t = 0; t < T; t++)
         pos[t] = p0 + t;
-    void *out[2][7];
+    void *out[2][8];
     long used[2];
-    int n_out = mode == FOLD ? 6 : 7;   /* q, k, v, gate, the caches (, attention * sigmoid(gate)) */
+    /* q, k, v, gate, the caches (, attention * sigmoid(gate); with the gate fold attention, then Wo
+     * of attention * sigmoid(gate): matmul_glu, whose input the fold makes) */
+    int n_out = mode == FOLD ? 6 : mode >= GFOLD ? 8 : 7;
+    struct be_weight hwo = {0}, dwo = {0};
+    if (mode >= GFOLD) {
+        hwo = dwo = make_weight(GLIM_TYPE_Q4_K, rows[0], k);
+        ok = be->i->weight_init(be, &dwo, &err) == GLIM_OK && ok;
+    }
     for (int pass = 0; ok && pass < 2; pass++) {
         long used0 = prep_feature(mode, pass == 0);
         float *dh = to_dev(h, (size_t)k * T * 4), *ys[5];
@@ -2158,22 +2172,27 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
                                   .scale = 1.0f / sqrtf((float)D), .block = 0};
         const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]};
         void *graph = NULL;
-        if (mode == SIDE_GRAPH && pass == 0)
+        bool graphed = (mode == SIDE_GRAPH || mode == GFOLD_GRAPH) && pass == 0;
+        float *ywo = mode >= GFOLD ? be->i->alloc(be, (size_t)k * T * 4) : NULL;
+        if (graphed)
             CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
         be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
-        if (mode != FOLD) {
+        if (mode >= GFOLD) {
+            be->i->attention(be, &aa);
+            be->i->matmul_glu(be, ywo, &dwo, ys[4], ys[3], BE_GLU_SIGMOID, T);
+        } else if (mode != FOLD) {
             be->i->attention(be, &aa);
             be->i->mul_sigmoid(be, ys[4], ys[3], (int64_t)rows[0] * T);   /* reads the gate: joins */
         }
         used[pass] = prep_feature(mode, false) - used0;
-        if (mode == SIDE_GRAPH && pass == 0) {
+        if (graphed) {
             CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
             CHECK(graph != NULL);
             if (graph)
                 CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
         }
-        yb[4] = yb[5] = cb;
-        void *src[7] = {ys[0], ys[1], ys[2], ys[3], dkc, dvc, ys[4]};
+        yb[4] = yb[5] = cb, yb[7] = (size_t)k * T * 4;
+        void *src[8] = {ys[0], ys[1], ys[2], ys[3], dkc, dvc, ys[4], ywo};
         for (int i = 0; i < n_out; i++) {
             out[pass][i] = malloc(yb[i]);
             from_dev(out[pass][i], src[i], yb[i]);
@@ -2182,15 +2201,19 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
         for (int i = 0; i < 5; i++)
             be->i->release(be, ys[i]);
         be->i->release(be, dh), be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
+        be->i->release(be, ywo);
     }
     if (ok) {
         char what[160];
+        static const char *mode_names[] = {"prep_fold", "gate_side", "gate_side graph", "gate_fold", "gate_fold graph"};
         snprintf(what, sizeof what, "%s v %s heads %d/%d dim %d rot %d%s norms %d k %lld tokens %d p0 %d %s",
-                 mode == FOLD ? "prep_fold" : mode == SIDE ? "gate_side" : "gate_side graph", quant_type_name(vtype),
+                 mode_names[mode], quant_type_name(vtype),
                  H, Hkv, D, n_rot, neox ? " neox" : "", norms, (long long)k, T, (int)p0, quant_type_name(kv_type));
         CHECK_EQ(used[0], want ? 1 : 0);
         CHECK_EQ(used[1], 0);
-        static const char *names[7] = {"q", "k", "v", "gate", "k cache", "v cache", "attention * gate"};
+        const char *names[8] = {"q", "k", "v", "gate", "k cache", "v cache", "attention * gate", "Wo"};
+        if (mode >= GFOLD)
+            names[6] = "attention";
         for (int i = 0; i < n_out; i++) {
             CHECK(same_bytes(out[0][i], out[1][i], yb[i], what, names[i]));
             free(out[0][i]), free(out[1][i]);
@@ -2198,6 +2221,7 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     }
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
     weights_free(dw, hw, 4);
+    weights_free(&dwo, &hwo, mode >= GFOLD);
     free(gq), free(gk), free(h), free(cache0);
 }
 
@@ -2259,6 +2283,29 @@ static void test_gate_side(void)
         check_prep_fold(mode, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_BF16, true);
     }
     check_prep_fold(SIDE, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
+    CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
+}
+
+/* The gate fold (GLIM_CUDA_GATE_FOLD): attention's combine makes Wo's int8 input, out * sigmoid(gate)
+ * with the side stream's gate, which matmul_glu takes instead of quantizing: the attention, Wo's
+ * output and everything before them bit for bit against the fold off, eagerly and in a graph. One
+ * token and head_dim 128 only (several splits, one split, a global layer); more tokens and
+ * head_dim 64 are not taken. */
+static void test_gate_fold(void)
+{
+    if (!be->i->matmul_attn_prep || !be->i->matmul_glu || exact_mode || backend_cuda_get_gemv(be) != 3) {
+        printf("  matmul_attn_prep / matmul_glu: not offered, exact or not GEMV v3: skipped\n");
+        return;
+    }
+    int side0 = backend_cuda_get_gate_side(be);
+    for (int mode = GFOLD; mode <= GFOLD_GRAPH; mode++) {
+        check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, true);
+        check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 40, GLIM_TYPE_F16, true);
+        check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 2048, 1, 299, GLIM_TYPE_F16, true);
+    }
+    check_prep_fold(GFOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
+    check_prep_fold(GFOLD, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_BF16, false);
+    CHECK_EQ(backend_cuda_set_gate_fold(be, false), GLIM_OK);
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
 }
 
@@ -2552,6 +2599,7 @@ int main(void)
     RUN(test_attn_prep);
     RUN(test_prep_fold);
     RUN(test_gate_side);
+    RUN(test_gate_fold);
     RUN(test_norm_qkv);
     RUN(test_attention_prep);
     RUN(test_errors);

@@ -45,6 +45,9 @@ struct attn_params {
     float          scale;
     float         *part;      /* [n_splits][n_tokens][n_head][head_dim + 2]: acc, then m, l */
     prep_params    pp;        /* attn_mma_kernel<.., PREP = true>: attn_prep's work, done by the CTAs */
+    const float   *gate;      /* v4 combine (one token, D = 128): out * sigmoid(gate) quantized into gq, gd */
+    int8_t        *gq;        /* (Wo's input, as quantize_x makes it; GLIM_CUDA_GATE_FOLD) */
+    float2        *gd;
 };
 
 /* visible positions [lo, hi] of query t, as cpu_ref.c attn_range: causal (with window), or
@@ -904,6 +907,20 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     }
 }
 
+/* The gated fold (one token, D = 128: a warp's float4s are the head's 4 quantizer blocks): lane's
+ * four outputs times sigmoid(gate), quantized into Wo's int8 input as quantize_x_kernel<1 +
+ * BE_GLU_SIGMOID> would (the same float expressions and block order: the same bits). */
+static __device__ __forceinline__ void attn_gate_quant(const attn_params &a, int64_t row, float4 o, int lane)
+{
+    int64_t i = row * 32 + lane;   /* float4 index in the token's n_head * 128 values */
+    float4 g = ((const float4 *)a.gate)[i];
+    o.x = glu_apply<1 + BE_GLU_SIGMOID>(o.x, g.x);
+    o.y = glu_apply<1 + BE_GLU_SIGMOID>(o.y, g.y);
+    o.z = glu_apply<1 + BE_GLU_SIGMOID>(o.z, g.z);
+    o.w = glu_apply<1 + BE_GLU_SIGMOID>(o.w, g.w);
+    quantize4_k45(o, (int)i, a.gq, a.gd);
+}
+
 /* one CTA per (token, head) row over the n_eff splits its group used: warp w weights the
  * splits w, w + ATTN4_COMBINE_WARPS, .. (lane = float4 column, D <= 128) and the warps meet
  * in shared memory; rows with n_eff == 1 are done. (v2's combine walks every split in one
@@ -917,8 +934,11 @@ static __global__ void __launch_bounds__(32 * ATTN4_COMBINE_WARPS) attn_combine4
     int64_t row = blockIdx.x;                                   /* t * n_head + h */
     int lo, hi, chunk, n_eff;
     attn2_plan(a, (int)(row / a.n_head), &lo, &hi, &chunk, &n_eff);
-    if (n_eff <= 1)
-        return;                                                 /* whole CTA */
+    if (n_eff <= 1) {                                           /* whole CTA: the split wrote the row */
+        if (a.gate && warp == 0)
+            attn_gate_quant(a, row, ((const float4 *)(a.out + row * D))[lane], lane);
+        return;
+    }
     int64_t stride = (int64_t)a.n_tokens * a.n_head * (D + 4);
     const float *p0 = a.part + row * (D + 4);
     float M = -INFINITY;
@@ -954,7 +974,10 @@ static __global__ void __launch_bounds__(32 * ATTN4_COMBINE_WARPS) attn_combine4
         L += l_s[w];
     }
     float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    ((float4 *)(a.out + row * D))[lane] = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    float4 o = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    ((float4 *)(a.out + row * D))[lane] = o;
+    if (a.gate)
+        attn_gate_quant(a, row, o, lane);
 }
 
 template <class Tr, int D> static size_t attn_mma_smem(void)
@@ -986,6 +1009,22 @@ template <class Tr> static bool attn_mma_dispatch(struct cuda_ctx *c, const attn
     case 112: return attn_mma_run<Tr, 112>(c, a, grid);
     default: return attn_mma_run<Tr, 128>(c, a, grid);
     }
+}
+
+/* GLIM_CUDA_GATE_FOLD=1: with one decode token whose output gate is on the side stream
+ * (cuda_matmul_side: one value per output), the combine also makes Wo's gated int8 input, which
+ * matmul_glu then takes (quantize_x) instead of launching the quantizer. Fills a's gate fields. */
+static bool attn_gate_plan(struct cuda_ctx *c, const struct be_attn_args *x, attn_params *a)
+{
+    int64_t k = (int64_t)x->n_head * x->head_dim;
+    if (!c->gate_fold || !c->side_pending || !c->side_y || x->n_tokens != 1 || x->head_dim != 128 ||
+        c->side_n != k || c->exact || ((uintptr_t)c->side_y & 15) ||
+        !cuda_buf_reserve(c, &c->att_q, (size_t)k + (size_t)(k / 32) * sizeof(float2)))
+        return false;
+    a->gate = c->side_y;
+    a->gq = (int8_t *)c->att_q.p;
+    a->gd = (float2 *)((uint8_t *)c->att_q.p + k);
+    return true;
 }
 
 /* v4 launch: false when the shapes need v2/v1 (nothing launched). prep (a.pp set): the kernel
@@ -1024,11 +1063,15 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     dim3 grid = a.kvh_x ? dim3((unsigned)x->n_head_kv, (unsigned)n_splits, (unsigned)n_groups)
                         : dim3((unsigned)n_groups, (unsigned)n_splits, (unsigned)x->n_head_kv);
     bool failed = bf16 ? attn_mma_dispatch<attn4_bf16>(c, a, grid, prep) : attn_mma_dispatch<attn4_f16>(c, a, grid, prep);
-    if (failed || n_splits == 1)
+    bool fold = !failed && attn_gate_plan(c, x, &a);
+    if (failed || (n_splits == 1 && !fold))
         return true;
+    if (fold)
+        cuda_side_join(c);   /* the combine reads the gate the side stream makes */
     cuda_launch_dep(c, dim3((unsigned)((int64_t)x->n_tokens * x->n_head)), dim3(32 * ATTN4_COMBINE_WARPS), 0,
                     attn_combine4_kernel, a);
-    CUDA_LAUNCHED(c, "attention v4 combine");
+    if (!CUDA_LAUNCHED(c, "attention v4 combine") && fold)
+        c->att_x = x->out, c->att_g = a.gate, c->att_k = (int64_t)x->n_head * x->head_dim;
     return true;
 }
 

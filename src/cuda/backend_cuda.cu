@@ -698,7 +698,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
-                                       &c->v5_cnt2, &c->chain_sync, &c->norm_cnt, &c->am_part};
+                                       &c->v5_cnt2, &c->chain_sync, &c->norm_cnt, &c->am_part, &c->att_q};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -975,6 +975,21 @@ extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm)
     return GLIM_OK;
 }
 
+/* attention's combine makes Wo's gated int8 input (GLIM_CUDA_GATE_FOLD; attn_gate_plan) */
+extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on)
+{
+    if (!is_cuda(be))
+        return GLIM_EINVAL;
+    ctx_of(be)->gate_fold = on;
+    return GLIM_OK;
+}
+
+/* matmuls that took that input instead of quantizing (tests); 0 if not a CUDA backend */
+extern "C" long backend_cuda_att_used(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->att_used : 0;
+}
+
 /* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gate_side(struct backend *be)
 {
@@ -1131,6 +1146,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * --no-graph 161.0 vs 161.3), 2026-12-04. GLIM_CUDA_GATE_SIDE=0: in the q/k/v job */
     const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");
     c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 2;
+    const char *f_gf = getenv("GLIM_CUDA_GATE_FOLD");
+    c->gate_fold = f_gf && strcmp(f_gf, "1") == 0;   /* opt-in until measured */
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && strcmp(f_pf, "1") == 0;   /* opt-in until measured */
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

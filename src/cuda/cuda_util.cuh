@@ -154,6 +154,13 @@ struct cuda_ctx {
     cudaStream_t    side;          /* lower priority than `stream`; forked by side_fork, joined by side_done */
     cudaEvent_t     side_fork, side_done;
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
+    float          *side_y;        /* ... that work's output (the gate) and its length */
+    int64_t         side_n;
+    bool            gate_fold;     /* attention's combine applies that gate and quantizes Wo's input (GLIM_CUDA_GATE_FOLD=1) */
+    struct cuda_buf att_q;         /* ... into here (int8 + scales, K45 order) */
+    const float    *att_x, *att_g; /* the attention output / gate att_q was made of (NULL: none) */
+    int64_t         att_k;
+    long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
     bool            wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF=1) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
@@ -246,6 +253,7 @@ static inline void cuda_xq_forget(struct cuda_ctx *c)
 {
     c->xq_src = NULL;
     c->glu_x = NULL;
+    c->att_x = NULL;
 }
 
 /* backend_cuda.cu: exact f32 GEMV on/off (declared here until backend.h has it) */
@@ -273,6 +281,8 @@ extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* mat
 extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gate_side(struct backend *be);
 extern "C" long backend_cuda_side_used(struct backend *be);
+extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on);
+extern "C" long backend_cuda_att_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);

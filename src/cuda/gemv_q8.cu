@@ -437,6 +437,14 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
         c->glu_used++;
         return true;
     }
+    if (g && act == BE_GLU_SIGMOID && c->att_x == x && c->att_g == g && c->att_k == k && nr == 1 &&
+        layout == XL_K45) {   /* attention's combine made it (GLIM_CUDA_GATE_FOLD, attn_decode.cu) */
+        *xq_out = (const int8_t *)c->att_q.p;
+        *xd_out = (const float2 *)((const uint8_t *)c->att_q.p + k);
+        c->att_x = NULL;
+        c->att_used++;
+        return true;
+    }
     *xq_out = (const int8_t *)c->xq.p;
     *xd_out = (const float2 *)((const uint8_t *)c->xq.p + q_bytes);
     if (!g && c->xq_src == x && c->xq_k == k && c->xq_nr == nr && c->xq_layout == layout)
@@ -731,6 +739,7 @@ bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     cuda_matmul_q8_n(c, 1, &y, &w, x, 1, NULL, 0);   /* finds x's int8 copy: launches the GEMV only */
     c->stream = main, c->gemv_persist = persist, c->pdl = pdl, c->pdl_all = pdl_all;
     c->side_pending = true;
+    c->side_y = y, c->side_n = w->n;
     c->side_used++;
     return true;
 }

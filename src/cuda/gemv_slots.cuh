@@ -57,18 +57,6 @@ static __device__ __forceinline__ uint2 ldw8(const void *p)
     return r;
 }
 
-/* x * act(g) with the float expressions of ops.cu's mul_sigmoid / swiglu (matmul_glu); ACT 0:
- * x itself, 1 + BE_GLU_SIGMOID, 1 + BE_GLU_SILU */
-template <int ACT>
-static __device__ __forceinline__ float glu_apply(float v, float gv)
-{
-    if (ACT == 1 + BE_GLU_SIGMOID)
-        v *= 1.0f / (1.0f + expf(-gv));
-    else if (ACT == 1 + BE_GLU_SILU)
-        v = gv / (1.0f + expf(-gv)) * v;
-    return v;
-}
-
 /* Quantize one 32-value block held one value per lane (lane = element n % 32 of the row): the
  * int8 copy at row position n (XL_PLAIN) or cuda_xq_pos_k45(n) (XL_K45), and xd = {d, d * sum(q)}
  * written by lane 0. Whole warp. */

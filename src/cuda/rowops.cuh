@@ -107,6 +107,18 @@ static __device__ __forceinline__ float4 add_normed4(float4 x, float4 on)
     return make_float4(__fadd_rn(x.x, on.x), __fadd_rn(x.y, on.y), __fadd_rn(x.z, on.z), __fadd_rn(x.w, on.w));
 }
 
+/* x * act(g) with the float expressions of ops.cu's mul_sigmoid / swiglu (matmul_glu); ACT 0:
+ * x itself, 1 + BE_GLU_SIGMOID, 1 + BE_GLU_SILU */
+template <int ACT>
+static __device__ __forceinline__ float glu_apply(float v, float gv)
+{
+    if (ACT == 1 + BE_GLU_SIGMOID)
+        v *= 1.0f / (1.0f + expf(-gv));
+    else if (ACT == 1 + BE_GLU_SILU)
+        v = gv / (1.0f + expf(-gv)) * v;
+    return v;
+}
+
 /* h's int8 copy for the next matmul, as gemv_q8.cu's quantize_x_kernel computes it: the 8
  * consecutive threads holding 32 consecutive values (float4 each) share amax and sum. */
 static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq, float2 *xd)
