@@ -424,7 +424,7 @@ static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
     struct cuda_ctx *c = ctx_of(be);
     if (c->wo_prefetch && c->side_pending && w->dev && !w->aux)
-        cuda_prefetch_l2(c, c->side, w->dev, w->nbytes);
+        cuda_prefetch_l2(c, c->side, w->dev, w->nbytes, c->wo_prefetch == 2);
 }
 
 static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
@@ -1149,7 +1149,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_gf = getenv("GLIM_CUDA_GATE_FOLD");
     c->gate_fold = f_gf && strcmp(f_gf, "1") == 0;   /* opt-in until measured */
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
-    c->wo_prefetch = f_pf && strcmp(f_pf, "1") == 0;   /* opt-in until measured */
+    c->wo_prefetch = f_pf && (f_pf[0] == '1' || f_pf[0] == '2') && !f_pf[1] ? f_pf[0] - '0' : 0;   /* opt-in until measured */
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

@@ -161,7 +161,7 @@ struct cuda_ctx {
     const float    *att_x, *att_g; /* the attention output / gate att_q was made of (NULL: none) */
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
-    bool            wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF=1) */
+    int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF=1; 2: evict-last) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
@@ -407,7 +407,7 @@ void cuda_rope(struct cuda_ctx *c, float *x, int n_rows, int n_head, int head_di
 void cuda_add(struct cuda_ctx *c, float *y, const float *x, int64_t n);
 void cuda_mul_sigmoid(struct cuda_ctx *c, float *y, const float *g, int64_t n);
 /* ops.cu: a kernel on s that asks L2 for [p, p + nbytes) (sm_90; a hint: no result changes) */
-void cuda_prefetch_l2(struct cuda_ctx *c, cudaStream_t s, const void *p, size_t nbytes);
+void cuda_prefetch_l2(struct cuda_ctx *c, cudaStream_t s, const void *p, size_t nbytes, bool last);
 void cuda_swiglu(struct cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
 void cuda_scale_softcap(struct cuda_ctx *c, float *y, int64_t n, float scale, float cap);
 void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const float *src,
