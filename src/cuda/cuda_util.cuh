@@ -156,12 +156,13 @@ struct cuda_ctx {
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
     float          *side_y;        /* ... that work's output (the gate) and its length */
     int64_t         side_n;
-    bool            gate_fold;     /* attention's combine applies that gate and quantizes Wo's input (GLIM_CUDA_GATE_FOLD=1) */
+    bool            gate_fold;     /* attention's combine applies that gate and quantizes Wo's input (default; GLIM_CUDA_GATE_FOLD=0: off) */
     struct cuda_buf att_q;         /* ... into here (int8 + scales, K45 order) */
     const float    *att_x, *att_g; /* the attention output / gate att_q was made of (NULL: none) */
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
-    int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF=1; 2: evict-last) */
+    int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; -1: in graphs) */
+    bool            qkv_prefetch;  /* ... and the next layer's q/k/v, evict-last (GLIM_CUDA_QKV_PF=1) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
