@@ -65,11 +65,6 @@ int backend_cuda_get_gate_side(struct backend *be_);
 long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_gate_fold(struct backend *be_, bool on);   /* attention's combine quantizes Wo's gated input */
 long backend_cuda_att_used(struct backend *be_);
-int backend_cuda_set_ffn_chain(struct backend *be_, bool on);  /* matmul_ffn as one launch */
-long backend_cuda_chain_used(struct backend *be_);             /* ... times it was */
-int backend_cuda_set_norm_fold(struct backend *be_, bool on);  /* add_rmsnorm_ffn: the norm in gate/up's launch */
-long backend_cuda_norm_used(struct backend *be_);              /* ... times it or the next was */
-int backend_cuda_set_qkv_fold(struct backend *be_, bool on);   /* add_rmsnorm_attn: the norm in q/k/v's launch */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -841,24 +836,6 @@ static void check_t16_glu(uint32_t type, int64_t k, int64_t n, int n_rows, int a
     free(x), free(g), free(a), free(b), free((void *)hw.host);
 }
 
-/* The FFN (gate/up Q4_K or Q6_K tiles k -> n, down dtype n -> n2, one row) run with a switch on,
- * then off, every output bit for bit the same, and the switch's counter moved only when on:
- *   FFN_GLU_FUSE: matmul_pair_glu + matmul_glu; the gate/up GEMV (v5) quantizes silu(gate) * up
- *                 itself and matmul_glu launches no quantizer (taken once where v5 runs)
- *   FFN_CHAIN:    matmul_ffn twice (the counts are back at 0 after a launch); gate/up and down
- *                 in one launch (gemv5_chain_kernel, the same work split: the same bits) */
-enum { FFN_GLU_FUSE, FFN_CHAIN };
-
-static int ffn_switch(int what, bool on)
-{
-    return what == FFN_CHAIN ? backend_cuda_set_ffn_chain(be, on) : backend_cuda_set_glu_fuse(be, on);
-}
-
-static long ffn_used(int what)
-{
-    return what == FFN_CHAIN ? backend_cuda_chain_used(be) : backend_cuda_glu_used(be);
-}
-
 /* does the default GEMV (v3) hand one-row tiles to v5 here (sm_80+)? */
 static bool v5_takes_tiles(void)
 {
@@ -866,13 +843,6 @@ static bool v5_takes_tiles(void)
     bool v5 = ver == 3 && backend_cuda_set_gemv(be, 5) == GLIM_OK;
     CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
     return v5;
-}
-
-/* GLIM_CUDA_V5_MIX=1: a job's tiled Q4_K and Q6_K parts in one v5 launch */
-static bool v5_mix_env(void)
-{
-    const char *mix = getenv("GLIM_CUDA_V5_MIX");
-    return mix && atoi(mix) > 0;
 }
 
 /* an FFN's weights in tiles on the device: gate and up (type, k -> n), down (dtype, n -> n2);
@@ -893,7 +863,11 @@ static bool ffn_weights(uint32_t type, uint32_t dtype, int64_t k, int64_t n, int
     return ok;
 }
 
-static void check_ffn(int what, uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
+/* The FFN (gate/up Q4_K or Q6_K tiles k -> n, down dtype n -> n2, one row) as matmul_pair_glu +
+ * matmul_glu with the GLU fold on, then off, every output bit for bit the same: on, the gate/up
+ * GEMV (v5) quantizes silu(gate) * up itself and matmul_glu launches no quantizer (taken once
+ * where v5 runs); off, never */
+static void check_glu_fuse(uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
 {
     struct be_weight hw[3], dw[3];
     bool ok = ffn_weights(type, dtype, k, n, n2, hw, dw);
@@ -903,30 +877,25 @@ static void check_ffn(int what, uint32_t type, uint32_t dtype, int64_t k, int64_
     float *dy = be->i->alloc(be, yb);
     long used[2];
     for (int pass = 0; ok && pass < 2; pass++) {   /* on, then off */
-        CHECK_EQ(ffn_switch(what, pass == 0), GLIM_OK);
-        long used0 = ffn_used(what);
+        CHECK_EQ(backend_cuda_set_glu_fuse(be, pass == 0), GLIM_OK);
+        long used0 = backend_cuda_glu_used(be);
         float *fs[2] = {df1, df2};
         const struct be_weight *ws[3] = {&dw[0], &dw[1], &dw[2]};
-        if (what == FFN_CHAIN) {
-            for (int rep = 0; rep < 2; rep++)
-                be->i->matmul_ffn(be, dy, fs, ws, dx, 1, BE_GLU_SILU);
-        } else {
-            be->i->matmul_pair_glu(be, fs, ws, dx, 1, BE_GLU_SILU);
-            be->i->matmul_glu(be, dy, &dw[2], df2, df1, BE_GLU_SILU, 1);
-        }
+        be->i->matmul_pair_glu(be, fs, ws, dx, 1, BE_GLU_SILU);
+        be->i->matmul_glu(be, dy, &dw[2], df2, df1, BE_GLU_SILU, 1);
         out[pass] = malloc(all);
         from_dev(out[pass], df1, fb);
         from_dev(out[pass] + n, df2, fb);
         from_dev(out[pass] + 2 * n, dy, yb);
-        used[pass] = ffn_used(what) - used0;
+        used[pass] = backend_cuda_glu_used(be) - used0;
     }
-    CHECK_EQ(ffn_switch(what, what == FFN_GLU_FUSE), GLIM_OK);   /* the defaults */
+    CHECK_EQ(backend_cuda_set_glu_fuse(be, true), GLIM_OK);   /* the default */
     if (ok) {
-        CHECK_EQ(used[0], v5 ? (what == FFN_CHAIN ? 2 : 1) : 0);
+        CHECK_EQ(used[0], v5 ? 1 : 0);
         CHECK_EQ(used[1], 0);
         if (memcmp(out[0], out[1], all) != 0)
-            fprintf(stderr, "FAIL %s %s/%s k=%lld n=%lld n2=%lld\n", what == FFN_CHAIN ? "ffn_chain" : "glu_fuse",
-                    quant_type_name(type), quant_type_name(dtype), (long long)k, (long long)n, (long long)n2);
+            fprintf(stderr, "FAIL glu_fuse %s/%s k=%lld n=%lld n2=%lld\n", quant_type_name(type),
+                    quant_type_name(dtype), (long long)k, (long long)n, (long long)n2);
         CHECK(memcmp(out[0], out[1], all) == 0);
         free(out[0]), free(out[1]);
     }
@@ -943,25 +912,10 @@ static void test_glu_fuse(void)
     }
     bool v5 = v5_takes_tiles();
     for (int i = 0; i < 24; i++)   /* ragged k; n a multiple of 256 (the down projection's k) */
-        check_ffn(FFN_GLU_FUSE, i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 256 * rndi(1, 8),
-                  256 * rndi(1, 4), rndi(1, 300), v5);
+        check_glu_fuse(i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 256 * rndi(1, 8), 256 * rndi(1, 4),
+                       rndi(1, 300), v5);
     /* more units than warps: uneven pieces */
-    check_ffn(FFN_GLU_FUSE, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
-}
-
-static void test_ffn_chain(void)
-{
-    if (!be->i->matmul_ffn || exact_mode) {
-        fprintf(stderr, "  no matmul_ffn (GLIM_CUDA_FUSE=0) or exact: skipped\n");
-        return;
-    }
-    bool v5 = v5_takes_tiles();
-    for (int i = 0; i < 16; i++)   /* ragged k and n2; n a multiple of 256 (down's k) */
-        check_ffn(FFN_CHAIN, i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, i % 3 ? GLIM_TYPE_Q4_K : GLIM_TYPE_Q6_K,
-                  256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), v5);
-    /* more units than warps (pieces merged by the last), the 30B FFN's shape */
-    check_ffn(FFN_CHAIN, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
-    check_ffn(FFN_CHAIN, GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 6656, 19968, 6656, v5);
+    check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
 }
 
 static void test_t16(void)
@@ -1810,97 +1764,6 @@ static void test_add_rmsnorm_xq(void)
     check_add_rmsnorm_xq(1, GLIM_TYPE_Q8_0, 70);   /* other layout: quantized anew, still right */
 }
 
-/* add_rmsnorm_ffn (one row; gate/up type k = n -> nff tiles, down dtype nff -> n) against
- * add_rmsnorm then matmul_ffn on the same inputs: x, h, o, the FFN's output y (o itself, as the
- * model passes it, or its own buffer: then the normed o is compared too), the gate/up rows, bit
- * for bit, twice (the kernel's counts are back at 0 after a launch). Where v5 takes tiles the op
- * must have run folded (cuda_norm_ffn: every CTA makes the norm as its prologue with
- * add_rmsnorm_vec_kernel's bits and the last one stores o, x and h); elsewhere it is the two ops,
- * which must hold as well.
- * weights false: no norm weights (NULL). */
-static void check_norm_ffn(uint32_t type, uint32_t dtype, int64_t n, int64_t nff, bool fold, bool own_y, bool weights)
-{
-    struct be_weight hw[3], dw[3];
-    struct glim_err err = {0};
-    bool ok = ffn_weights(type, dtype, n, nff, n, hw, dw);
-    float *x = rand_vec(n, 4.0f), *o = rand_vec(n, 50.0f), *go = rand_vec(n, 2.0f), *gh = rand_vec(n, 2.0f);
-    struct be_weight hwo, dwo, hwh, dwh;
-    norm_weight(go, (int)n, &hwo, &dwo);
-    norm_weight(gh, (int)n, &hwh, &dwh);
-    size_t nb = (size_t)n * 4, fb = (size_t)nff * 4, all = 4 * nb + 2 * fb;
-    float *X = be->i->alloc(be, nb), *H = be->i->alloc(be, nb), *O = be->i->alloc(be, nb);
-    float *Y = own_y ? be->i->alloc(be, nb) : O;
-    float *F1 = be->i->alloc(be, fb), *F2 = be->i->alloc(be, fb), *out[3];
-    float *fs[2] = {F1, F2};
-    const struct be_weight *wo = weights ? &dwo : NULL, *wh = weights ? &dwh : NULL;
-    const struct be_weight *ws[3] = {&dw[0], &dw[1], &dw[2]};
-    long used0 = backend_cuda_norm_used(be);
-    for (int pass = 0; ok && pass < 3; pass++) {   /* folded twice, then the two ops */
-        CHECK_EQ(be->i->upload(be, X, x, nb, &err), GLIM_OK);
-        CHECK_EQ(be->i->upload(be, O, o, nb, &err), GLIM_OK);
-        if (pass < 2) {
-            struct be_res_norm r = {X, H, O, wo, wh, 1e-8f, 1e-6f, (int)n};
-            be->i->add_rmsnorm_ffn(be, &r, Y, fs, ws, 1, BE_GLU_SILU);
-        } else {
-            be->i->add_rmsnorm(be, X, H, O, wo, 1e-8f, wh, 1e-6f, 1, (int)n);
-            be->i->matmul_ffn(be, Y, fs, ws, H, 1, BE_GLU_SILU);
-        }
-        out[pass] = malloc(all);
-        from_dev(out[pass], X, nb);
-        from_dev(out[pass] + n, H, nb);
-        from_dev(out[pass] + 2 * n, O, nb);
-        from_dev(out[pass] + 3 * n, Y, nb);
-        from_dev(out[pass] + 4 * n, F1, fb);
-        from_dev(out[pass] + 4 * n + nff, F2, fb);
-    }
-    if (ok) {
-        CHECK_EQ(backend_cuda_norm_used(be) - used0, fold ? 2 : 0);
-        for (int pass = 0; pass < 2; pass++) {
-            if (memcmp(out[pass], out[2], all) != 0)
-                fprintf(stderr, "FAIL norm_ffn %s/%s n=%lld nff=%lld own_y %d weights %d pass %d: same x %d h %d o %d "
-                        "y %d f1 %d f2 %d\n",
-                        quant_type_name(type), quant_type_name(dtype), (long long)n, (long long)nff, own_y, weights,
-                        pass, memcmp(out[pass], out[2], nb) == 0, memcmp(out[pass] + n, out[2] + n, nb) == 0,
-                        memcmp(out[pass] + 2 * n, out[2] + 2 * n, nb) == 0,
-                        memcmp(out[pass] + 3 * n, out[2] + 3 * n, nb) == 0,
-                        memcmp(out[pass] + 4 * n, out[2] + 4 * n, fb) == 0,
-                        memcmp(out[pass] + 4 * n + nff, out[2] + 4 * n + nff, fb) == 0);
-            CHECK(memcmp(out[pass], out[2], all) == 0);
-        }
-        for (int pass = 0; pass < 3; pass++)
-            free(out[pass]);
-    }
-    be->i->release(be, X), be->i->release(be, H), be->i->release(be, O);
-    if (own_y)
-        be->i->release(be, Y);
-    be->i->release(be, F1), be->i->release(be, F2);
-    be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
-    weights_free(dw, hw, 3);
-    free(x), free(o), free(go), free(gh);
-}
-
-static void test_norm_ffn(void)
-{
-    if (!be->i->add_rmsnorm_ffn || exact_mode) {
-        fprintf(stderr, "  no add_rmsnorm_ffn (GLIM_CUDA_FUSE=0) or exact: skipped\n");
-        return;
-    }
-    bool fold = v5_takes_tiles();   /* the fold needs v5 */
-    CHECK_EQ(backend_cuda_set_ffn_chain(be, true), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_norm_fold(be, true), GLIM_OK);
-    /* rows of 1024..8192 (the float4 norm), the 30B shape; Q4_K and Q6_K gate/up and down */
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 1024, 512, fold, false, true);
-    check_norm_ffn(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 2048 + 256, 768, fold, true, true);
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 256 * rndi(4, 32), 256 * rndi(1, 8), fold, true, false);
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 8192, 256, fold, false, true);
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 6656, 19968, fold, false, true);
-    /* a row the float4 norm does not take: the two ops */
-    check_norm_ffn(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 512, 256, false, false, true);
-    const char *chain = getenv("GLIM_CUDA_FFN_CHAIN"), *nf = getenv("GLIM_CUDA_NORM_FOLD");
-    CHECK_EQ(backend_cuda_set_ffn_chain(be, chain && strcmp(chain, "1") == 0), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_norm_fold(be, nf && strcmp(nf, "1") == 0), GLIM_OK);
-}
-
 struct prep_case {
     uint32_t kv_type;
     int n_head, n_head_kv, head_dim;
@@ -2256,8 +2119,7 @@ static void test_prep_fold(void)
         check_prep_fold(FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     }
     CHECK_EQ(backend_cuda_set_gemv_persist(be, persist0), GLIM_OK);
-    /* q/k/v and the gate in tiles (v5's): matmul_attn_prep's v5 launch does not fold (only the
-     * q/k/v norm fold's does: test_norm_qkv), the two ops give the same bits */
+    /* q/k/v and the gate in tiles (v5's): v5 does not fold attn_prep, the two ops give the same bits */
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 7, GLIM_TYPE_BF16, false);
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 1024, 1, 299, GLIM_TYPE_F16, false);
     check_prep_fold_t(15, FOLD, GLIM_TYPE_Q4_K, 4, 2, 64, 0, false, false, 256, 1, 10, GLIM_TYPE_F32, false);   /* keys only */
@@ -2312,12 +2174,10 @@ static void test_gate_fold(void)
 /* add_rmsnorm_attn (a layer's residual, the next attention norm, q/k/v/gate in 16-row tiles and
  * attn_prep) against add_rmsnorm then matmul_attn_prep on the same inputs, each followed by
  * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
- * both caches and attention * sigmoid(gate) bit for bit, twice in a row (the kernel's counts are
- * back at 0). side: a row-major gate, whose GEMV runs on the side stream (the fold's job is then
- * q/k/v); else a gate in tiles, in the job. want: the fold must have run (GLIM_CUDA_QKV_FOLD,
- * cuda_norm_matmul: every CTA's own norm); else the op is the two ops, which must hold as well. */
-static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
-                           bool prep, bool want, bool want_prep)
+ * both caches and attention * sigmoid(gate) bit for bit, the op run and captured in a graph and
+ * replayed. side: a row-major gate, whose GEMV runs on the side stream; else a gate in tiles, in
+ * the q/k/v job. */
+static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights)
 {
     struct glim_err err = {0};
     int64_t rows[4];
@@ -2341,9 +2201,8 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
     for (int t = 0; t < T; t++)
         pos[t] = 1000 + t;
     void *out[3][11];
-    long used0 = backend_cuda_norm_used(be), prep0 = backend_cuda_prep_used(be);
+    CHECK_EQ(backend_cuda_set_prep_fold(be, false), GLIM_OK);
     for (int pass = 0; ok && pass < 3; pass++) {   /* the op, the op captured and replayed, the two ops */
-        CHECK_EQ(backend_cuda_set_prep_fold(be, prep && pass < 2), GLIM_OK);
         float *dx = to_dev(x, nb), *dh = be->i->alloc(be, nb), *dov = to_dev(o, nb), *ys[5];
         float *cs = be->i->alloc(be, (size_t)T * (D / 2) * 8);   /* the step's RoPE table, as the model has */
         for (int i = 0; i < 5; i++) {
@@ -2397,10 +2256,8 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
     }
     if (ok) {
         char what[160];
-        snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d prep %d",
-                 quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights, prep);
-        CHECK_EQ(backend_cuda_norm_used(be) - used0, want ? 2 : 0);
-        CHECK_EQ(backend_cuda_prep_used(be) - prep0, want_prep ? 2 : 0);   /* (the fold runs it in its launch) */
+        snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d",
+                 quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights);
         static const char *names[10] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x", "h", "o"};
         for (int pass = 0; pass < 2; pass++)
             for (int i = 0; i < 10; i++)
@@ -2423,29 +2280,17 @@ static void test_norm_qkv(void)
         fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
         return;
     }
-    /* the fold needs v5; it takes matmul_n's first launch (q, k and a gate in tiles; v too where it
-     * is Q4_K or GLIM_CUDA_V5_MIX=1 puts Q4_K and Q6_K in one launch), and attn_prep folds where
-     * that launch has q, k and v */
-    bool fold = v5_takes_tiles(), two = v5_mix_env();
-    CHECK_EQ(backend_cuda_set_qkv_fold(be, true), GLIM_OK);
-    /* the 30B shapes: v Q6_K (two kinds) or Q4_K, the gate on the side stream or in the job */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, false, fold, false);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, false, fold, false);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, false, fold, false);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false, false, fold, false);
-    /* attn_prep in the same launch too (GLIM_CUDA_PREP_FOLD) */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, true, fold, fold);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, true, fold, fold);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, true, true, fold, fold && two);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, true, fold, fold && two);
-    /* smaller rows (the float4 norm takes 1024..8192), head_dim 64 */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false, false, fold, false);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true, true, fold, fold && two);
-    /* rows the float4 norm does not take, more than one token: the two ops */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true, false, false, false);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true, false, false, false);
-    const char *qf = getenv("GLIM_CUDA_QKV_FOLD");
-    CHECK_EQ(backend_cuda_set_qkv_fold(be, qf && strcmp(qf, "1") == 0), GLIM_OK);
+    /* the 30B shapes: v Q6_K or Q4_K, the gate on the side stream or in the job */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false);
+    /* smaller rows, head_dim 64 */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false);
+    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true);
+    /* rows the float4 norm does not take, more than one token */
+    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true);
+    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true);
 }
 
 /* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode
@@ -2580,7 +2425,6 @@ int main(void)
     RUN(test_k45_aux);
     RUN(test_t16);
     RUN(test_glu_fuse);
-    RUN(test_ffn_chain);
     RUN(test_glu_gated);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);
@@ -2595,7 +2439,6 @@ int main(void)
     RUN(test_attention_graph);
     RUN(test_add_rmsnorm);
     RUN(test_add_rmsnorm_xq);
-    RUN(test_norm_ffn);
     RUN(test_attn_prep);
     RUN(test_prep_fold);
     RUN(test_gate_side);

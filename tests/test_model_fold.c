@@ -4,8 +4,8 @@
  * CPU backend's table with those ops (and matmul_attn_prep) added as the compositions the model
  * would otherwise run must give the same logits and taps bit for bit, and the model must call
  * add_rmsnorm_attn at every layer boundary (n_layer - 1 times a forward) except where a tap reads
- * the residual stream entering a layer, and add_rmsnorm_ffn once a layer. The CUDA backend's
- * norm folds (docs/CUDA.md) rely on this order; their own bits are test_cuda_ops's.
+ * the residual stream entering a layer, and add_rmsnorm_ffn once a layer. A backend that folds
+ * these steps into one launch relies on this order; the CUDA backend's bits are test_cuda_ops's.
  */
 #include "golden_util.h"
 #include "../src/model/arch_common.h"

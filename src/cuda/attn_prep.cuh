@@ -142,9 +142,9 @@ static __device__ __forceinline__ void prep_group_warp(const prep_params &p, int
     }
 }
 
-/* A GEMV folding attn_prep (gemv_prep_arrive, v5_prep_arrive): after this warp stored some of
- * head hh's rows, count them in cnt[slot]; the warp whose arrival is the need-th prepares the head
- * (in row, its own PREP_MAX_DIM floats of shared memory) and resets the count for the next launch */
+/* A GEMV folding attn_prep (gemv_prep_arrive): after this warp stored some of head hh's rows, count
+ * them in cnt[slot]; the warp whose arrival is the need-th prepares the head (in row, its own
+ * PREP_MAX_DIM floats of shared memory) and resets the count for the next launch */
 static __device__ __forceinline__ void prep_count_arrive(const prep_params &p, unsigned *cnt, int slot,
                                                          unsigned need, int hh, float *row, int lane)
 {

@@ -369,25 +369,15 @@ static void be_matmul_pair_glu(struct backend *be, float *const *ys, const struc
     c->glu_req = false;
 }
 
-/* gate/up (with the GLU fold) and down in one v5 launch when ctx->ffn_chain (opt-in
- * GLIM_CUDA_FFN_CHAIN=1) and the shapes allow (gemv_mma.cu v5_chain); else the two ops */
+/* gate/up (with the GLU fold), then down: the two ops */
 static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
                           const float *x, int n_rows, int act)
 {
     struct cuda_ctx *c = op_ctx(be);
     c->glu_req = c->glu_fuse && act == BE_GLU_SILU && n_rows == 1;
-    c->chain_w = c->ffn_chain && c->glu_req ? ws[2] : NULL;
-    c->chain_y = y;
-    c->chain_done = false;
     c->glu_x = NULL;
     cuda_matmul_n(c, 2, fs, ws, x, n_rows);
     c->glu_req = false;
-    c->chain_w = NULL;
-    if (c->chain_done) {
-        cuda_xq_forget(c);   /* y was written */
-        c->chain_used++;
-        return;
-    }
     cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], act, n_rows);
 }
 
@@ -400,14 +390,10 @@ static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows
     be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
 }
 
-/* the residual norm before an FFN and the FFN: with ctx->norm_fold (opt-in, cuda_norm_ffn) the
- * norm inside the gate/up launch (each CTA's own prologue), else the two ops */
+/* the residual norm before an FFN and the FFN: the two ops */
 static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
                                const struct be_weight *const *ws, int n_rows, int act)
 {
-    struct cuda_ctx *c = op_ctx(be);
-    if (n_rows == 1 && act == BE_GLU_SILU && cuda_norm_ffn(c, r, y, fs, ws))
-        return;
     res_norm(be, r, n_rows);
     be_matmul_ffn(be, y, fs, ws, r->h, n_rows, act);
 }
@@ -532,8 +518,7 @@ static void prep_finish(struct cuda_ctx *c, const struct be_attn_prep_args *a)
 }
 
 /* One token's q/k/v(/gate) GEMV runs attn_prep in the last warp of each head (ctx->prep_fold, opt-in
- * GLIM_CUDA_PREP_FOLD=1; v3, or v5 with the q/k/v fold, add_rmsnorm_attn): no attn_prep launch.
- * Else the two ops. */
+ * GLIM_CUDA_PREP_FOLD=1; v3): no attn_prep launch. Else the two ops. */
 static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                                 const float *x, int n_rows, const struct be_attn_prep_args *a)
 {
@@ -549,36 +534,10 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     prep_finish(c, a);
 }
 
-/* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep: with
- * ctx->qkv_fold (opt-in) the norm runs in the first q/k/v launch (cuda_norm_matmul; with
- * ctx->prep_fold attn_prep too), then the output gate on the side stream as matmul_attn_prep would
- * put it there (now beside attn_prep and attention only: its input is made by that launch), then
- * attn_prep unless folded. Else the two ops. */
+/* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep: the two ops */
 static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
                                 const struct be_weight *const *ws, int n_rows, const struct be_attn_prep_args *p)
 {
-    struct cuda_ctx *c = op_ctx(be);
-    if (n_rows == 1 && c->qkv_fold) {   /* matmul_attn_prep's choices: the prep fold, the gate's stream */
-        c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? p : NULL;
-        c->prep_taken = false;
-        int np = n == 4 && cuda_side_ok(c, ws[3]) ? 3 : n;
-        bool taken[4] = {false, false, false, false};
-        if (cuda_norm_matmul(c, r, np, ys, ws, taken)) {
-            if (np < n && !cuda_matmul_side(c, ys[3], ws[3], r->h))
-                np = n;   /* (only after an error) */
-            float *ys_rest[4];
-            const struct be_weight *ws_rest[4];
-            int k = 0;
-            for (int i = 0; i < np; i++)   /* the launches matmul_n makes after its first */
-                if (!taken[i])
-                    ys_rest[k] = ys[i], ws_rest[k] = ws[i], k++;
-            if (k)
-                cuda_matmul_n(c, k, ys_rest, ws_rest, r->h, 1);
-            prep_finish(c, p);
-            return;
-        }
-        c->prep_req = NULL;
-    }
     res_norm(be, r, n_rows);
     be_matmul_attn_prep(be, n, ys, ws, r->h, n_rows, p);
 }
@@ -701,8 +660,8 @@ static void be_destroy(struct backend *be)
         cudaSetDevice(c->device);
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
-                                       &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->v5_part2,
-                                       &c->v5_cnt2, &c->chain_sync, &c->norm_cnt, &c->am_part, &c->att_q};
+                                       &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
+                                       &c->att_q};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -925,37 +884,6 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::prep_fold, on);
 }
 
-/* matmul_ffn runs gate/up and down as one v5 launch (on) or two (off). Default: off, on when
- * GLIM_CUDA_FFN_CHAIN is "1" at creation. */
-extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::ffn_chain, on);
-}
-
-extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::norm_fold, on);
-}
-
-/* add_rmsnorm_attn's norm in the first q/k/v launch (on) or its own launch (off). Default: off,
- * on when GLIM_CUDA_QKV_FOLD is "1" at creation. */
-extern "C" int backend_cuda_set_qkv_fold(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::qkv_fold, on);
-}
-
-/* how many add_rmsnorm_ffn / add_rmsnorm_attn calls ran as one launch (tests); -1 if not a CUDA backend */
-extern "C" long backend_cuda_norm_used(struct backend *be)
-{
-    return is_cuda(be) ? ctx_of(be)->norm_used : -1;
-}
-
-/* how many matmul_ffn calls ran as one launch (tests); -1 if not a CUDA backend */
-extern "C" long backend_cuda_chain_used(struct backend *be)
-{
-    return is_cuda(be) ? ctx_of(be)->chain_used : -1;
-}
-
 /* how many matmul_attn_prep calls the GEMV prepared (tests); -1 if not a CUDA backend */
 extern "C" long backend_cuda_prep_used(struct backend *be)
 {
@@ -1131,18 +1059,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
-    /* opt-in: right (goldens, test_ffn_chain) but slower, tg128 154.0 vs 162.5 t/s (2026-12-03): the
-     * boundary it removes costs ~0.3 us; the wait for the last GLU block stays (2026-12-05: 162.2 vs 170.7) */
-    const char *f_chain = getenv("GLIM_CUDA_FFN_CHAIN");
-    c->ffn_chain = f_chain && strcmp(f_chain, "1") == 0;
-    /* opt-in: each CTA's own norm (test_norm_ffn), slower on the H200 (2026-12-05: 163.4 vs 168.5
-     * t/s; at an equal shared-memory split 162.9 vs 169.0: its prologue is slower than the norm) */
-    const char *f_fold = getenv("GLIM_CUDA_NORM_FOLD");
-    c->norm_fold = f_fold && strcmp(f_fold, "1") == 0;
-    /* opt-in: each CTA's own norm (test_norm_qkv), slower on the H200 (2026-12-05, q/k/v tiled in one
-     * launch: 158.2 t/s with both norm folds vs 163.3 without, 168.5 the default) */
-    const char *f_qkv = getenv("GLIM_CUDA_QKV_FOLD");
-    c->qkv_fold = f_qkv && strcmp(f_qkv, "1") == 0;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

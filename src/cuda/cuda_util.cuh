@@ -98,16 +98,6 @@ struct cuda_ctx {
     bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
     bool            v5_nr;             /* 2..16 rows of Q4_K/Q6_K tiles on v5 (default; GLIM_CUDA_V5_NR=0: v2) */
     bool            v5_nr_rows;        /* ... and of row-major Q4_K/Q6_K (default; GLIM_CUDA_V5_NR_ROWS=0: v2) */
-    struct cuda_buf v5_part2, v5_cnt2, chain_sync;   /* the FFN chain's down job and its GLU count */
-    const struct be_weight *chain_w;   /* in matmul_ffn: the down weight the gate/up v5 launch may take on */
-    float          *chain_y;
-    bool            chain_done;        /* ... and it did */
-    bool            ffn_chain;         /* matmul_ffn chains (opt-in GLIM_CUDA_FFN_CHAIN=1) */
-    long            chain_used;        /* FFNs run as one launch (tests) */
-    bool            norm_fold;         /* add_rmsnorm_ffn: the norm inside the gate/up launch (opt-in GLIM_CUDA_NORM_FOLD=1) */
-    bool            qkv_fold;          /* add_rmsnorm_attn: the norm inside the q/k/v launch (opt-in GLIM_CUDA_QKV_FOLD=1) */
-    long            norm_used;         /* ... times either was (tests) */
-    struct cuda_buf norm_cnt;          /* the plain norm fold's count (gemv_mma.cu V5_NORM) */
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
     const struct be_attn_prep_args *prep_req;   /* in matmul_attn_prep: the prep the GEMV may run */
     bool            prep_taken;        /* ... and it did */
@@ -134,7 +124,7 @@ struct cuda_ctx {
                                     * with GLIM_CUDA_T16=1 and backend_cuda_set_t16) */
     const char     *t16_also;      /* ... and those whose names end with one of these (':' or ','
                                     * between; GLIM_CUDA_T16_ALSO, e.g. attn_q.weight:attn_k.weight:attn_v.weight:
-                                    * q/k/v for the q/k/v fold) */
+                                    * q/k/v on v5) */
     int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
                                     * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
                                     * tensor cores for Q4_K/Q6_K, others take v3; not yet measured),
@@ -278,7 +268,6 @@ bool cuda_v5_trace_init(struct cuda_ctx *c);
 bool cuda_norm_trace_init(struct cuda_ctx *c);   /* fused.cu: add_rmsnorm's phases (GLIM_CUDA_NORM_TRACE=1) */
 void cuda_norm_trace_dump(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
-extern "C" int backend_cuda_set_ffn_chain(struct backend *be, bool on);   /* matmul_ffn in one launch */
 extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm);   /* 0 = off */
 extern "C" int backend_cuda_get_gate_side(struct backend *be);
 extern "C" long backend_cuda_side_used(struct backend *be);
@@ -289,18 +278,6 @@ extern "C" long backend_cuda_att_used(struct backend *be);
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);
 /* ... whether cuda_matmul_side would take w now */
 bool cuda_side_ok(const struct cuda_ctx *c, const struct be_weight *w);
-extern "C" long backend_cuda_chain_used(struct backend *be);   /* T16 layout for weights initialised from now */
-extern "C" int backend_cuda_set_norm_fold(struct backend *be, bool on);   /* add_rmsnorm_ffn in one launch */
-extern "C" long backend_cuda_norm_used(struct backend *be);
-extern "C" int backend_cuda_set_qkv_fold(struct backend *be, bool on);   /* add_rmsnorm_attn in one launch */
-/* gemv_mma.cu: add_rmsnorm then matmul_ffn of one row with the norm inside the gate/up launch;
- * false = not this shape (nothing launched) */
-bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, float *const *fs,
-                   const struct be_weight *const *ws);
-/* gemv_mma.cu: add_rmsnorm then the first launch of matmul_n of one row as one launch (h's int8
- * copy cached after it): the parts it took (taken[np]), 0 = none (nothing launched) */
-int cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
-                     const struct be_weight *const *ws, bool *taken);
 
 /* Record err (if it is the first) with the call site; returns true on failure. */
 bool cuda_check(struct cuda_ctx *c, cudaError_t e, const char *what, const char *file, int line);

@@ -243,7 +243,7 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
         early_env = early_env >= 0 && early_env <= 2 ? early_env : 2;
     }
     int early = c->pdl_all ? early_env : 0;
-    early = early == 1 && (c->glu_fuse || c->norm_fold) ? 2 : early;   /* x may still be being written (above) */
+    early = early == 1 && c->glu_fuse ? 2 : early;   /* x may still be being written (above) */
     if (c->dbg_skip & CUDA_SKIP_NORM) {   /* bench knob, wrong output: what this kernel costs */
         if (qx)
             cuda_xq_filled(c, h, n, (int)n_rows);

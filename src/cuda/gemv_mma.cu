@@ -56,16 +56,15 @@ static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
     return ldw8(p);
 }
 
-/* activations: through the read-only cache, or (coh 1) from L2, when this grid wrote them, or
- * (coh 2) from the CTA's copy in shared memory (V5_NORM) */
+/* activations: through the read-only cache, or (coh 1) from L2, when this grid wrote them */
 static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p, int coh)
 {
-    return coh == 2 ? *(const uint2 *)p : coh ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
+    return coh ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
 }
 
 static __device__ __forceinline__ float2 v5_ldxd(const float2 *p, int coh)
 {
-    return coh == 2 ? *p : coh ? __ldcg(p) : __ldg(p);
+    return coh ? __ldcg(p) : __ldg(p);
 }
 
 static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
@@ -127,41 +126,11 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    unsigned *ready;           /* FFN chain (gemv5_chain_kernel): GLU blocks quantized so far, */
-    unsigned  ready_need;      /* ... and how many there are */
 };
 
-/* How a v5 job runs: alone (V5_PLAIN), or as the gate/up (V5_CHAIN_A: each quantized GLU block is
- * counted in job.ready) or the down projection (V5_CHAIN_B: waits for job.ready_need blocks instead
- * of the predecessor, and loads its activations, which this grid wrote, from L2) of one FFN launch */
-enum { V5_PLAIN, V5_CHAIN_A, V5_CHAIN_B, V5_NORM };
-
-/* V5_NORM (GLIM_CUDA_NORM_FOLD=1, GLIM_CUDA_QKV_FOLD=1: cuda_norm_ffn, cuda_norm_matmul):
- * add_rmsnorm as every CTA's own prologue. One CTA of V5N_WARPS warps an SM, so the norm's operands
- * leave L2 once an SM; each CTA makes the whole norm with add_rmsnorm_vec_kernel's bits and h's
- * int8 copy in its shared memory, which its warps then read as x. No CTA waits for another: the
- * norm's latency (~5 us a launch plus the boundary) shrinks to what one CTA's prologue takes while
- * its first weights arrive. */
-#define V5N_WARPS 16
-#define V5N_MAX (4 * RMS_VEC_THREADS * RMS_VEC_MAX)   /* the float4 norm's longest row */
-
-struct v5_norm {
-    float       *x, *h, *o;     /* add_rmsnorm's operands (struct be_res_norm) */
-    const float *w_o, *w_h;
-    float        eps_o, eps_h;
-    int          n;
-    unsigned    *cnt;           /* CTAs past their loads of o and x; the last writes o, x and h (and
-                                 * resets it): no CTA overwrites what another may still read */
-    int8_t      *xq;            /* ... and h's int8 copy (K45, as add_rmsnorm's) for the launches after */
-    float2      *xd;
-};
-
-struct v5n_smem {
-    int8_t xq[V5N_MAX];         /* h's int8 copy (K45) and its block scales: this CTA's x */
-    float2 xd[V5N_MAX / 32];
-    double red[32];
-    int    last;
-};
+/* How a v5 job runs: alone (V5_PLAIN; the FFN chain's and the norm fold's modes were removed on
+ * 2026-12-05, their code is in git history at 8be8ec1) */
+enum { V5_PLAIN };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
  * super-block and no warp idles on a wave tail */
@@ -236,175 +205,14 @@ static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5
     quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
     if (lane == 0)
         job.glu_cnt[blk] = 0u;   /* for the next launch */
-    if (MODE == V5_CHAIN_A) {
-        __threadfence();   /* the block is visible before the count says so */
-        __syncwarp();
-        if (lane == 0)
-            atomicAdd(job.ready, 1u);
-    }
-}
-
-/* V5_CHAIN_B's wait: lane 0 until every GLU block is in (acquire), then the warp. Bounded, so a
- * bug shows as wrong output in the tests rather than a hung device. */
-static __device__ __forceinline__ void v5_wait_ready(const v5_job &job, int lane)
-{
-    if (lane == 0) {
-        unsigned v = 0;
-        for (long spins = 0; spins < (1L << 22); spins++) {   /* ~1 s */
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(job.ready) : "memory");
-            if (v >= job.ready_need)
-                break;
-            __nanosleep(32);   /* 2000 warps poll one word */
-        }
-    }
-    __syncwarp();
-}
-
-/* a virtual thread's float4s (tid + j * 1024, as rms_vec_load) of o or x: from L2 (another grid
- * wrote them) into v and into the CTA's copy at sv (zeros past the row, as rms_vec_load fills) */
-static __device__ __forceinline__ void v5n_load(float4 *v, float4 *sv, const float *row, int n4, int tid)
-{
-#pragma unroll
-    for (int j = 0; j < RMS_VEC_MAX; j++) {
-        int i = tid + j * RMS_VEC_THREADS;
-        v[j] = i < n4 ? __ldcg((const float4 *)row + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (i < n4)
-            sv[i] = v[j];
-    }
-}
-
-/* ... and again from the CTA's copy */
-static __device__ __forceinline__ void v5n_get(float4 *v, const float4 *sv, int n4, int tid)
-{
-#pragma unroll
-    for (int j = 0; j < RMS_VEC_MAX; j++) {
-        int i = tid + j * RMS_VEC_THREADS;
-        v[j] = i < n4 ? sv[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-}
-
-/* V5_NORM's wait: the predecessor, then add_rmsnorm of one row (n % 256 == 0, rms_vec_ok) by the
- * CTA's V5N_WARPS warps with add_rmsnorm_vec_kernel's bits (fused.cu add_rmsnorm_row): warp wi plays
- * that kernel's warps wi, wi + V5N_WARPS (its threads 32 vw + lane), each summing as there
- * (warp_sum) into red[vw], and every warp sums red as block_sum does. o, x and the norm weights
- * (copied before the wait: constants) are kept in dynamic shared memory (sv: n / 4 float4 each; in
- * registers beside the first weights they spill), h's int8 copy goes to S. Every CTA counts itself
- * in N.cnt once its loads of o and x are done; the last writes o, x and h back, so the op leaves
- * what add_rmsnorm leaves. */
-/* (a call, not inlined: inlined into the weight loop, its registers beside the first weights'
- * made ptxas spill in the loop; as a call only what is live across it is saved, once) */
-static __device__ __noinline__ void v5n_prologue(const v5_norm &N, v5n_smem &S, float4 *sv, int wi, int lane)
-{
-    constexpr int VW = 32 / V5N_WARPS;
-    const int n4 = N.n / 4;
-    const bool wgt_o = N.w_o != NULL, wgt_h = N.w_h != NULL;
-    float4 *so = sv, *sx = sv + n4, *swo = sv + 2 * n4, *swh = sv + 3 * n4;
-    float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], w[RMS_VEC_MAX];
-    for (int i = 32 * wi + lane; i < n4; i += 32 * V5N_WARPS) {   /* the weights (constants) before the wait */
-        swo[i] = wgt_o ? __ldg((const float4 *)N.w_o + i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-        swh[i] = wgt_h ? __ldg((const float4 *)N.w_h + i) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-    }
-    cuda_pdl_wait();
-    __syncthreads();   /* (the weights' copies are in) */
-#pragma unroll 1   /* (unrolled, the two virtual warps' values spill beside the first weights) */
-    for (int v = 0; v < VW; v++) {   /* sum of o^2; x into shared memory on the way */
-        int tid = 32 * (wi + v * V5N_WARPS) + lane;
-        v5n_load(ov, so, N.o, n4, tid);
-        v5n_load(xv, sx, N.x, n4, tid);
-        double ss = warp_sum(rms_vec_sumsq(ov));
-        if (lane == 0)
-            S.red[wi + v * V5N_WARPS] = ss;
-    }
-    __syncthreads();
-    const float r_o = rms_scale(warp_sum(S.red[lane]), N.n, N.eps_o);
-    __syncthreads();   /* red is written again */
-#pragma unroll 1
-    for (int v = 0; v < VW; v++) {   /* x + normed o, its sum of squares */
-        int tid = 32 * (wi + v * V5N_WARPS) + lane;
-        v5n_get(ov, so, n4, tid);
-        v5n_get(xv, sx, n4, tid);
-        v5n_get(w, swo, n4, tid);
-#pragma unroll
-        for (int j = 0; j < RMS_VEC_MAX; j++) {
-            xv[j] = add_normed4(xv[j], rms_vec_apply(ov[j], r_o, w[j], wgt_o));
-            if (tid + j * RMS_VEC_THREADS < n4)
-                sx[tid + j * RMS_VEC_THREADS] = xv[j];   /* (a thread rewrites only its own) */
-        }
-        double ss = warp_sum(rms_vec_sumsq(xv));
-        if (lane == 0)
-            S.red[wi + v * V5N_WARPS] = ss;
-    }
-    __syncthreads();   /* every thread's o and x are in (its sums are in red) */
-    unsigned ticket = 0;
-    if (wi == 0 && lane == 0)
-        ticket = atomicAdd(N.cnt, 1u);   /* (its answer is needed only after h's copy) */
-    const float r_h = rms_scale(warp_sum(S.red[lane]), N.n, N.eps_h);
-#pragma unroll 1
-    for (int v = 0; v < VW; v++) {   /* h's int8 copy, as add_rmsnorm_row's last loop */
-        int tid = 32 * (wi + v * V5N_WARPS) + lane;
-        v5n_get(xv, sx, n4, tid);
-        v5n_get(w, swh, n4, tid);
-#pragma unroll
-        for (int j = 0; j < RMS_VEC_MAX; j++) {
-            int i = tid + j * RMS_VEC_THREADS;
-            if (i >= n4)   /* n % 256 == 0: whole warps leave together */
-                break;
-            quantize4_k45(rms_vec_apply(xv[j], r_h, w[j], wgt_h), i, S.xq, S.xd);
-        }
-    }
-    if (wi == 0 && lane == 0) {
-        S.last = ticket == gridDim.x - 1u;
-        if (S.last)
-            *N.cnt = 0u;   /* for the next launch */
-    }
-    __syncthreads();
-    if (!S.last)
-        return;
-    for (int i = 32 * wi + lane; i < n4; i += 32 * V5N_WARPS) {   /* h's int8 copy, 4 values a thread */
-        ((char4 *)N.xq)[i] = ((const char4 *)S.xq)[i];
-        if (i < n4 / 8)
-            N.xd[i] = S.xd[i];
-    }
-#pragma unroll 1
-    for (int v = 0; v < VW; v++) {   /* the last CTA: o, x and h as add_rmsnorm stores them */
-        int tid = 32 * (wi + v * V5N_WARPS) + lane;
-        float4 wh[RMS_VEC_MAX];
-        v5n_get(ov, so, n4, tid);
-        v5n_get(xv, sx, n4, tid);
-        v5n_get(w, swo, n4, tid);
-        v5n_get(wh, swh, n4, tid);
-#pragma unroll
-        for (int j = 0; j < RMS_VEC_MAX; j++) {
-            int i = tid + j * RMS_VEC_THREADS;
-            if (i >= n4)
-                break;
-            ((float4 *)N.o)[i] = rms_vec_apply(ov[j], r_o, w[j], wgt_o);
-            ((float4 *)N.x)[i] = xv[j];
-            ((float4 *)N.h)[i] = rms_vec_apply(xv[j], r_h, wh[j], wgt_h);
-        }
-    }
-}
-
-/* a warp's wait before its first compute: its predecessor (V5_PLAIN, V5_CHAIN_A), the GLU blocks
- * (V5_CHAIN_B), or the predecessor and the CTA's norm (V5_NORM: every warp of the CTA, once) */
-template <int MODE>
-static __device__ __forceinline__ void v5_wait(const v5_job &job, int lane, const v5_norm *nm, v5n_smem *ns)
-{
-    extern __shared__ float4 v5n_dyn[];
-    if (MODE == V5_CHAIN_B)
-        v5_wait_ready(job, lane);
-    else if (MODE == V5_NORM)
-        v5n_prologue(*nm, *ns, v5n_dyn, (int)(threadIdx.x >> 5), lane);
-    else
-        cuda_pdl_wait();
 }
 
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
- * depend on timing. True when this warp wrote the tile's rows of y (the prep fold). */
+ * depend on timing. */
 template <int MODE>
-static __device__ __forceinline__ bool v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
+static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
                                                 int pieces, int stride, int64_t r0, int lane, float acc_g,
                                                 float acc_g8)
 {
@@ -420,7 +228,7 @@ static __device__ __forceinline__ bool v5_store(const v5_job &job, const v5_part
             P.y[r0 + g + 8] = acc_g8;
         if (job.glu_cnt)
             v5_glu_arrive<MODE>(job, P, tile, lane);
-        return true;
+        return;
     }
     float *pp = job.part + ((size_t)tile * stride + piece) * 16;
     if (t == 0) {
@@ -428,7 +236,7 @@ static __device__ __forceinline__ bool v5_store(const v5_job &job, const v5_part
         pp[g + 8] = acc_g8;
     }
     if (!v5_last_piece(job, tile, pieces, lane))
-        return false;
+        return;
     if (lane < 16 && r0 + lane < P.n) {
         const float *tp = job.part + (size_t)tile * stride * 16 + lane;
         float y = 0.0f;
@@ -440,7 +248,6 @@ static __device__ __forceinline__ bool v5_store(const v5_job &job, const v5_part
         job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
     if (job.glu_cnt)
         v5_glu_arrive<MODE>(job, P, tile, lane);
-    return true;
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
@@ -497,8 +304,7 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
 template <class K, int U, int MODE>
 static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
                                                int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
-                                               bool &waited, float &acc_g, float &acc_g8, int64_t w,
-                                               const v5_norm *nm, v5n_smem *ns)
+                                               bool &waited, float &acc_g, float &acc_g8, int64_t w)
 {
     int64_t rg = r0 + g, rg8 = r0 + g + 8;
     int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
@@ -506,40 +312,14 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
     for (int64_t s = s0; s < sb1; s += U) {
         typename K::raw raw[U];
         v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
-        if (!waited) {   /* the first codes are on their way; x is the previous kernel's (or the GLU's) */
-            v5_wait<MODE>(job, 4 * g + t, nm, ns);
+        if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
+            cuda_pdl_wait();
             waited = true;
             if (job.trace && g == 0 && t == 0)
                 v5_stamp_w(job, w, 1);
         }
-        v5_compute_set<K, U, MODE == V5_CHAIN_B ? 1 : MODE == V5_NORM ? 2 : 0>(raw, xq, xd, s, sb1, g, t, acc_g,
-                                                                              acc_g8);
+        v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
     }
-}
-
-/* attn_prep folded into a one-token q/k/v job (GLIM_CUDA_PREP_FOLD=1 with the q/k/v norm fold:
- * add_rmsnorm_attn): parts 0, 1, 2 are q, k and v, head_dim % 16 == 0; the warp that writes a
- * head's last tile (q; k and v together) prepares it (attn_prep.cuh prep_head_warp: attn_prep's
- * bits, as the v3 fold). cnt == NULL: none. */
-struct v5_prep {
-    unsigned   *cnt;    /* per head (q heads, then KV heads): tiles written; 0 between launches */
-    prep_params p;
-};
-
-/* After this warp wrote tile `tile` of part P (v5_prep): count it for its head, and if it was the
- * head's last, prepare the head in row (this warp's PREP_MAX_DIM floats of shared memory). The
- * output gate's tiles (part 3) are not counted. */
-static __device__ __forceinline__ void v5_prep_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane,
-                                                      const v5_prep &pr, float *row)
-{
-    const prep_params &p = pr.p;
-    int part = P.tile0 == job.p[0].tile0 ? 0 : P.tile0 == job.p[1].tile0 ? 1 : P.tile0 == job.p[2].tile0 ? 2 : 3;
-    if (part == 3 || (part == 0 && p.n_qb == 0))
-        return;
-    int D = p.head_dim, head = (int)((tile - P.tile0) * 16 / D);
-    int slot = part == 0 ? head : p.n_head + head;
-    unsigned need = part == 0 ? (unsigned)(D / 16) : (unsigned)(2 * D / 16);
-    prep_count_arrive(p, pr.cnt, slot, need, part == 0 ? head : p.n_qb + head, row, lane);
 }
 
 /* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
@@ -547,9 +327,7 @@ static __device__ __forceinline__ void v5_prep_arrive(const v5_job &job, const v
 /* warp w's units of job */
 template <class KA, int UA, class KB, int UB, int MODE>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
-                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited,
-                                              const v5_norm *nm = NULL, v5n_smem *ns = NULL,
-                                              const v5_prep *pr = NULL, float *prow = NULL)
+                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
@@ -561,16 +339,13 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, nm, ns);
+            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         else
-            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, nm, ns);
+            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         if (job.trace && lane == 0)
             v5_stamp_w(job, w, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        bool wrote = v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g,
-                                    acc_g8);
-        if (MODE == V5_NORM && pr && pr->cnt && wrote)   /* the prep fold (V5_NORM's q/k/v job) */
-            v5_prep_arrive(job, P, tile, lane, *pr, prow);
+        v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
     }
 }
@@ -595,59 +370,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
-/* V5_NORM: the job on the CTA's own norm of its input (cuda_norm_ffn, cuda_norm_matmul). The same
- * warps (w = the CTA's first warp + its warp) take the same units as in gemv5_kernel, so the same
- * bits; a warp without units still takes its part in the norm. */
-template <class KA, int UA, class KB, int UB, bool PREP>
-static __global__ void __launch_bounds__(V5N_WARPS * 32, 1)
-gemv5_norm_kernel(const v5_job job, const v5_norm nm, const v5_prep pr, bool trig)
-{
-    __shared__ v5n_smem ns;
-    extern __shared__ float4 v5n_dyn[];   /* o, x, w_o, w_h (v5n_prologue), then the prep fold's rows */
-    float *prow = (float *)(v5n_dyn + nm.n) + (threadIdx.x >> 5) * PREP_MAX_DIM;
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31;
-    int64_t w = (int64_t)blockIdx.x * V5N_WARPS + (threadIdx.x >> 5);
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 0);
-    bool waited = false;
-    v5_run<KA, UA, KB, UB, V5_NORM>(job, ns.xq, ns.xd, w, lane, waited, &nm, &ns, PREP ? &pr : NULL, prow);
-    if (!waited)
-        v5_wait<V5_NORM>(job, lane, &nm, &ns);
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 2);
-}
-
-/* The FFN in one launch (opt-in GLIM_CUDA_FFN_CHAIN=1, matmul_ffn): the gate/up job ja with the GLU
- * fold, then the down job jb on ja's quantized silu(gate) * up. A warp done with its gate/up units
- * issues the first loads of its down units and waits for the GLU blocks (sync[0]) instead of a
- * kernel boundary. Every CTA is resident at once (the grid is the v5 grid, 4 CTAs of 128 threads
- * and <= 128 registers per SM, no shared memory), so no CTA spins on work of one not yet started.
- * The last warp out resets sync (sync[1] counts the warps out) for the next launch. Same split as
- * the two launches, so the same bits. */
-template <class KA, int UA, class KB, int UB>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5_chain_kernel(const v5_job ja, const v5_job jb, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
-                   unsigned *sync, bool trig)
-{
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
-    bool waited = false;
-    v5_run<KA, UA, KA, UA, V5_CHAIN_A>(ja, xq, xd, w, lane, waited);
-    if (!waited)
-        cuda_pdl_wait();   /* jb writes y, which the predecessor may still read */
-    waited = false;
-    v5_run<KB, UB, KB, UB, V5_CHAIN_B>(jb, ja.glu_q, ja.glu_d, w, lane, waited);
-    __syncwarp();
-    if (lane == 0 && atomicAdd(&sync[1], 1u) == gridDim.x * V5_WARPS - 1u) {
-        sync[0] = 0u;
-        sync[1] = 0u;
-    }
-}
-
 /* A counter buffer of at least nbytes, zeroed when new (every launch leaves its counts at 0) */
 static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 {
@@ -657,21 +379,17 @@ static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 }
 
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
- * tiles (in part / cnt: c->v5_part / c->v5_cnt unless given); false (error recorded in the
- * context) when the scratch cannot be had */
-static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16, struct cuda_buf *part = NULL,
-                    struct cuda_buf *cnt = NULL)
+ * tiles; false (error recorded in the context) when the scratch cannot be had */
+static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
 {
-    part = part ? part : &c->v5_part;
-    cnt = cnt ? cnt : &c->v5_cnt;
     int64_t units = job.n_tiles * job.n_sb;
     job.n_warps = warps < units ? warps : units;
     job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
-    if (!cuda_buf_reserve(c, part, part_bytes) || !v5_counts(c, cnt, (size_t)job.n_tiles * 4))
+    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !v5_counts(c, &c->v5_cnt, (size_t)job.n_tiles * 4))
         return false;
-    job.part = (float *)part->p;
-    job.cnt = (unsigned *)cnt->p;
+    job.part = (float *)c->v5_part.p;
+    job.cnt = (unsigned *)c->v5_cnt.p;
     return true;
 }
 
@@ -808,47 +526,6 @@ void cuda_v5_trace_dump(struct cuda_ctx *c)
     free(e);
 }
 
-/* the FFN chain kernel: gate/up of weight type KA (UA in flight), down of KB (its default U) */
-template <class KA, int UA, class KB>
-static void v5_chain_go(struct cuda_ctx *c, dim3 grid, const v5_job &ja, const v5_job &jb, const int8_t *xq,
-                        const float2 *xd, unsigned *sync)
-{
-    cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, grid, dim3(V5_WARPS * 32), 0, attr);
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_chain_kernel<KA, UA, KB, KB::U_DEF>, ja, jb, xq, xd, sync, c->pdl_all));
-}
-
-/* In matmul_ffn (c->chain_w: the down weight, c->chain_y its output): launch the gate/up job ja (its
- * GLU fold planned) and the down projection as one kernel, split over `warps` warps; false = not
- * this shape (nothing launched) */
-template <class KA>
-static bool v5_chain(struct cuda_ctx *c, v5_job &ja, const int8_t *xq, const float2 *xd, int64_t warps)
-{
-    const struct be_weight *wd = c->chain_w;
-    float *yd = c->chain_y;
-    uint32_t dt = wd->dev_type;
-    static int u_forced = -1;
-    if (wd->k != ja.p[0].n || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) ||
-        cuda_env_knob("GLIM_CUDA_V5_U", &u_forced) || ja.wait_first)
-        return false;   /* (the bench knobs: the plain launches) */
-    v5_job jb;
-    bool taken = false, mine;
-    v5_collect(jb, dt, 0, 1, &yd, &wd, &taken, &mine);
-    if (!v5_plan(c, jb, warps, 16, &c->v5_part2, &c->v5_cnt2) || !v5_counts(c, &c->chain_sync, 8))
-        return false;   /* (sync: GLU blocks, warps out) */
-    unsigned *sync = (unsigned *)c->chain_sync.p;
-    ja.ready = jb.ready = sync;
-    ja.ready_need = jb.ready_need = (unsigned)(wd->k / 32);
-    warps = ja.n_warps > jb.n_warps ? ja.n_warps : jb.n_warps;
-    dim3 grid((unsigned)((warps + V5_WARPS - 1) / V5_WARPS));
-    if (dt == CUDA_DT_Q4_K_T16)
-        v5_chain_go<KA, KA::U_DEF, v5_q4k_t16>(c, grid, ja, jb, xq, xd, sync);
-    else
-        v5_chain_go<KA, KA::U_DEF, v5_q6k_t16>(c, grid, ja, jb, xq, xd, sync);
-    c->chain_done = c->first_err == cudaSuccess;
-    return true;
-}
-
 /* the plain v5 launch of a planned job */
 template <class KA, class KB>
 static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight *const *ws, const bool *mine,
@@ -870,68 +547,11 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
 }
 
-/* In add_rmsnorm_attn with the prep fold asked for (c->prep_req): when this one-row V5_NORM job has
- * one token's q, k and v as parts 0, 1, 2 (the output gate may follow; v5_prep_arrive counts no
- * other part) in whole heads of 16-row tiles, it runs attn_prep itself */
-static bool v5_prep_plan(struct cuda_ctx *c, const v5_job &job, int n, float *const *ys, const bool *mine,
-                         v5_prep &pr)
-{
-    const struct be_attn_prep_args *a = c->prep_req;
-    if (!a || a->n_tokens != 1 || n < 3 || job.n_parts < 3 || !mine[0] || !mine[1] || !mine[2] || ys[0] != a->q ||
-        ys[1] != a->k || ys[2] != a->v || a->head_dim % 16 || job.p[0].n != (int64_t)a->n_head * a->head_dim ||
-        job.p[1].n != (int64_t)a->n_head_kv * a->head_dim || job.p[2].n != job.p[1].n || !cuda_prep_params(a, &pr.p) ||
-        !v5_counts(c, &c->prep_cnt, (size_t)(a->n_head + a->n_head_kv) * 4))
-        return false;
-    pr.cnt = (unsigned *)c->prep_cnt.p;
-    return true;
-}
-
-/* the V5_NORM launch of a planned job (parts mine of ws): every CTA makes the norm of r in front,
- * the last writes x, h, o and h's int8 copy (xq, xd: cuda_xq_reserve's); false = failed (recorded) */
-template <class KA, class KB>
-static bool v5n_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight *const *ws, const bool *mine,
-                   const struct be_res_norm *r, int8_t *xq, float2 *xd, const v5_prep *pr = NULL)
-{
-    if (!v5_counts(c, &c->norm_cnt, 16))
-        return false;
-    v5_norm nm = {r->x, r->h, r->o, r->w_o ? (const float *)r->w_o->dev : NULL,
-                  r->w_h ? (const float *)r->w_h->dev : NULL, r->eps_o, r->eps_h, r->n, (unsigned *)c->norm_cnt.p,
-                  xq, xd};
-    job.trace = v5_trace_slot(c, job, n, ws, mine);
-    /* o, x and the two norm weights (v5n_prologue), then a row a warp for the prep fold */
-    size_t dyn = (size_t)r->n * 4 * sizeof(float) + (pr ? V5N_WARPS * PREP_MAX_DIM * sizeof(float) : 0);
-    cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5N_WARPS - 1) / V5N_WARPS)),
-                                             dim3(V5N_WARPS * 32), dyn, attr);
-    const v5_prep no_prep = {};
-    /* two kinds: U = 1 each, as v5_go */
-    const bool one = std::is_same<KA, KB>::value;
-    auto kern = one ? (pr ? gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, true>
-                          : gemv5_norm_kernel<KA, KA::U_DEF, KA, KA::U_DEF, false>)
-                    : (pr ? gemv5_norm_kernel<KA, 1, KB, 1, true> : gemv5_norm_kernel<KA, 1, KB, 1, false>);
-    static bool sized[2];   /* (per kernel: the largest row's, once) */
-    if (!sized[pr != NULL] && CUDA_TRY(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                               V5N_MAX * 4 * 4 + V5N_WARPS * PREP_MAX_DIM * 4)))
-        return false;
-    sized[pr != NULL] = true;
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, kern, job, nm, pr ? *pr : no_prep, c->pdl_all));
-}
-
-/* cuda_norm_matmul's norm (V5_NORM): its operands and h's int8 copy to make */
-struct v5n_req {
-    const struct be_res_norm *r;
-    int8_t                   *xq;
-    float2                   *xd;
-};
-
 /* Launch v5 for the parts not yet taken of dev_type dta (weight type KA) and, in the same kernel,
- * of dtb (KB; dtb = 0: none); returns how many parts it took. pn (cuda_norm_matmul): the residual
- * norm in front, made by every CTA (V5_NORM); then the launch is that kernel's, or nothing is
- * launched: 0 when no part is of these kinds, -1 when refused. */
+ * of dtb (KB; dtb = 0: none); returns how many parts it took */
 template <class KA, class KB = KA>
 static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min_units, int n, float *const *ys,
-                     const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken,
-                     const struct v5n_req *pn = NULL)
+                     const struct be_weight *const *ws, const int8_t *xq, const float2 *xd, bool *taken)
 {
     v5_job job;
     bool mine[GEMV_MAX_PARTS];
@@ -940,77 +560,16 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
     if (!v5_plan(c, job, warps))
-        return pn ? -1 : 0;   /* recorded in the context; these parts go to v3 */
-    if (pn) {   /* cuda_norm_matmul: the norm as every CTA's prologue */
-        v5_prep pr = {};
-        bool prep = v5_prep_plan(c, job, n, ys, mine, pr);
-        if (!v5n_go<KA, KB>(c, job, n, ws, mine, pn->r, pn->xq, pn->xd, prep ? &pr : NULL))
-            return -1;
-        c->prep_taken = c->prep_taken || prep;
-        for (int i = 0; i < n; i++)
-            taken[i] = taken[i] || mine[i];
-        return m;
-    }
+        return 0;   /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    if (glu && c->chain_w && std::is_same<KA, KB>::value && v5_chain<KA>(c, job, xq, xd, warps)) {
-        for (int i = 0; i < n; i++)
-            taken[i] = taken[i] || mine[i];
-        return m;
-    }
     v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
     if (glu && c->first_err == cudaSuccess)   /* matmul_glu(x = up, g = gate) finds its input made */
         c->glu_x = ys[1], c->glu_g = ys[0], c->glu_k = ws[0]->n;
     return m;
-}
-
-/* What a folded norm needs (cuda_norm_ffn, cuda_norm_matmul): one row of add_rmsnorm_vec_kernel's
- * shape (n % 256 == 0, float4-aligned operands), int8 activations, GEMV v3's routing (v5 on tiles),
- * every weight's k = n */
-static bool norm_shape_ok(const struct cuda_ctx *c, const struct be_res_norm *r, int np,
-                          const struct be_weight *const *ws)
-{
-    const float *w_o = r->w_o ? (const float *)r->w_o->dev : NULL, *w_h = r->w_h ? (const float *)r->w_h->dev : NULL;
-    uintptr_t ptrs = (uintptr_t)r->x | (uintptr_t)r->h | (uintptr_t)r->o | (uintptr_t)w_o | (uintptr_t)w_h;
-    if (c->exact || c->gemv_ver != 3 || c->stream == c->side || (c->dbg_skip & CUDA_SKIP_NORM) || !r->h ||
-        c->first_err != cudaSuccess || r->n % 256 || !rms_vec_ok(r->n, ptrs))
-        return false;
-    for (int i = 0; i < np; i++)
-        if (ws[i]->k != r->n)
-            return false;
-    return true;
-}
-
-/* add_rmsnorm(r) then matmul_ffn(y, fs, ws, r->h) of one row (GLIM_CUDA_NORM_FOLD=1): gate/up as
- * one V5_NORM launch, in which every CTA makes the norm as its prologue (add_rmsnorm_vec_kernel's
- * bits) and the last stores o, x, h and h's int8 copy, then down as matmul_glu. So no norm launch
- * sits between Wo and the FFN. false = not this shape: nothing launched (the caller runs the two
- * ops). */
-bool cuda_norm_ffn(struct cuda_ctx *c, const struct be_res_norm *r, float *y, float *const *fs,
-                   const struct be_weight *const *ws)
-{
-    uint32_t dt = ws[0]->dev_type;
-    v5_job ja;
-    bool taken[2] = {false, false}, mine[2];
-    int8_t *xq;
-    float2 *xd;
-    if (!c->norm_fold || !c->glu_fuse || (dt != CUDA_DT_Q4_K_T16 && dt != CUDA_DT_Q6_K_T16) || ws[1]->dev_type != dt ||
-        c->cc_major < 8 || !norm_shape_ok(c, r, 2, ws) || v5_collect(ja, dt, 0, 2, fs, ws, taken, mine) != 2 ||
-        !v5_plan(c, ja, v5_warps(c, V5N_WARPS)) || !v5_glu_plan(c, ja, 2, fs, ws, mine))
-        return false;
-    cuda_xq_forget(c);   /* (the buffer may move) */
-    if (!cuda_xq_reserve(c, r->n, 1, &xq, &xd))
-        return false;
-    if (dt == CUDA_DT_Q4_K_T16 ? !v5n_go<v5_q4k_t16, v5_q4k_t16>(c, ja, 2, ws, mine, r, xq, xd)
-                               : !v5n_go<v5_q6k_t16, v5_q6k_t16>(c, ja, 2, ws, mine, r, xq, xd))
-        return true;   /* recorded: the op has failed either way */
-    c->glu_x = fs[1], c->glu_g = fs[0], c->glu_k = ws[0]->n;   /* matmul_glu finds its input made */
-    cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], BE_GLU_SILU, 1);
-    c->norm_used++;
-    return true;
 }
 
 /* ---- 2..16 activation rows (default; GLIM_CUDA_V5_NR=0: v2. Q4_K and Q6_K; DFlash verify):
@@ -1165,10 +724,9 @@ int cuda_gemv5_nr(struct cuda_ctx *c, int n, float *const *ys, const struct be_w
  * (CUDA_DT_*_T16), which v5 streams at 72-97% of copy and v3 reads badly (a row's code bytes
  * are 8-byte pieces of half-used sectors: tg128 95.7 t/s with v3 on tiles, 160.1 with v5;
  * docs/PERFORMANCE.md 2026-12-03). GLIM_CUDA_V5_MIN=n (bench knob): only jobs of at least n
- * (tile, super-block) units. With pn (cuda_norm_matmul) only the first launch of the order that
- * finds parts, with the norm in front: the parts it took (taken), or 0 with nothing launched. */
-static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws,
-                       const int8_t *xq, const float2 *xd, bool *taken, const struct v5n_req *pn = NULL)
+ * (tile, super-block) units. (cuda_util.cuh) */
+int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
+               const float2 *xd, bool *taken)
 {
     bool all = c->gemv_ver == 5, tiles = c->gemv_ver == 3 && c->cc_major >= 8;
     if (!(all || tiles) || n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
@@ -1179,61 +737,22 @@ static int gemv5_route(struct cuda_ctx *c, int n, float *const *ys, const struct
     int64_t min_units = all ? 0 : cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced);
     for (int i = 0; i < n; i++)
         taken[i] = false;
-    int m = 0, r;
-/* one launch of the order; with a norm (pn) the first that finds parts of its kinds ends the routing */
-#define V5_ROUTE(call)                      \
-    do {                                    \
-        r = (call);                         \
-        if (pn && r)                        \
-            return r > 0 ? r : 0;           \
-        m += r;                             \
-    } while (0)
+    int m = 0;
     if (which == 3 && v5_mix_on()) {   /* rows too: tiles' twin (tests) */
-        V5_ROUTE((launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq,
-                                                    xd, taken, pn)));
+        m += launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq, xd,
+                                               taken);
         if (all)
-            V5_ROUTE((launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken, pn)));
+            m += launch_v5<v5_q4k, v5_q6k>(c, GLIM_TYPE_Q4_K, CUDA_DT_Q6_K_SOA, 0, n, ys, ws, xq, xd, taken);
     }
     if (which & 1) {
-        V5_ROUTE(launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, pn));
+        m += launch_v5<v5_q4k_t16>(c, CUDA_DT_Q4_K_T16, 0, min_units, n, ys, ws, xq, xd, taken);
         if (all)
-            V5_ROUTE(launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken, pn));
+            m += launch_v5<v5_q4k>(c, GLIM_TYPE_Q4_K, 0, 0, n, ys, ws, xq, xd, taken);
     }
     if (which & 2) {
-        V5_ROUTE(launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken, pn));
+        m += launch_v5<v5_q6k_t16>(c, CUDA_DT_Q6_K_T16, 0, min_units, n, ys, ws, xq, xd, taken);
         if (all)
-            V5_ROUTE(launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken, pn));
+            m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken);
     }
-#undef V5_ROUTE
-    return pn ? 0 : m;
-}
-
-/* (cuda_util.cuh) */
-int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,
-               const float2 *xd, bool *taken)
-{
-    return gemv5_route(c, n, ys, ws, xq, xd, taken);
-}
-
-/* add_rmsnorm(r) then the first launch of matmul_n(np, ys, ws, r->h) for one row as ONE launch (the
- * attention's input norm and its q/k/v(/gate) projections; GLIM_CUDA_QKV_FOLD=1): matmul_n's own v5
- * routing (gemv5_route) builds its first launch (tiles of one kind, or of both with
- * GLIM_CUDA_V5_MIX=1) as a V5_NORM launch, every CTA making the norm in front as in cuda_norm_ffn:
- * the same job and split, so the same bits as the two ops. Returns the parts it took (taken[np]),
- * 0 = none (nothing launched). The caller runs the rest as matmul_n would (the same launches
- * follow): h's int8 copy is the cached one (cuda_xq_filled). */
-int cuda_norm_matmul(struct cuda_ctx *c, const struct be_res_norm *r, int np, float *const *ys,
-                     const struct be_weight *const *ws, bool *taken)
-{
-    v5n_req pn = {r, NULL, NULL};
-    int m;
-    if (!c->qkv_fold || np < 1 || np > GEMV_MAX_PARTS || !cuda_q8_batchable(np, ws) || c->cc_major < 8 ||
-        !norm_shape_ok(c, r, np, ws))
-        return 0;
-    cuda_xq_forget(c);   /* (the buffer may move) */
-    if (!cuda_xq_reserve(c, r->n, 1, &pn.xq, &pn.xd) || (m = gemv5_route(c, np, ys, ws, NULL, NULL, taken, &pn)) <= 0)
-        return 0;
-    cuda_xq_filled(c, r->h, r->n, 1);   /* the last CTA wrote h's int8 copy */
-    c->norm_used++;
     return m;
 }
