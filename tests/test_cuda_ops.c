@@ -2042,6 +2042,8 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
         be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
         if (mode >= GFOLD) {
             be->i->attention(be, &aa);
+            if (be->i->prefetch)   /* as the model does: a hint on the side stream, in the graph too */
+                be->i->prefetch(be, &dwo);
             be->i->matmul_glu(be, ywo, &dwo, ys[4], ys[3], BE_GLU_SIGMOID, T);
         } else if (mode != FOLD) {
             be->i->attention(be, &aa);

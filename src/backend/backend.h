@@ -203,9 +203,8 @@ struct backend_i {
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
     /* optional hint, no effect on any result: w is read soon (the output projection after the
      * attention that follows a matmul_attn_prep), so a backend may start moving its bytes nearer
-     * beside the work in flight; keep: w is read only after much other traffic (the next layer's
-     * projections), so ask the cache to hold it. NULL = not offered. */
-    void (*prefetch)(struct backend *be, const struct be_weight *w, bool keep);
+     * beside the work in flight. NULL = not offered. */
+    void (*prefetch)(struct backend *be, const struct be_weight *w);
 
     /* ---- optional: the greedy pick on the device ----
      * out[r] = the index of the largest x[r][0..n), r < n_rows (out: device memory), in the

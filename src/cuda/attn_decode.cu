@@ -1011,7 +1011,7 @@ template <class Tr> static bool attn_mma_dispatch(struct cuda_ctx *c, const attn
     }
 }
 
-/* GLIM_CUDA_GATE_FOLD=1: with one decode token whose output gate is on the side stream
+/* Unless GLIM_CUDA_GATE_FOLD=0: with one decode token whose output gate is on the side stream
  * (cuda_matmul_side: one value per output), the combine also makes Wo's gated int8 input, which
  * matmul_glu then takes (quantize_x) instead of launching the quantizer. Fills a's gate fields. */
 static bool attn_gate_plan(struct cuda_ctx *c, const struct be_attn_args *x, attn_params *a)

@@ -407,14 +407,15 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
 /* Wo into L2 while attn_prep and attention run: queued on the side stream after the output gate's
  * GEMV (no join: only a hint), when that GEMV is there (one decode token) and a graph is being
  * captured (GLIM_CUDA_WO_PF: 0 never, 1 / 2 always, 2 evict-last; eager launches it lost: tg128
- * --no-graph 158.8 vs 160.4-161.8 t/s, 2026-12-05); nothing otherwise. keep (the next layer's
- * q/k/v, GLIM_CUDA_QKV_PF=1, opt-in): with an evict-last policy. */
-static void be_prefetch(struct backend *be, const struct be_weight *w, bool keep)
+ * --no-graph 158.8 vs 160.4-161.8 t/s, 2026-12-05); nothing otherwise. Only a weight kept in its
+ * file's layout, whose device copy is w->nbytes long. (The next layer's q/k/v kept in L2 through
+ * the FFN with an evict-last policy gave nothing: H100 140.43 / 140.06 vs 140.06-140.45 t/s.) */
+static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
     struct cuda_ctx *c = ctx_of(be);
-    bool on = keep ? c->qkv_prefetch : c->wo_prefetch > 0 || (c->wo_prefetch < 0 && c->capturing);
-    if (on && c->side_pending && w->dev && !w->aux)
-        cuda_prefetch_l2(c, c->side, w->dev, w->nbytes, keep || c->wo_prefetch == 2);
+    bool on = c->wo_prefetch > 0 || (c->wo_prefetch < 0 && c->capturing);
+    if (on && c->side_pending && w->dev && !w->aux && w->dev_type == w->type)
+        cuda_prefetch_l2(c, c->side, w->dev, w->nbytes, c->wo_prefetch == 2);
 }
 
 static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
@@ -1071,8 +1072,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->gate_fold = !(f_gf && strcmp(f_gf, "0") == 0);
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '2' && !f_pf[1] ? f_pf[0] - '0' : -1;
-    const char *f_qpf = getenv("GLIM_CUDA_QKV_PF");
-    c->qkv_prefetch = f_qpf && strcmp(f_qpf, "1") == 0;   /* opt-in until measured */
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

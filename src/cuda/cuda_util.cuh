@@ -152,7 +152,6 @@ struct cuda_ctx {
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; -1: in graphs) */
-    bool            qkv_prefetch;  /* ... and the next layer's q/k/v, evict-last (GLIM_CUDA_QKV_PF=1) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */

@@ -146,15 +146,8 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
 
     arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
     const struct backend_i *op = be->i;
-    if (op->prefetch) {   /* Wo next; the next layer's q/k/v after the FFN */
-        op->prefetch(be, &L->wo, false);
-        if (il + 1 < hp->n_layer) {
-            const struct model_layer *N = &m->layers[il + 1];
-            op->prefetch(be, &N->wq, true);
-            op->prefetch(be, &N->wk, true);
-            op->prefetch(be, &N->wv, true);
-        }
-    }
+    if (op->prefetch)
+        op->prefetch(be, &L->wo);
     if (op->matmul_glu) {   /* gate before Wo, folded into Wo's input */
         op->matmul_glu(be, s->o, &L->wo, s->a, s->g, BE_GLU_SIGMOID, T);
     } else {
