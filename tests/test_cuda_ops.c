@@ -64,6 +64,7 @@ int backend_cuda_set_gate_side(struct backend *be_, int ctas_per_sm);   /* the g
 int backend_cuda_get_gate_side(struct backend *be_);
 long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_gate_fold(struct backend *be_, bool on);   /* attention's combine quantizes Wo's gated input */
+int backend_cuda_get_gate_fold(struct backend *be_);
 long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
@@ -2161,7 +2162,7 @@ static void test_gate_fold(void)
         printf("  matmul_attn_prep / matmul_glu: not offered, exact or not GEMV v3: skipped\n");
         return;
     }
-    int side0 = backend_cuda_get_gate_side(be);
+    int side0 = backend_cuda_get_gate_side(be), fold0 = backend_cuda_get_gate_fold(be);
     for (int mode = GFOLD; mode <= GFOLD_GRAPH; mode++) {
         check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, true);
         check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 40, GLIM_TYPE_F16, true);
@@ -2169,7 +2170,7 @@ static void test_gate_fold(void)
     }
     check_prep_fold(GFOLD, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     check_prep_fold(GFOLD, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 1000, GLIM_TYPE_BF16, false);
-    CHECK_EQ(backend_cuda_set_gate_fold(be, false), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_gate_fold(be, fold0 == 1), GLIM_OK);
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
 }
 

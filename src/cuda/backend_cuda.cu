@@ -917,6 +917,12 @@ extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on)
     return GLIM_OK;
 }
 
+/* whether it is on (1, 0), or -1 if not a CUDA backend */
+extern "C" int backend_cuda_get_gate_fold(struct backend *be)
+{
+    return is_cuda(be) ? ctx_of(be)->gate_fold : -1;
+}
+
 /* matmuls that took that input instead of quantizing (tests); 0 if not a CUDA backend */
 extern "C" long backend_cuda_att_used(struct backend *be)
 {

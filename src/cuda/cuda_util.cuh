@@ -271,6 +271,7 @@ extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm); 
 extern "C" int backend_cuda_get_gate_side(struct backend *be);
 extern "C" long backend_cuda_side_used(struct backend *be);
 extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on);
+extern "C" int backend_cuda_get_gate_fold(struct backend *be);
 extern "C" long backend_cuda_att_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
