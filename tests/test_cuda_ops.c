@@ -65,6 +65,7 @@ int backend_cuda_get_gate_side(struct backend *be_);
 long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_gate_fold(struct backend *be_, bool on);   /* attention's combine quantizes Wo's gated input */
 int backend_cuda_get_gate_fold(struct backend *be_);
+int backend_cuda_set_norm_skip(struct backend *be_, bool on);   /* the fused norms leave o and h unwritten */
 long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
@@ -2179,9 +2180,12 @@ static void test_gate_fold(void)
  * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
  * both caches and attention * sigmoid(gate) bit for bit, the op run and captured in a graph and
  * replayed. side: a row-major gate, whose GEMV runs on the side stream; else a gate in tiles, in
- * the q/k/v job. */
-static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights)
+ * the q/k/v job. skip (GLIM_CUDA_NORM_SKIP): the op may leave o and h unwritten (backend.h: scratch
+ * afterwards), so everything but them. */
+static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
+                           bool skip)
 {
+    CHECK_EQ(backend_cuda_set_norm_skip(be, skip), GLIM_OK);
     struct glim_err err = {0};
     int64_t rows[4];
     struct be_weight hw[4], dw[4];
@@ -2259,11 +2263,11 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
     }
     if (ok) {
         char what[160];
-        snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d",
-                 quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights);
+        snprintf(what, sizeof what, "norm_qkv v %s heads %d/%d dim %d n %lld tokens %d side %d weights %d skip %d",
+                 quant_type_name(vtype), H, Hkv, D, (long long)n, T, side, weights, skip);
         static const char *names[10] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x", "h", "o"};
         for (int pass = 0; pass < 2; pass++)
-            for (int i = 0; i < 10; i++)
+            for (int i = 0; i < (skip ? 8 : 10); i++)
                 CHECK(same_bytes(out[pass][i], out[2][i], yb[i], what, names[i]));
         for (int pass = 0; pass < 3; pass++)
             for (int i = 0; i < 10; i++)
@@ -2271,6 +2275,8 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
     }
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_prep_fold(be, prep_env()), GLIM_OK);
+    const char *ns = getenv("GLIM_CUDA_NORM_SKIP");
+    CHECK_EQ(backend_cuda_set_norm_skip(be, ns && strcmp(ns, "1") == 0), GLIM_OK);
     be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
     weights_free(dw, hw, 4);
@@ -2283,17 +2289,21 @@ static void test_norm_qkv(void)
         fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
         return;
     }
-    /* the 30B shapes: v Q6_K or Q4_K, the gate on the side stream or in the job */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false);
-    /* smaller rows, head_dim 64 */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false);
-    check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true);
-    /* rows the float4 norm does not take, more than one token */
-    check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true);
-    check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true);
+    for (int skip = 0; skip < 2; skip++) {   /* o and h stored, or left out (GLIM_CUDA_NORM_SKIP) */
+        /* the 30B shapes: v Q6_K or Q4_K, the gate on the side stream or in the job */
+        check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, skip);
+        check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, skip);
+        check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, true, true, skip);
+        check_norm_qkv(GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 1, false, false, skip);
+        /* smaller rows, head_dim 64 */
+        check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 1, true, false, skip);
+        check_norm_qkv(GLIM_TYPE_Q6_K, 16, 4, 64, 2048 + 256, 1, false, true, skip);
+        /* a v whose matmul reads h itself (Q8_0: another int8 layout), so h must be stored */
+        check_norm_qkv(GLIM_TYPE_Q8_0, 8, 2, 128, 1024, 1, true, true, skip);
+        /* rows the float4 norm does not take, more than one token */
+        check_norm_qkv(GLIM_TYPE_Q4_K, 8, 2, 64, 512, 1, true, true, skip);
+        check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 3, true, true, skip);
+    }
 }
 
 /* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode

@@ -7,6 +7,8 @@
  * the residual stream entering a layer, and add_rmsnorm_ffn once a layer. A backend that folds
  * these steps into one launch relies on this order; the CUDA backend's bits are test_cuda_ops's.
  */
+#include <math.h>
+
 #include "golden_util.h"
 #include "../src/model/arch_common.h"
 #include "../src/runtime/session.h"
@@ -35,6 +37,14 @@ static void w_matmul_attn_prep(struct backend *be, int n, float *const *ys, cons
     arch_attn_prep(be, p);
 }
 
+/* backend.h: a fused op's o and h are scratch afterwards, so a backend may leave them unwritten;
+ * here they are overwritten with NaN, so a model that read them again would fail the comparison */
+static void scribble(const struct be_res_norm *r, int T)
+{
+    for (size_t i = 0; i < (size_t)T * r->n; i++)
+        r->o[i] = r->h[i] = NAN;
+}
+
 static void w_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
                                const struct be_weight *const *ws, int T, const struct be_attn_prep_args *p)
 {
@@ -43,6 +53,7 @@ static void w_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r, 
     arch_res_norm(be, r, T);
     n_prep--;   /* (counted as the fused op, not as matmul_attn_prep) */
     w_matmul_attn_prep(be, n, ys, ws, r->h, T, p);
+    scribble(r, T);
 }
 
 /* = the residual step then arch_ffn's plain path (matmul_n, swiglu, matmul) */
@@ -53,6 +64,7 @@ static void w_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, f
     CHECK_EQ(act, BE_GLU_SILU);
     arch_res_norm(be, r, T);
     matmul_n(be, 2, fs, ws, r->h, T);
+    scribble(r, T);   /* (before down writes y, which is o) */
     cpu_ops->swiglu(be, fs[0], fs[0], fs[1], (int64_t)T * ws[0]->n);
     cpu_ops->matmul(be, y, ws[2], fs[0], T);
 }

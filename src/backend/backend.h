@@ -186,11 +186,13 @@ struct backend_i {
     void (*matmul_ffn)(struct backend *be, float *y, float *const *fs, const struct be_weight *const *ws,
                        const float *x, int n_rows, int act);
     /* = add_rmsnorm(r, n_rows) then matmul_ffn(y, fs, ws, r->h, n_rows, act): the sandwich norm's
-     * residual, the FFN's input norm and the FFN in one call */
+     * residual, the FFN's input norm and the FFN in one call. Like add_rmsnorm_attn's, r->o and r->h
+     * are scratch afterwards (a backend may leave them unwritten); r->x is the residual as always. */
     void (*add_rmsnorm_ffn)(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
                             const struct be_weight *const *ws, int n_rows, int act);
     /* = add_rmsnorm(r, n_rows) then matmul_attn_prep(n, ys, ws, r->h, n_rows, p): the residual of a
-     * layer's FFN, the next layer's attention norm, its q/k/v(/gate) and attn_prep in one call */
+     * layer's FFN, the next layer's attention norm, its q/k/v(/gate) and attn_prep in one call;
+     * r->o and r->h are scratch afterwards (the model reads neither again) */
     void (*add_rmsnorm_attn)(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
                              const struct be_weight *const *ws, int n_rows, const struct be_attn_prep_args *p);
     /* = attn_prep(p) then attention(a), where a reads p's q and caches; the one exception to the

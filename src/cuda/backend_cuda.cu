@@ -381,20 +381,30 @@ static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const 
     cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], act, n_rows);
 }
 
-static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
-                           float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n);
-
-/* add_rmsnorm of a fused op's operands, when it runs as its own op */
-static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows)
+/* add_rmsnorm of a fused op's operands, whose o and h are scratch afterwards (backend.h): with
+ * GLIM_CUDA_NORM_SKIP=1 (opt-in until timed) o is not stored, nor h where every matmul of ws[0..n)
+ * reads it only as its int8 copy (which the norm makes, <= 16 rows) */
+static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows, const struct be_weight *const *ws,
+                     int n)
 {
-    be_add_rmsnorm(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n);
+    struct cuda_ctx *c = op_ctx(be);
+    unsigned skip = 0;
+    if (c->norm_skip) {
+        bool int8_only = n_rows <= 16;   /* cuda_xq_reserve's bound: the norm makes the int8 copy */
+        for (int i = 0; i < n; i++)
+            int8_only = int8_only && cuda_q8_k45(c, ws[i]);
+        skip = CUDA_NORM_NO_O | (int8_only ? CUDA_NORM_NO_H : 0u);
+    }
+    cuda_xq_forget(c);
+    cuda_add_rmsnorm(c, r->x, r->h, r->o, r->w_o ? (const float *)r->w_o->dev : NULL, r->eps_o,
+                     r->w_h ? (const float *)r->w_h->dev : NULL, r->eps_h, n_rows, r->n, skip);
 }
 
 /* the residual norm before an FFN and the FFN: the two ops */
 static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
                                const struct be_weight *const *ws, int n_rows, int act)
 {
-    res_norm(be, r, n_rows);
+    res_norm(be, r, n_rows, ws, 2);   /* gate and up read h */
     be_matmul_ffn(be, y, fs, ws, r->h, n_rows, act);
 }
 
@@ -539,7 +549,7 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
 static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
                                 const struct be_weight *const *ws, int n_rows, const struct be_attn_prep_args *p)
 {
-    res_norm(be, r, n_rows);
+    res_norm(be, r, n_rows, ws, n);
     be_matmul_attn_prep(be, n, ys, ws, r->h, n_rows, p);
 }
 
@@ -917,6 +927,15 @@ extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on)
     return GLIM_OK;
 }
 
+/* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
+extern "C" int backend_cuda_set_norm_skip(struct backend *be, bool on)
+{
+    if (!is_cuda(be))
+        return GLIM_EINVAL;
+    ctx_of(be)->norm_skip = on;
+    return GLIM_OK;
+}
+
 /* whether it is on (1, 0), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gate_fold(struct backend *be)
 {
@@ -1076,6 +1095,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_gf = getenv("GLIM_CUDA_GATE_FOLD");
     /* default: tg128 172.2 vs 171.0 t/s with the Wo prefetch, --no-graph 161.7 vs 160.4-161.8 alone (H200, 2026-12-05) */
     c->gate_fold = !(f_gf && strcmp(f_gf, "0") == 0);
+    const char *f_ns = getenv("GLIM_CUDA_NORM_SKIP");
+    c->norm_skip = f_ns && strcmp(f_ns, "1") == 0;   /* opt-in until timed */
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '2' && !f_pf[1] ? f_pf[0] - '0' : -1;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

@@ -151,6 +151,7 @@ struct cuda_ctx {
     const float    *att_x, *att_g; /* the attention output / gate att_q was made of (NULL: none) */
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
+    bool            norm_skip;     /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SKIP=1) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; -1: in graphs) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
@@ -272,6 +273,9 @@ extern "C" int backend_cuda_get_gate_side(struct backend *be);
 extern "C" long backend_cuda_side_used(struct backend *be);
 extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on);
 extern "C" int backend_cuda_get_gate_fold(struct backend *be);
+extern "C" int backend_cuda_set_norm_skip(struct backend *be, bool on);
+/* gemv_q8.cu: whether a one-row matmul of w reads its input only as quantize_x's K45 int8 copy */
+bool cuda_q8_k45(const struct cuda_ctx *c, const struct be_weight *w);
 extern "C" long backend_cuda_att_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
@@ -392,8 +396,13 @@ void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const fl
                     int64_t src_stride, int n_rows, int n);
 
 /* ---- fused.cu (backend_i.add_rmsnorm, attn_prep) ---- */
+/* skip: stores it may leave out (the fused ops' o and h are scratch afterwards, backend.h): o
+ * (CUDA_NORM_NO_O), h where its int8 copy is made (CUDA_NORM_NO_H); the kernel for rows the float4
+ * form does not take stores them all the same */
+#define CUDA_NORM_NO_O 1u
+#define CUDA_NORM_NO_H 2u
 void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o,
-                      const float *w_h, float eps_h, int64_t n_rows, int n);
+                      const float *w_h, float eps_h, int64_t n_rows, int n, unsigned skip = 0);
 void cuda_attn_prep(struct cuda_ctx *c, const struct be_attn_prep_args *a);
 void cuda_rope_table(struct cuda_ctx *c, float2 *cs, const int32_t *pos, int n_tokens, int n_rot, float base);
 

@@ -62,7 +62,7 @@ template <bool TR, bool CL>
 static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float *o, const float *w_o, float eps_o,
                                                        const float *w_h, float eps_h, int n, int8_t *xq, float2 *xd,
                                                        int early, unsigned long long *tr, int64_t row, int tid,
-                                                       bool stamp, double (*red)[32], int trig)
+                                                       bool stamp, double (*red)[32], int trig, unsigned skip)
 {
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
@@ -105,9 +105,11 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         if (i >= n4)   /* n % 256 == 0 when quantizing: whole warps leave together */
             break;
         float4 hv = rms_vec_apply(xv[j], r, wh[j], w_h != NULL);
-        ((float4 *)(o + row))[i] = ov[j];
+        if (!(skip & CUDA_NORM_NO_O))
+            ((float4 *)(o + row))[i] = ov[j];
         ((float4 *)(x + row))[i] = xv[j];
-        ((float4 *)(h + row))[i] = hv;
+        if (!(skip & CUDA_NORM_NO_H) || !xq)
+            ((float4 *)(h + row))[i] = hv;
         if (xq)
             quantize4_k45(hv, i, xq + row, xd + row / 32);
     }
@@ -117,11 +119,12 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
 template <bool TR>
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig)
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig,
+                           unsigned skip)
 {
     __shared__ double red[1][32];
     add_rmsnorm_row<TR, false>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, (int64_t)blockIdx.x * n,
-                               (int)threadIdx.x, threadIdx.x == 0, red, trig);
+                               (int)threadIdx.x, threadIdx.x == 0, red, trig, skip);
 }
 
 /* The same, one cluster of NORM_CL CTAs a row (sm_90; the few rows of decode and verify): the
@@ -129,14 +132,15 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
 template <bool TR>
 static __global__ void __launch_bounds__(RMS_VEC_THREADS / NORM_CL)
     add_rmsnorm_cl_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                          float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig)
+                          float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig,
+                          unsigned skip)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     __shared__ double red[2][32];
     int rank = (int)cg::this_cluster().block_rank();
     add_rmsnorm_row<TR, true>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr,
                               (int64_t)(blockIdx.x / NORM_CL) * n, rank * (RMS_VEC_THREADS / NORM_CL) + (int)threadIdx.x,
-                              rank == 0 && threadIdx.x == 0, red, trig);
+                              rank == 0 && threadIdx.x == 0, red, trig, skip);
 #endif
 }
 
@@ -144,7 +148,7 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS / NORM_CL)
 template <bool TR>
 static void launch_add_rmsnorm_cl(struct cuda_ctx *c, int64_t n_rows, float *x, float *h, float *o,
                                   const float *w_o, float eps_o, const float *w_h, float eps_h, int n, int8_t *xq,
-                                  float2 *xd, int early, unsigned long long *tr, int trig)
+                                  float2 *xd, int early, unsigned long long *tr, int trig, unsigned skip)
 {
     cudaLaunchAttribute attr[3];
     cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)(n_rows * NORM_CL)),
@@ -154,7 +158,7 @@ static void launch_add_rmsnorm_cl(struct cuda_ctx *c, int64_t n_rows, float *x, 
     attr[cfg.numAttrs].val.clusterDim.y = 1;
     attr[cfg.numAttrs++].val.clusterDim.z = 1;
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, add_rmsnorm_cl_kernel<TR>, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early,
-                                   tr, trig));
+                                   tr, trig, skip));
 }
 
 bool cuda_norm_trace_init(struct cuda_ctx *c)
@@ -219,7 +223,7 @@ static __global__ void add_rmsnorm_kernel(float *x, float *h, float *o, const fl
 }
 
 void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o,
-                      const float *w_h, float eps_h, int64_t n_rows, int n)
+                      const float *w_h, float eps_h, int64_t n_rows, int n, unsigned skip)
 {
     if (n_rows <= 0 || n <= 0)
         return;
@@ -264,15 +268,15 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2 (bench knob): the PDL trigger after the first or second sum */
     int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
     if (vec_o && vec_x && cl && tr)
-        launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
+        launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
     else if (vec_o && vec_x && cl)
-        launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
+        launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
     else if (vec_o && vec_x && tr)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<true>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
     else if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<false>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
                         w_h, eps_h, n);

@@ -422,6 +422,11 @@ static int layout_of(uint32_t dev_type)
     return k ? XL_K45 : XL_PLAIN;
 }
 
+bool cuda_q8_k45(const struct cuda_ctx *c, const struct be_weight *w)
+{
+    return !c->exact && cuda_q8_supported(w->dev_type) && layout_of(w->dev_type) == XL_K45;
+}
+
 /* Quantize x[nr][k] into c->xq unless the cached copy is of the same x in the same layout
  * (model code multiplies one normed x by q/k/v and by gate/up in a row; any other op or
  * a matmul that writes into x clears the cache: cuda_xq_forget). */
