@@ -36,15 +36,13 @@ V5_HOST_LOAD(v5_ldw8, uint2, uint2, void)
 V5_HOST_LOAD(v5_ldu16, uint32_t, uint16_t, uint8_t)
 V5_HOST_LOAD(v5_ldu32, uint32_t, uint32_t, uint8_t)
 
-static inline uint2 v5_ldx8(const int8_t *p, int coh)
+static inline uint2 v5_ldx8(const int8_t *p)
 {
-    (void)coh;
     return v5_ldw8(p);
 }
 
-static inline float2 v5_ldxd(const float2 *p, int coh)
+static inline float2 v5_ldxd(const float2 *p)
 {
-    (void)coh;
     return *p;
 }
 

@@ -56,15 +56,15 @@ static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
     return ldw8(p);
 }
 
-/* activations: through the read-only cache, or (coh 1) from L2, when this grid wrote them */
-static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p, int coh)
+/* activations: through the read-only cache (a previous kernel wrote them) */
+static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p)
 {
-    return coh ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
+    return __ldg((const uint2 *)p);
 }
 
-static __device__ __forceinline__ float2 v5_ldxd(const float2 *p, int coh)
+static __device__ __forceinline__ float2 v5_ldxd(const float2 *p)
 {
-    return coh ? __ldcg(p) : __ldg(p);
+    return __ldg(p);
 }
 
 static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
@@ -128,10 +128,6 @@ struct v5_job {
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
 };
 
-/* How a v5 job runs: alone (V5_PLAIN; the FFN chain's and the norm fold's modes were removed on
- * 2026-12-05, their code is in git history at 8be8ec1) */
-enum { V5_PLAIN };
-
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
  * super-block and no warp idles on a wave tail */
 static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
@@ -146,7 +142,7 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *, int),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
           bool T16 = false, int UD = 2>
 struct v5_unit {
     typedef R raw;
@@ -157,11 +153,10 @@ struct v5_unit {
     {
         FETCH(&P, rg, rg8, n_sb, sb, t, &r);
     }
-    template <int COH = 0>
     static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
                                                    int t, float &acc_g, float &acc_g8)
     {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8, COH);
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
     }
 };
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
@@ -188,7 +183,6 @@ static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t 
 /* After tile `tile` of part P (gate or up of a GLU job) was written: the last of the four tiles of
  * its 32-row block (two per part) quantizes silu(gate) * up of the block for the down projection,
  * as quantize_x_kernel<1 + BE_GLU_SILU> would (the same functions: the same bits). */
-template <int MODE>
 static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
 {
     int64_t blk = (tile - P.tile0) >> 1;
@@ -211,7 +205,6 @@ static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
  * depend on timing. */
-template <int MODE>
 static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
                                                 int pieces, int stride, int64_t r0, int lane, float acc_g,
                                                 float acc_g8)
@@ -227,7 +220,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
         if (t == 0 && r0 + g + 8 < P.n)
             P.y[r0 + g + 8] = acc_g8;
         if (job.glu_cnt)
-            v5_glu_arrive<MODE>(job, P, tile, lane);
+            v5_glu_arrive(job, P, tile, lane);
         return;
     }
     float *pp = job.part + ((size_t)tile * stride + piece) * 16;
@@ -247,7 +240,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
     if (lane == 0)
         job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
     if (job.glu_cnt)
-        v5_glu_arrive<MODE>(job, P, tile, lane);
+        v5_glu_arrive(job, P, tile, lane);
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
@@ -290,18 +283,18 @@ static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg
             K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
 }
 
-template <class K, int U, int COH = 0>
+template <class K, int U>
 static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
                                                       int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
 {
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (s + u < sb1)
-            K::template compute<COH>(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
 /* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
-template <class K, int U, int MODE>
+template <class K, int U>
 static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
                                                int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
                                                bool &waited, float &acc_g, float &acc_g8, int64_t w)
@@ -324,8 +317,9 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
 
 /* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
  * in flight per lane */
-/* warp w's units of job */
-template <class KA, int UA, class KB, int UB, int MODE>
+/* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
+ * their code is in git history at 8be8ec1) */
+template <class KA, int UA, class KB, int UB>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
                                               const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
@@ -339,13 +333,13 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
+            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         else
-            v5_span<KA, UA, MODE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
+            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         if (job.trace && lane == 0)
             v5_stamp_w(job, w, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        v5_store<MODE>(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
     }
 }
@@ -363,7 +357,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
-    v5_run<KA, UA, KB, UB, V5_PLAIN>(job, xq, xd, w, lane, waited);
+    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)

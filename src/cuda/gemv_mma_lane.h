@@ -9,8 +9,7 @@
  *   V5_UNROLL                _Pragma("unroll") or nothing
  *   uint2, uint4, float2     CUDA's vector types
  *   v5_ldw16(p), v5_ldw8(p)  streaming loads of 16 / 8 weight bytes (uint4 / uint2)
- *   v5_ldx8(p, coh)          8 activation bytes (uint2), v5_ldxd(p, coh): a float2; coh != 0 (a constant
- *                            at every call): the grid itself wrote them, so not through the read-only cache
+ *   v5_ldx8(p)               8 activation bytes (uint2), v5_ldxd(p): a float2
  *   v5_ldu16(p) / v5_ldu32(p) a u16 / u32 of weight bytes
  *   v5_h2f(bits)             the f16 in the low 16 bits as float
  *   v5_i2f(v)                int -> float for |v| < 2^22 (gemv_slots.cuh i2f), v5_i2f_rn(v): any int
@@ -124,12 +123,12 @@ V5_FN float v5_q4k_scale(uint4 h, int t, int dlo, int dhi, float2 xa, float2 xb)
 }
 
 V5_FN void v5_q4k_compute(const struct v5_q4k_raw *r, const int8_t *xq, const float2 *xd, int64_t sb, int g, int t,
-                          float *acc_g, float *acc_g8, int coh)
+                          float *acc_g, float *acc_g8)
 {
     /* lane g gives B column g: sub-block js = (g >> 1) + 4 (g & 1), whose column is g, and 0 in
      * the other 7 mma, so it loads only js's 8 activation bytes */
     int js = (g >> 1) + 4 * (g & 1);
-    uint2 xv = v5_ldx8(xq + sb * 256 + 128 * (js & 1) + 32 * (js >> 1) + 8 * t, coh);
+    uint2 xv = v5_ldx8(xq + sb * 256 + 128 * (js & 1) + 32 * (js >> 1) + 8 * t);
     int c4[4] = {0, 0, 0, 0};
     V5_UNROLL
     for (int c = 0; c < 4; c++) {
@@ -142,7 +141,7 @@ V5_FN void v5_q4k_compute(const struct v5_q4k_raw *r, const int8_t *xq, const fl
         }
     }
     int sh = 4 * (t & 1);   /* sub-blocks t and t+4 are high nibbles (16 x) when t is odd */
-    float2 xa = v5_ldxd(xd + sb * 8 + t, coh), xb = v5_ldxd(xd + sb * 8 + t + 4, coh);
+    float2 xa = v5_ldxd(xd + sb * 8 + t), xb = v5_ldxd(xd + sb * 8 + t + 4);
     *acc_g += v5_q4k_scale(r->h[0], t, c4[0] >> sh, c4[1] >> sh, xa, xb);
     *acc_g8 += v5_q4k_scale(r->h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
 }
@@ -187,7 +186,7 @@ V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, int t16, const int8_t *
         for (int j = 0; j < 8; j++) {
             int c = j >> 1, hs = j & 1;
             uint32_t m = hs ? 0xf0f0f0f0u : 0x0f0f0f0fu;   /* high nibbles stay 16 x nibble (u8) */
-            uint2 xv = v5_ldx8(xr + 128 * hs + 32 * c, 0);
+            uint2 xv = v5_ldx8(xr + 128 * hs + 32 * c);
             int c4[4] = {0, 0, 0, 0};
             v5_mma(c4, 0, r->q[0][c].x & m, r->q[1][c].x & m, r->q[0][c].y & m, r->q[1][c].y & m,
                    col < nr ? xv.x : 0u, col < nr ? xv.y : 0u);
@@ -199,7 +198,7 @@ V5_FN void v5_q4k_compute_nr(const struct v5_q4k_raw *r, int t16, const int8_t *
                 for (int jj = 0; jj < 2; jj++) {
                     int colc = 8 * cb + 2 * t + jj;
                     if (colc < nr) {
-                        float2 dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + j, 0);
+                        float2 dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + j);
                         acc[cb][i][jj] += d[i] * (dx.x * v5_i2f(sc * (c4[2 * i + jj] >> (4 * hs)))) -
                                           dmin[i] * (dx.y * v5_i2f(mn));
                     }
@@ -272,7 +271,7 @@ V5_FN uint32_t v5_q6(uint32_t l, uint32_t hb, int q)
 }
 
 V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const float2 *xd, int64_t sb, int g, int t,
-                          float *acc_g, float *acc_g8, int coh)
+                          float *acc_g, float *acc_g8)
 {
     /* lane (g, t) gives B column g = 2q + (t >> 1): unit qs = (g - (t >> 1)) / 2 when that is
      * whole and in 0..3 (else none), so it loads only that unit's 8 activation bytes per half;
@@ -282,7 +281,7 @@ V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const fl
     V5_UNROLL
     for (int h = 0; h < 2; h++) {
         int c4[4] = {0, 0, 0, 0};
-        uint2 xv = v5_ldx8(xs + 64 * h, coh);
+        uint2 xv = v5_ldx8(xs + 64 * h);
         V5_UNROLL
         for (int q = 0; q < 4; q++) {
             uint2 l0 = r->ql[0][2 * h + (q & 1)], l1 = r->ql[1][2 * h + (q & 1)];
@@ -290,7 +289,7 @@ V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const fl
             v5_mma(c4, 1, v5_q6(l0.x, r->qh[0][h].x, q), v5_q6(l1.x, r->qh[1][h].x, q), v5_q6(l0.y, r->qh[0][h].y, q),
                    v5_q6(l1.y, r->qh[1][h].y, q), on ? xv.x : 0u, on ? xv.y : 0u);
         }
-        float dx = v5_ldxd(xd + sb * 8 + 4 * h + t, coh).x;
+        float dx = v5_ldxd(xd + sb * 8 + 4 * h + t).x;
         int sh = 16 * h;
         /* |sc * dot| < 128 * 16 * 32 * 127: two of them fit an int, not the i2f trick */
         int s0 = (int)(int8_t)(r->sc[0] >> sh), s1 = (int)(int8_t)(r->sc[0] >> (sh + 8));
@@ -353,7 +352,7 @@ V5_FN void v5_q6k_compute_nr(const struct v5_q6k_nr_raw *R, int t16, const int8_
                 uint2 l0 = r->ql[0][2 * h + (q & 1)], l1 = r->ql[1][2 * h + (q & 1)];
                 uint32_t a0 = v5_q6(l0.x, r->qh[0][h].x, q), a1 = v5_q6(l1.x, r->qh[1][h].x, q);
                 uint32_t a2 = v5_q6(l0.y, r->qh[0][h].y, q), a3 = v5_q6(l1.y, r->qh[1][h].y, q);
-                uint2 xv = v5_ldx8(xr + 64 * h + 128 * (q & 1) + 32 * (q >> 1), 0);
+                uint2 xv = v5_ldx8(xr + 64 * h + 128 * (q & 1) + 32 * (q >> 1));
                 V5_UNROLL
                 for (int grp = 0; grp < 2; grp++) {
                     int on = col < nr && (t >> 1) == grp;
@@ -366,7 +365,7 @@ V5_FN void v5_q6k_compute_nr(const struct v5_q6k_nr_raw *R, int t16, const int8_
                         for (int jj = 0; jj < 2; jj++) {
                             int colc = 8 * cb + 2 * t + jj;
                             if (colc < nr) {
-                                float dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + 4 * h + q, 0).x;
+                                float dx = v5_ldxd(xd + (int64_t)colc * (k / 32) + sb * 8 + 4 * h + q).x;
                                 /* |sc * dot| < 127 * 16 * 32 * 127: exact in a float (< 2^24) */
                                 acc[cb][i][jj] += d[i] * (dx * v5_i2f_rn(sc * c4[2 * i + jj]));
                             }
