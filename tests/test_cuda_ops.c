@@ -65,7 +65,7 @@ int backend_cuda_get_gate_side(struct backend *be_);
 long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_gate_fold(struct backend *be_, bool on);   /* attention's combine quantizes Wo's gated input */
 int backend_cuda_get_gate_fold(struct backend *be_);
-int backend_cuda_set_norm_skip(struct backend *be_, bool on);   /* the fused norms leave o and h unwritten */
+int backend_cuda_set_norm_scratch(struct backend *be_, bool on);   /* the fused norms leave o and h unwritten */
 long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
@@ -2180,12 +2180,12 @@ static void test_gate_fold(void)
  * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
  * both caches and attention * sigmoid(gate) bit for bit, the op run and captured in a graph and
  * replayed. side: a row-major gate, whose GEMV runs on the side stream; else a gate in tiles, in
- * the q/k/v job. skip (GLIM_CUDA_NORM_SKIP): the op may leave o and h unwritten (backend.h: scratch
+ * the q/k/v job. skip (GLIM_CUDA_NORM_SCRATCH): the op may leave o and h unwritten (backend.h: scratch
  * afterwards), so everything but them. */
 static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
                            bool skip)
 {
-    CHECK_EQ(backend_cuda_set_norm_skip(be, skip), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_norm_scratch(be, skip), GLIM_OK);
     struct glim_err err = {0};
     int64_t rows[4];
     struct be_weight hw[4], dw[4];
@@ -2275,8 +2275,8 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
     }
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_prep_fold(be, prep_env()), GLIM_OK);
-    const char *ns = getenv("GLIM_CUDA_NORM_SKIP");
-    CHECK_EQ(backend_cuda_set_norm_skip(be, ns && strcmp(ns, "1") == 0), GLIM_OK);
+    const char *ns = getenv("GLIM_CUDA_NORM_SCRATCH");
+    CHECK_EQ(backend_cuda_set_norm_scratch(be, ns && strcmp(ns, "1") == 0), GLIM_OK);
     be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
     weights_free(dw, hw, 4);
@@ -2289,7 +2289,7 @@ static void test_norm_qkv(void)
         fprintf(stderr, "  no add_rmsnorm_attn (GLIM_CUDA_FUSE=0), exact or not GEMV v3: skipped\n");
         return;
     }
-    for (int skip = 0; skip < 2; skip++) {   /* o and h stored, or left out (GLIM_CUDA_NORM_SKIP) */
+    for (int skip = 0; skip < 2; skip++) {   /* o and h stored, or left out (GLIM_CUDA_NORM_SCRATCH) */
         /* the 30B shapes: v Q6_K or Q4_K, the gate on the side stream or in the job */
         check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, true, true, skip);
         check_norm_qkv(GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 1, false, true, skip);

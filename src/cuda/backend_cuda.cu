@@ -382,14 +382,14 @@ static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const 
 }
 
 /* add_rmsnorm of a fused op's operands, whose o and h are scratch afterwards (backend.h): with
- * GLIM_CUDA_NORM_SKIP=1 (opt-in until timed) o is not stored, nor h where every matmul of ws[0..n)
+ * GLIM_CUDA_NORM_SCRATCH=1 (opt-in until timed) o is not stored, nor h where every matmul of ws[0..n)
  * reads it only as its int8 copy (which the norm makes, <= 16 rows) */
 static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows, const struct be_weight *const *ws,
                      int n)
 {
     struct cuda_ctx *c = op_ctx(be);
     unsigned skip = 0;
-    if (c->norm_skip) {
+    if (c->norm_scratch) {
         bool int8_only = n_rows <= 16;   /* cuda_xq_reserve's bound: the norm makes the int8 copy */
         for (int i = 0; i < n; i++)
             int8_only = int8_only && cuda_q8_k45(c, ws[i]);
@@ -928,11 +928,11 @@ extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on)
 }
 
 /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
-extern "C" int backend_cuda_set_norm_skip(struct backend *be, bool on)
+extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on)
 {
     if (!is_cuda(be))
         return GLIM_EINVAL;
-    ctx_of(be)->norm_skip = on;
+    ctx_of(be)->norm_scratch = on;
     return GLIM_OK;
 }
 
@@ -1095,8 +1095,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_gf = getenv("GLIM_CUDA_GATE_FOLD");
     /* default: tg128 172.2 vs 171.0 t/s with the Wo prefetch, --no-graph 161.7 vs 160.4-161.8 alone (H200, 2026-12-05) */
     c->gate_fold = !(f_gf && strcmp(f_gf, "0") == 0);
-    const char *f_ns = getenv("GLIM_CUDA_NORM_SKIP");
-    c->norm_skip = f_ns && strcmp(f_ns, "1") == 0;   /* opt-in until timed */
+    const char *f_ns = getenv("GLIM_CUDA_NORM_SCRATCH");
+    c->norm_scratch = f_ns && strcmp(f_ns, "1") == 0;   /* opt-in until timed */
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '2' && !f_pf[1] ? f_pf[0] - '0' : -1;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
