@@ -381,13 +381,22 @@ static void be_matmul_ffn(struct backend *be, float *y, float *const *fs, const 
     cuda_matmul_glu(c, y, ws[2], fs[1], fs[0], act, n_rows);
 }
 
+/* add_rmsnorm (the op, and the fused ops' first step), leaving out the stores skip names */
+static void norm_launch(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o, float eps_o,
+                        const struct be_weight *w_h, float eps_h, int64_t n_rows, int n, unsigned skip)
+{
+    cuda_xq_forget(op_ctx(be));
+    cuda_add_rmsnorm(ctx_of(be), x, h, o, w_o ? (const float *)w_o->dev : NULL, eps_o,
+                     w_h ? (const float *)w_h->dev : NULL, eps_h, n_rows, n, skip);
+}
+
 /* add_rmsnorm of a fused op's operands, whose o and h are scratch afterwards (backend.h): with
  * GLIM_CUDA_NORM_SCRATCH=1 (opt-in until timed) o is not stored, nor h where every matmul of ws[0..n)
  * reads it only as its int8 copy (which the norm makes, <= 16 rows) */
 static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows, const struct be_weight *const *ws,
                      int n)
 {
-    struct cuda_ctx *c = op_ctx(be);
+    const struct cuda_ctx *c = ctx_of(be);
     unsigned skip = 0;
     if (c->norm_scratch) {
         bool int8_only = n_rows <= 16;   /* cuda_xq_reserve's bound: the norm makes the int8 copy */
@@ -395,9 +404,7 @@ static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows
             int8_only = int8_only && cuda_q8_k45(c, ws[i]);
         skip = CUDA_NORM_NO_O | (int8_only ? CUDA_NORM_NO_H : 0u);
     }
-    cuda_xq_forget(c);
-    cuda_add_rmsnorm(c, r->x, r->h, r->o, r->w_o ? (const float *)r->w_o->dev : NULL, r->eps_o,
-                     r->w_h ? (const float *)r->w_h->dev : NULL, r->eps_h, n_rows, r->n, skip);
+    norm_launch(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n, skip);
 }
 
 /* the residual norm before an FFN and the FFN: the two ops */
@@ -494,9 +501,7 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
 static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
                            float eps_o, const struct be_weight *w_h, float eps_h, int64_t n_rows, int n)
 {
-    cuda_xq_forget(op_ctx(be));
-    cuda_add_rmsnorm(ctx_of(be), x, h, o, w_o ? (const float *)w_o->dev : NULL, eps_o,
-                     w_h ? (const float *)w_h->dev : NULL, eps_h, n_rows, n);
+    norm_launch(be, x, h, o, w_o, eps_o, w_h, eps_h, n_rows, n, 0);
 }
 
 static void be_attn_prep(struct backend *be, const struct be_attn_prep_args *a)
