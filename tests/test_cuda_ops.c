@@ -66,6 +66,7 @@ long backend_cuda_side_used(struct backend *be_);
 int backend_cuda_set_gate_fold(struct backend *be_, bool on);   /* attention's combine quantizes Wo's gated input */
 int backend_cuda_get_gate_fold(struct backend *be_);
 int backend_cuda_set_norm_scratch(struct backend *be_, bool on);   /* the fused norms leave o and h unwritten */
+int backend_cuda_get_norm_scratch(struct backend *be_);
 long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
@@ -2185,6 +2186,7 @@ static void test_gate_fold(void)
 static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int T, bool side, bool weights,
                            bool skip)
 {
+    int ns0 = backend_cuda_get_norm_scratch(be);
     CHECK_EQ(backend_cuda_set_norm_scratch(be, skip), GLIM_OK);
     struct glim_err err = {0};
     int64_t rows[4];
@@ -2275,8 +2277,7 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
     }
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_prep_fold(be, prep_env()), GLIM_OK);
-    const char *ns = getenv("GLIM_CUDA_NORM_SCRATCH");
-    CHECK_EQ(backend_cuda_set_norm_scratch(be, ns && strcmp(ns, "1") == 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_norm_scratch(be, ns0 == 1), GLIM_OK);
     be->i->weight_clear(be, &dwo), be->i->weight_clear(be, &dwh);
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
     weights_free(dw, hw, 4);

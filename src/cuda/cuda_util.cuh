@@ -151,7 +151,7 @@ struct cuda_ctx {
     const float    *att_x, *att_g; /* the attention output / gate att_q was made of (NULL: none) */
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
-    bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=1) */
+    bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=0: stored) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; -1: in graphs) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
@@ -274,6 +274,7 @@ extern "C" long backend_cuda_side_used(struct backend *be);
 extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on);
 extern "C" int backend_cuda_get_gate_fold(struct backend *be);
 extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on);
+extern "C" int backend_cuda_get_norm_scratch(struct backend *be);
 /* gemv_q8.cu: whether a one-row matmul of w reads its input only as quantize_x's K45 int8 copy */
 bool cuda_q8_k45(const struct cuda_ctx *c, const struct be_weight *w);
 extern "C" long backend_cuda_att_used(struct backend *be);
