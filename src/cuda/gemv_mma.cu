@@ -401,7 +401,9 @@ gemv5_pool_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 
         int nxt = 0;
         if (lane == 0)
             nxt = atomicAdd(&v5p_next, 1);   /* asked now, read after this chunk */
-        int64_t c = c0 + i, tile = c / job.cpt, s0 = (c - tile * job.cpt) * job.chunk;
+        /* 32-bit: a 64-bit division a chunk costs what a super-block's codes do (n_chunks < 2^31) */
+        uint32_t c = (uint32_t)(c0 + i), cpt = (uint32_t)job.cpt, tq = c / cpt;
+        int64_t tile = tq, s0 = (int64_t)(c - tq * cpt) * job.chunk;
         int64_t sb1 = s0 + job.chunk < job.n_sb ? s0 + job.chunk : job.n_sb;
         v5_part P = v5_pick(job, tile);
         int64_t r0 = (tile - P.tile0) * 16;
@@ -465,7 +467,7 @@ static bool v5_pool_plan(struct cuda_ctx *c, v5_job &job, size_t *smem)
     int64_t n_cta = c->n_sm < (n_chunks + V5P_WARPS - 1) / V5P_WARPS ? c->n_sm : (n_chunks + V5P_WARPS - 1) / V5P_WARPS;
     size_t bytes = (size_t)((n_chunks + n_cta - 1) / n_cta) * 16 * sizeof(float);
     int stride = v5_split_stride(cpt, n_chunks, n_cta);
-    if (bytes > 48 * 1024 ||
+    if (bytes > 48 * 1024 || n_chunks >= (1ll << 31) ||
         (stride > job.stride && !cuda_buf_reserve(c, &c->v5_part, (size_t)job.n_tiles * stride * 16 * sizeof(float))))
         return false;
     job.part = (float *)c->v5_part.p;
