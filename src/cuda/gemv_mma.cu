@@ -126,9 +126,6 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    int       chunk;           /* the pool split (GLIM_CUDA_V5_POOL=C): units a chunk; 0: the plain split */
-    int       n_cta;           /* ... its CTAs (one an SM) */
-    int64_t   cpt, n_chunks;   /* ... chunks a tile (a chunk never crosses one), in all */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
@@ -367,116 +364,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
-/* ---- the pool split (GLIM_CUDA_V5_POOL=C, opt-in): the plain split's tail is the spread of the
- * warps of one SM (5.2 us median in a gate/up launch of 2026-12-03, the SM's means within 2.3),
- * which take their fixed shares at the rates the SM's scheduler gives them. Here one CTA of 16
- * warps an SM takes a fixed range of chunks (C super-blocks of one tile) and its warps grab the
- * chunks from a shared-memory count, so they end together. Each chunk's 16 sums go to shared
- * memory; after the CTA's barrier its warps add each tile's chunks in chunk order and store the
- * tile as the plain split stores a piece (v5_store, pieces = the CTAs holding the tile): the bits
- * do not depend on which warp took which chunk. */
-#define V5P_WARPS 16
-
-template <class KA, int UA, class KB, int UB>
-static __global__ void __launch_bounds__(V5P_WARPS * 32, 1)
-gemv5_pool_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
-{
-    extern __shared__ float v5p_sum[];   /* [chunks of this CTA][16] */
-    __shared__ int v5p_next;
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    int64_t w = (int64_t)blockIdx.x * V5P_WARPS + wi;
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 0);
-    int64_t c0 = v5_split_lo(blockIdx.x, job.n_chunks, job.n_cta), c1 = v5_split_lo(blockIdx.x + 1, job.n_chunks, job.n_cta);
-    int nch = (int)(c1 - c0);
-    if (threadIdx.x == 0)
-        v5p_next = V5P_WARPS;   /* the first chunk of each warp is its own: loads before any count */
-    __syncthreads();
-    bool waited = job.wait_first != 0;
-    if (waited)
-        cuda_pdl_wait();
-    for (int i = wi; i < nch;) {
-        int nxt = 0;
-        if (lane == 0)
-            nxt = atomicAdd(&v5p_next, 1);   /* asked now, read after this chunk */
-        /* 32-bit: a 64-bit division a chunk costs what a super-block's codes do (n_chunks < 2^31) */
-        uint32_t c = (uint32_t)(c0 + i), cpt = (uint32_t)job.cpt, tq = c / cpt;
-        int64_t tile = tq, s0 = (int64_t)(c - tq * cpt) * job.chunk;
-        int64_t sb1 = s0 + job.chunk < job.n_sb ? s0 + job.chunk : job.n_sb;
-        v5_part P = v5_pick(job, tile);
-        int64_t r0 = (tile - P.tile0) * 16;
-        float acc_g = 0.0f, acc_g8 = 0.0f;
-        if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-        else
-            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
-        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
-        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
-        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
-        if (t == 0) {
-            v5p_sum[i * 16 + g] = acc_g;
-            v5p_sum[i * 16 + g + 8] = acc_g8;
-        }
-        i = __shfl_sync(0xffffffffu, nxt, 0);
-    }
-    if (!waited)
-        cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 3);
-    __syncthreads();
-    /* the tiles of [c0, c1), one a warp in turn: this CTA's chunks of each in chunk order */
-    int64_t tl0 = c0 / job.cpt, tl1 = (c1 - 1) / job.cpt;
-    for (int64_t tile = tl0 + wi; nch > 0 && tile <= tl1; tile += V5P_WARPS) {
-        int64_t a = tile * job.cpt, b = a + job.cpt;
-        int64_t ja = a > c0 ? a : c0, jb = b < c1 ? b : c1;
-        float y = 0.0f, y8 = 0.0f;
-        for (int64_t j = ja; j < jb; j++) {
-            y += v5p_sum[(j - c0) * 16 + g];
-            y8 += v5p_sum[(j - c0) * 16 + g + 8];
-        }
-        /* v5_store sums the 4 lanes of group g: the sum sits in lane t == 0, the others add 0 */
-        if (t)
-            y = 0.0f, y8 = 0.0f;
-        v5_part P = v5_pick(job, tile);
-        int64_t k0 = v5_split_warp_of(a, job.n_chunks, job.n_cta), k1 = v5_split_warp_of(b - 1, job.n_chunks, job.n_cta);
-        v5_store(job, P, tile, (int)(blockIdx.x - k0), (int)(k1 - k0 + 1), job.stride, (tile - P.tile0) * 16, lane, y,
-                 y8);
-    }
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 2);
-}
-
-/* GLIM_CUDA_V5_POOL=C: units a chunk of the pool split (0: off) */
-static int v5_pool_chunk(void)
-{
-    static int forced = -1;
-    return cuda_env_knob("GLIM_CUDA_V5_POOL", &forced);
-}
-
-/* Plan the pool split of a job planned by v5_plan: false (job unchanged) when it does not apply
- * (a CTA's sums would pass 48 KB of shared memory, or the scratch cannot be had) */
-static bool v5_pool_plan(struct cuda_ctx *c, v5_job &job, size_t *smem)
-{
-    int C = v5_pool_chunk();
-    if (C <= 0)
-        return false;
-    int64_t cpt = (job.n_sb + C - 1) / C, n_chunks = job.n_tiles * cpt;
-    int64_t n_cta = c->n_sm < (n_chunks + V5P_WARPS - 1) / V5P_WARPS ? c->n_sm : (n_chunks + V5P_WARPS - 1) / V5P_WARPS;
-    size_t bytes = (size_t)((n_chunks + n_cta - 1) / n_cta) * 16 * sizeof(float);
-    int stride = v5_split_stride(cpt, n_chunks, n_cta);
-    if (bytes > 48 * 1024 || n_chunks >= (1ll << 31) ||
-        (stride > job.stride && !cuda_buf_reserve(c, &c->v5_part, (size_t)job.n_tiles * stride * 16 * sizeof(float))))
-        return false;
-    job.part = (float *)c->v5_part.p;
-    job.stride = stride;
-    job.chunk = C, job.cpt = cpt, job.n_chunks = n_chunks, job.n_cta = (int)n_cta;
-    *smem = bytes;
-    return true;
-}
-
 /* A counter buffer of at least nbytes, zeroed when new (every launch leaves its counts at 0) */
 static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 {
@@ -640,23 +527,10 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
 {
     job.trace = v5_trace_slot(c, job, n, ws, mine);
     cudaLaunchAttribute attr[2];
-    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
-    int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    size_t smem = 0;
-    if (v5_pool_plan(c, job, &smem)) {
-        if (job.trace)   /* the dump reads this many warps */
-            c->v5_trace_meta[c->v5_trace_n - 1][0] = (int64_t)job.n_cta * V5P_WARPS;
-        cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_cta), dim3(V5P_WARPS * 32), smem, attr);
-        if (!std::is_same<KA, KB>::value)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_pool_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
-        else if ((u ? u : KA::U_DEF) == 1)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_pool_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
-        else
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_pool_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
-        return;
-    }
     cudaLaunchConfig_t cfg =
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
+    static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
+    int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
