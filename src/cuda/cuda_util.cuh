@@ -91,8 +91,6 @@ struct cuda_ctx {
     struct cuda_buf attn_part;     /* split-K partial results */
     struct cuda_buf xq;            /* int8 activations + scales for the dp4a GEMV (gemv_q8.cu) */
     struct cuda_buf v5_part, v5_cnt;   /* GEMV v5 split-K partial sums and per-tile counts (gemv_mma.cu) */
-    struct cuda_buf v5_dyn;            /* ... the moving split's counts, two sets (GLIM_CUDA_V5_DYN) */
-    int             v5_dyn_set;        /* ... the set the next such launch takes */
     struct cuda_buf glu_q, glu_cnt;    /* the FFN's silu(gate) * up as int8 + scales, made by the gate/up
                                         * GEMV v5 (GLIM_CUDA_GLU_FUSE=1), and its per-block counts */
     const float    *glu_x, *glu_g;     /* the up / gate outputs glu_q was made of (NULL: none) */
@@ -187,14 +185,6 @@ static __device__ __forceinline__ void cuda_pdl_trigger(void)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
-}
-
-/* a load that later reads and writes of this thread may not pass (a flag another CTA raises) */
-static __device__ __forceinline__ unsigned cuda_ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
 }
 
 /* A launch config on ctx's stream; with pdl, launched kernels may start before their

@@ -126,10 +126,6 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    int       chunk;           /* the moving split (GLIM_CUDA_V5_DYN=C): units a chunk; 0: the plain split */
-    unsigned  n_chunks, cpt;   /* ... chunks in all, a tile (a chunk never crosses a tile) */
-    unsigned  cpt4;            /* ... cpt rounded up to 4: a row's sums in part[tile][row][cpt4] */
-    unsigned *dyn;             /* ... its set of counts: next chunk, arrivals, generation (a line each) */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
@@ -368,173 +364,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
-/* ---- the moving split (GLIM_CUDA_V5_DYN=C, opt-in, 2026-12-05): the tail of a plain v5 launch is
- * the SMs' different rates (its trace: 7-8 us between the first and the last SM to end when each
- * SM's own warps end together, the pool split at 3b9e274), so here chunks (C super-blocks of one
- * tile) go to whichever warp asks next, over the whole grid. A chunk's 16 sums go to its own slot,
- * unfenced; once every CTA has arrived at a grid-wide count (all CTAs are resident: at most 4 an
- * SM, as the plain split), the warps add each tile's chunks in chunk order and, for the FFN's
- * gate/up, quantize silu(gate) * up per 32-row block as v5_glu_arrive does: the bits do not depend
- * on who took which chunk. One fence a CTA instead of one a piece. Counts: [0] the next chunk,
- * [32] arrivals, [64] the generation; the last to arrive zeroes the first two, so a set serves
- * any grid size; consecutive launches take the two sets in turn (a launch may start while the one
- * before it merges). */
-static __device__ __forceinline__ void v5_dyn_barrier(const v5_job &job, int n_cta)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned *next = job.dyn, *arrived = job.dyn + 32, *gen = job.dyn + 64;
-        unsigned g0 = cuda_ld_acquire(gen);
-        __threadfence();   /* this CTA's sums (the barrier above gathered them) before the count */
-        if (atomicAdd(arrived, 1u) == (unsigned)n_cta - 1) {
-            *next = 0u;
-            *arrived = 0u;
-            __threadfence();
-            atomicAdd(gen, 1u);
-        } else {
-            while (cuda_ld_acquire(gen) == g0)
-                __nanosleep(64);
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-/* y[i] = the sum of tile[i]'s chunks for its row `row` (0..15), in chunk order. A row's sums lie
- * together (part[tile][row][cpt4]), so a lane has 8 float4 loads in flight a round per row, and
- * NR rows' loads go out together: one or two L2 round trips, not one a chunk. */
-#define V5D_G 8
-template <int NR>
-static __device__ __forceinline__ void v5_dyn_rows(const v5_job &job, const int64_t (&tile)[NR], int row, float (&y)[NR])
-{
-    const float4 *p[NR];
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        p[r] = (const float4 *)(job.part + ((size_t)tile[r] * 16 + row) * job.cpt4);
-        y[r] = 0.0f;
-    }
-    for (unsigned j0 = 0; j0 < job.cpt; j0 += 4 * V5D_G) {
-        float4 v[NR][V5D_G];
-#pragma unroll
-        for (int r = 0; r < NR; r++)
-#pragma unroll
-            for (int i = 0; i < V5D_G; i++)
-                if (j0 + 4 * i < job.cpt)
-                    v[r][i] = __ldcg(p[r] + j0 / 4 + i);
-#pragma unroll
-        for (int r = 0; r < NR; r++)
-#pragma unroll
-            for (int i = 0; i < V5D_G; i++) {
-                unsigned j = j0 + 4 * i;
-                if (j < job.cpt)
-                    y[r] += v[r][i].x;
-                if (j + 1 < job.cpt)
-                    y[r] += v[r][i].y;
-                if (j + 2 < job.cpt)
-                    y[r] += v[r][i].z;
-                if (j + 3 < job.cpt)
-                    y[r] += v[r][i].w;
-            }
-    }
-}
-
-template <class KA, int UA, class KB, int UB>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5_dyn_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
-{
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), n_w = (int64_t)gridDim.x * V5_WARPS;
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 0);
-    bool waited = job.wait_first != 0;
-    if (waited)
-        cuda_pdl_wait();
-    for (unsigned c = (unsigned)w; c < job.n_chunks;) {
-        unsigned nxt = 0;
-        if (lane == 0)   /* asked now, read after this chunk: its latency hides behind the chunk */
-            nxt = atomicAdd(job.dyn, 1u) + (unsigned)n_w;
-        unsigned tq = c / job.cpt;
-        int64_t tile = tq, s0 = (int64_t)(c - tq * job.cpt) * job.chunk;
-        int64_t sb1 = s0 + job.chunk < job.n_sb ? s0 + job.chunk : job.n_sb;
-        v5_part P = v5_pick(job, tile);
-        int64_t r0 = (tile - P.tile0) * 16;
-        float acc_g = 0.0f, acc_g8 = 0.0f;
-        if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-        else
-            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
-        acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
-        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
-        acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
-        if (t == 0) {   /* part[tile][row][chunk of the tile] */
-            float *pp = job.part + ((size_t)tile * 16 + g) * job.cpt4 + (c - tq * job.cpt);
-            pp[0] = acc_g;
-            pp[8 * (size_t)job.cpt4] = acc_g8;
-        }
-        c = __shfl_sync(0xffffffffu, nxt, 0);
-    }
-    if (!waited)
-        cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 3);
-    v5_dyn_barrier(job, (int)gridDim.x);
-    if (job.glu_cnt) {   /* gate (part 0) and up (part 1) of one shape: 32-row blocks, a warp each */
-        int64_t blocks = job.p[0].n / 32;
-        for (int64_t blk = w; blk < blocks; blk += n_w) {
-            int64_t n = blk * 32 + lane, tiles[2] = {job.p[0].tile0 + (n >> 4), job.p[1].tile0 + (n >> 4)};
-            float y[2];
-            v5_dyn_rows<2>(job, tiles, lane & 15, y);
-            job.p[0].y[n] = y[0];
-            job.p[1].y[n] = y[1];
-            quant_block32(glu_apply<1 + BE_GLU_SILU>(y[1], y[0]), lane, n, XL_K45, job.glu_q, job.glu_d + blk);
-        }
-    } else {   /* a tile a warp: lanes 0..15 its rows */
-        for (int64_t tile = w; tile < job.n_tiles; tile += n_w) {
-            v5_part P = v5_pick(job, tile);
-            int64_t r = (tile - P.tile0) * 16 + (lane & 15), tiles[1] = {tile};
-            float y[1];
-            v5_dyn_rows<1>(job, tiles, lane & 15, y);
-            if (lane < 16 && r < P.n)
-                P.y[r] = y[0];
-        }
-    }
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 2);
-}
-
-/* GLIM_CUDA_V5_DYN=C: units a chunk of the moving split (0: off) */
-static int v5_dyn_chunk(void)
-{
-    static int forced = -1;
-    return cuda_env_knob("GLIM_CUDA_V5_DYN", &forced);
-}
-
-static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes);
-
-/* Plan the moving split of a job planned by v5_plan (its warps, 4 a CTA, all resident): false (the
- * job unchanged) when it is off or its scratch cannot be had */
-static bool v5_dyn_plan(struct cuda_ctx *c, v5_job &job)
-{
-    int C = v5_dyn_chunk();
-    if (C <= 0)
-        return false;
-    int64_t cpt = (job.n_sb + C - 1) / C, n_chunks = job.n_tiles * cpt;
-    if (n_chunks >= (1ll << 30) || job.n_warps > 16ll * c->n_sm || (job.glu_cnt && job.p[0].n % 32))
-        return false;
-    int64_t cpt4 = (cpt + 3) / 4 * 4;
-    if (!cuda_buf_reserve(c, &c->v5_part, (size_t)job.n_tiles * 16 * cpt4 * sizeof(float)) ||
-        !v5_counts(c, &c->v5_dyn, 2 * 96 * sizeof(unsigned)))
-        return false;
-    job.part = (float *)c->v5_part.p;
-    job.dyn = (unsigned *)c->v5_dyn.p + 96 * c->v5_dyn_set;
-    c->v5_dyn_set ^= 1;
-    job.chunk = C, job.cpt = (unsigned)cpt, job.cpt4 = (unsigned)cpt4, job.n_chunks = (unsigned)n_chunks;
-    return true;
-}
-
 /* A counter buffer of at least nbytes, zeroed when new (every launch leaves its counts at 0) */
 static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 {
@@ -702,15 +531,6 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (v5_dyn_plan(c, job)) {
-        if (!std::is_same<KA, KB>::value)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_dyn_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
-        else if ((u ? u : KA::U_DEF) == 1)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_dyn_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
-        else
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_dyn_kernel<KA, 2, KA, 2>, job, xq, xd, c->pdl_all));
-        return;
-    }
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
