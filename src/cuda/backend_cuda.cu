@@ -900,16 +900,22 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::prep_fold, on);
 }
 
+/* one of the context's counts for tests, or `none` if not a CUDA backend */
+static long get_count(struct backend *be, long cuda_ctx::*n, long none)
+{
+    return is_cuda(be) ? ctx_of(be)->*n : none;
+}
+
 /* how many matmul_attn_prep calls the GEMV prepared (tests); -1 if not a CUDA backend */
 extern "C" long backend_cuda_prep_used(struct backend *be)
 {
-    return is_cuda(be) ? ctx_of(be)->prep_used : -1;
+    return get_count(be, &cuda_ctx::prep_used, -1);
 }
 
 /* How many matmuls took the gate/up GEMV's SwiGLU copy instead of quantizing (tests) */
 extern "C" long backend_cuda_glu_used(struct backend *be)
 {
-    return is_cuda(be) ? ctx_of(be)->glu_used : 0;
+    return get_count(be, &cuda_ctx::glu_used, 0);
 }
 
 /* The output gate's GEMV of a one-token q/k/v/gate job on the side stream with ctas_per_sm persistent
@@ -926,37 +932,35 @@ extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm)
 /* attention's combine makes Wo's gated int8 input (GLIM_CUDA_GATE_FOLD; attn_gate_plan) */
 extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on)
 {
-    if (!is_cuda(be))
-        return GLIM_EINVAL;
-    ctx_of(be)->gate_fold = on;
-    return GLIM_OK;
+    return set_switch(be, &cuda_ctx::gate_fold, on);
 }
 
 /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
 extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on)
 {
-    if (!is_cuda(be))
-        return GLIM_EINVAL;
-    ctx_of(be)->norm_scratch = on;
-    return GLIM_OK;
+    return set_switch(be, &cuda_ctx::norm_scratch, on);
 }
 
-/* whether it is on (1, 0), or -1 if not a CUDA backend */
+/* whether a switch is on (1, 0), or -1 if not a CUDA backend */
+static int get_switch(struct backend *be, bool cuda_ctx::*sw)
+{
+    return is_cuda(be) ? (int)(ctx_of(be)->*sw) : -1;
+}
+
 extern "C" int backend_cuda_get_gate_fold(struct backend *be)
 {
-    return is_cuda(be) ? ctx_of(be)->gate_fold : -1;
+    return get_switch(be, &cuda_ctx::gate_fold);
 }
 
-/* whether it is on (1, 0), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_norm_scratch(struct backend *be)
 {
-    return is_cuda(be) ? ctx_of(be)->norm_scratch : -1;
+    return get_switch(be, &cuda_ctx::norm_scratch);
 }
 
 /* matmuls that took that input instead of quantizing (tests); 0 if not a CUDA backend */
 extern "C" long backend_cuda_att_used(struct backend *be)
 {
-    return is_cuda(be) ? ctx_of(be)->att_used : 0;
+    return get_count(be, &cuda_ctx::att_used, 0);
 }
 
 /* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
@@ -968,7 +972,7 @@ extern "C" int backend_cuda_get_gate_side(struct backend *be)
 /* gate GEMVs run on the side stream so far, or 0 if not a CUDA backend */
 extern "C" long backend_cuda_side_used(struct backend *be)
 {
-    return is_cuda(be) ? ctx_of(be)->side_used : 0;
+    return get_count(be, &cuda_ctx::side_used, 0);
 }
 
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
@@ -991,7 +995,7 @@ extern "C" int backend_cuda_get_gemv(struct backend *be)
  * those take v2, -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_v5_nr_rows(struct backend *be)
 {
-    return is_cuda(be) ? (int)ctx_of(be)->v5_nr_rows : -1;
+    return get_switch(be, &cuda_ctx::v5_nr_rows);
 }
 
 /* CTAs per SM of the persistent GEMV v3 (0 = off), or -1 if not a CUDA backend */
@@ -1005,20 +1009,14 @@ extern "C" int backend_cuda_get_gemv_persist(struct backend *be)
  * token). GLIM_EINVAL if not a CUDA backend. */
 extern "C" int backend_cuda_set_attn_tc(struct backend *be, bool on)
 {
-    if (!is_cuda(be))
-        return GLIM_EINVAL;
-    ctx_of(be)->attn_tc = on;
-    return GLIM_OK;
+    return set_switch(be, &cuda_ctx::attn_tc, on);
 }
 
 /* The same for decode and verify (n_tokens <= 16). Default: on, or off when
  * GLIM_CUDA_ATTN_DEC_TC is "0" at creation (then v2). GLIM_EINVAL if not a CUDA backend. */
 extern "C" int backend_cuda_set_attn_dec_tc(struct backend *be, bool on)
 {
-    if (!is_cuda(be))
-        return GLIM_EINVAL;
-    ctx_of(be)->attn_dec_tc = on;
-    return GLIM_OK;
+    return set_switch(be, &cuda_ctx::attn_dec_tc, on);
 }
 
 extern "C" bool backend_cuda_available(void)
