@@ -4,7 +4,10 @@
  * its JSON field names, so numbers compare directly with llama.cpp.
  *
  * Each test gets a fresh session: the depth prefill runs once, untimed; one
- * warm-up (the whole prompt for pp, one token for tg); then -r repetitions,
+ * warm-up (the whole prompt for pp, two tokens for tg: the first decode step runs
+ * eagerly and the second captures the decode graph where the backend has one, so
+ * every timed step replays it, as llama-bench's one-token warm-up captures
+ * llama.cpp's CUDA graph); then -r repetitions,
  * each truncating the session back to the depth first. Token ids are random
  * (seeded), as in llama-bench. Decode tests also report the bytes of weights
  * read per token (every matrix but token_embd, plus one token_embd row) and
@@ -379,8 +382,8 @@ static int run_test(struct glim_model *m, const struct opts *o, struct result *r
     /* ring rows to rewind one repetition; the window, not the ring, sets the attention cost */
     c.sp.n_ring_extra = r->n_prompt + r->n_gen + 1;
     int rc = c.ids && c.logits ? fresh_session(&c, r->n_depth, err) : glim_fail(err, GLIM_ENOMEM, "out of memory");
-    if (!rc)   /* warm-up: the whole prompt, or one decode step */
-        rc = run_once(c.s, r, c.ids, c.logits, c.n_vocab, &c.rng, 1, err);
+    if (!rc)   /* warm-up: the whole prompt, or two decode steps (the eager one and the graph's capture) */
+        rc = run_once(c.s, r, c.ids, c.logits, c.n_vocab, &c.rng, 2, err);
     for (int rep = 0; !rc && rep < o->reps; rep++) {
         if ((rc = rewind_to_depth(&c, r->n_depth, err)))
             break;
