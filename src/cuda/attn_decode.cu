@@ -908,12 +908,17 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
 }
 
 /* The gated fold (one token, D = 128: a warp's float4s are the head's 4 quantizer blocks): lane's
- * four outputs times sigmoid(gate), quantized into Wo's int8 input as quantize_x_kernel<1 +
- * BE_GLU_SIGMOID> would (the same float expressions and block order: the same bits). */
-static __device__ __forceinline__ void attn_gate_quant(const attn_params &a, int64_t row, float4 o, int lane)
+ * four outputs times sigmoid(gate) (g: attn_gate_load's), quantized into Wo's int8 input as
+ * quantize_x_kernel<1 + BE_GLU_SIGMOID> would (the same float expressions and block order: the
+ * same bits). */
+static __device__ __forceinline__ float4 attn_gate_load(const attn_params &a, int64_t row, int lane)
 {
-    int64_t i = row * 32 + lane;   /* float4 index in the token's n_head * 128 values */
-    float4 g = ((const float4 *)a.gate)[i];
+    return ((const float4 *)a.gate)[row * 32 + lane];   /* float4 index in the token's n_head * 128 values */
+}
+
+static __device__ __forceinline__ void attn_gate_quant(const attn_params &a, int64_t row, float4 o, float4 g, int lane)
+{
+    int64_t i = row * 32 + lane;
     o.x = glu_apply<1 + BE_GLU_SIGMOID>(o.x, g.x);
     o.y = glu_apply<1 + BE_GLU_SIGMOID>(o.y, g.y);
     o.z = glu_apply<1 + BE_GLU_SIGMOID>(o.z, g.z);
@@ -928,38 +933,68 @@ static __device__ __forceinline__ void attn_gate_quant(const attn_params &a, int
 static __global__ void __launch_bounds__(32 * ATTN4_COMBINE_WARPS) attn_combine4_kernel(attn_params a)
 {
     __shared__ float4 acc_s[ATTN4_COMBINE_WARPS][32];
-    __shared__ float l_s[ATTN4_COMBINE_WARPS];
-    cuda_pdl_enter();
+    __shared__ float l_s[ATTN4_COMBINE_WARPS], m_s[ATTN4_COMBINE_WARPS];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, D = a.head_dim;
     int64_t row = blockIdx.x;                                   /* t * n_head + h */
+    /* before the wait, what the kernels it waits for do not write: the positions (uploaded before
+     * the step) and the gate (the side stream's GEMV, a full dependency of this launch) */
     int lo, hi, chunk, n_eff;
     attn2_plan(a, (int)(row / a.n_head), &lo, &hi, &chunk, &n_eff);
+    float4 g = a.gate && warp == 0 ? attn_gate_load(a, row, lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    cuda_pdl_enter();
     if (n_eff <= 1) {                                           /* whole CTA: the split wrote the row */
         if (a.gate && warp == 0)
-            attn_gate_quant(a, row, ((const float4 *)(a.out + row * D))[lane], lane);
+            attn_gate_quant(a, row, ((const float4 *)(a.out + row * D))[lane], g, lane);
         return;
     }
     int64_t stride = (int64_t)a.n_tokens * a.n_head * (D + 4);
     const float *p0 = a.part + row * (D + 4);
-    float M = -INFINITY;
-    for (int s = lane; s < n_eff; s += 32)
-        M = fmaxf(M, p0[s * stride + D]);
-    for (int o = 16; o > 0; o >>= 1)
-        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));      /* finite: some split holds the row's keys */
     bool col = 4 * lane < D;
     float L = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int s = warp; s < n_eff; s += ATTN4_COMBINE_WARPS) {
-        const float *ps = p0 + s * stride;
-        float w = expf(ps[D] - M);                             /* m = -inf (no key of the row): 0 */
-        L = fmaf(w, ps[D + 1], L);
-        if (col) {
-            float4 x = ((const float4 *)ps)[lane];
+    if (n_eff <= ATTN4_COMBINE_WARPS) {
+        /* a split a warp: its m, l and columns in one round trip, the max through shared memory
+         * (the loop below with one pass each: the same operations, the same bits) */
+        float m = -INFINITY, l = 0.0f;
+        float4 x = acc;
+        if (warp < n_eff) {
+            const float *ps = p0 + warp * stride;
+            m = ps[D], l = ps[D + 1];
+            if (col)
+                x = ((const float4 *)ps)[lane];
+        }
+        if (lane == 0)
+            m_s[warp] = m;
+        __syncthreads();
+        float M = m_s[0];
+        for (int w = 1; w < n_eff; w++)
+            M = fmaxf(M, m_s[w]);
+        if (warp < n_eff) {
+            float w = expf(m - M);
+            L = fmaf(w, l, L);
             acc.x = fmaf(w, x.x, acc.x);
             acc.y = fmaf(w, x.y, acc.y);
             acc.z = fmaf(w, x.z, acc.z);
             acc.w = fmaf(w, x.w, acc.w);
+        }
+    } else {
+        float M = -INFINITY;
+        for (int s = lane; s < n_eff; s += 32)
+            M = fmaxf(M, p0[s * stride + D]);
+        for (int o = 16; o > 0; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));  /* finite: some split holds the row's keys */
+#pragma unroll 4
+        for (int s = warp; s < n_eff; s += ATTN4_COMBINE_WARPS) {
+            const float *ps = p0 + s * stride;
+            float w = expf(ps[D] - M);                         /* m = -inf (no key of the row): 0 */
+            L = fmaf(w, ps[D + 1], L);
+            if (col) {
+                float4 x = ((const float4 *)ps)[lane];
+                acc.x = fmaf(w, x.x, acc.x);
+                acc.y = fmaf(w, x.y, acc.y);
+                acc.z = fmaf(w, x.z, acc.z);
+                acc.w = fmaf(w, x.w, acc.w);
+            }
         }
     }
     acc_s[warp][lane] = acc;
@@ -977,7 +1012,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_COMBINE_WARPS) attn_combine4
     float4 o = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     ((float4 *)(a.out + row * D))[lane] = o;
     if (a.gate)
-        attn_gate_quant(a, row, o, lane);
+        attn_gate_quant(a, row, o, g, lane);
 }
 
 template <class Tr, int D> static size_t attn_mma_smem(void)
@@ -1067,7 +1102,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     if (failed || (n_splits == 1 && !fold))
         return true;
     if (fold)
-        cuda_side_join(c);   /* the combine reads the gate the side stream makes */
+        cuda_side_join_gate(c);   /* the combine reads the gate the side stream makes */
     cuda_launch_dep(c, dim3((unsigned)((int64_t)x->n_tokens * x->n_head)), dim3(32 * ATTN4_COMBINE_WARPS), 0,
                     attn_combine4_kernel, a);
     if (!CUDA_LAUNCHED(c, "attention v4 combine") && fold)

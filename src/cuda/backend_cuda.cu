@@ -422,7 +422,8 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
 }
 
 /* Wo into L2 while attn_prep and attention run: queued on the side stream after the output gate's
- * GEMV (no join: only a hint), when that GEMV is there (one decode token) and a graph is being
+ * GEMV (no join: only a hint; attention's combine waits for the gate alone, cuda_side_join_gate),
+ * when that GEMV is there (one decode token) and a graph is being
  * captured (GLIM_CUDA_WO_PF: 0 never, 1 / 2 always, 2 evict-last; eager launches it lost: tg128
  * --no-graph 158.8 vs 160.4-161.8 t/s, 2026-12-05); nothing otherwise. Only a weight kept in its
  * file's layout, whose device copy is w->nbytes long. (The next layer's q/k/v kept in L2 through
@@ -431,8 +432,11 @@ static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
     struct cuda_ctx *c = ctx_of(be);
     bool on = c->wo_prefetch > 0 || (c->wo_prefetch < 0 && c->capturing);
-    if (on && c->side_pending && w->dev && !w->aux && w->dev_type == w->type)
+    if (on && c->side_pending && !c->side_more && w->dev && !w->aux && w->dev_type == w->type &&
+        !CUDA_TRY(c, cudaEventRecord(c->side_gate, c->side))) {   /* the gate's end, for the combine */
         cuda_prefetch_l2(c, c->side, w->dev, w->nbytes, c->wo_prefetch == 2);
+        c->side_more = true;
+    }
 }
 
 static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
@@ -716,6 +720,8 @@ static void be_destroy(struct backend *be)
             cudaEventDestroy(c->side_fork);
         if (c->side_done)
             cudaEventDestroy(c->side_done);
+        if (c->side_gate)
+            cudaEventDestroy(c->side_gate);
         if (c->cublas)
             cublasDestroy(c->cublas);
         if (c->stream)
@@ -1062,6 +1068,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         CUDA_TRY(c, cudaStreamCreateWithPriority(&c->side, cudaStreamNonBlocking, prio_least)) ||
         CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_fork, cudaEventDisableTiming)) ||
         CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_done, cudaEventDisableTiming)) ||
+        CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_gate, cudaEventDisableTiming)) ||
         CUBLAS_TRY(c, cublasCreate(&c->cublas)) || CUBLAS_TRY(c, cublasSetStream(c->cublas, c->stream))) {
         int rc = ctx_status(c, err);
         be_destroy(be);

@@ -142,8 +142,9 @@ struct cuda_ctx {
                                     * with this many persistent CTAs an SM, beside attn_prep and attention
                                     * (GLIM_CUDA_GATE_SIDE=0..4, default 2, backend_cuda_set_gate_side); 0: in the job */
     cudaStream_t    side;          /* lower priority than `stream`; forked by side_fork, joined by side_done */
-    cudaEvent_t     side_fork, side_done;
+    cudaEvent_t     side_fork, side_done, side_gate;
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
+    bool            side_more;     /* ... and some queued after the gate GEMV, whose end side_gate marks */
     float          *side_y;        /* ... that work's output (the gate) and its length */
     int64_t         side_n;
     bool            gate_fold;     /* attention's combine applies that gate and quantizes Wo's input (default; GLIM_CUDA_GATE_FOLD=0: off) */
@@ -302,6 +303,17 @@ static inline void cuda_side_join(struct cuda_ctx *c)
     c->side_pending = false;
     CUDA_TRY(c, cudaEventRecord(c->side_done, c->side));
     CUDA_TRY(c, cudaStreamWaitEvent(c->stream, c->side_done, 0));
+}
+
+/* Make `stream` wait for the side stream's gate GEMV only: what was queued after it (the Wo
+ * prefetch, a hint nothing reads) stays pending for the next op's cuda_side_join */
+static inline void cuda_side_join_gate(struct cuda_ctx *c)
+{
+    if (!c->side_pending || !c->side_more) {
+        cuda_side_join(c);
+        return;
+    }
+    CUDA_TRY(c, cudaStreamWaitEvent(c->stream, c->side_gate, 0));
 }
 
 /* Launch k on ctx's stream; as a programmatic dependent launch when ctx->pdl_all

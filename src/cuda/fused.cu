@@ -298,45 +298,76 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
  * row then goes through shared memory, since a RoPE pair spans two threads' elements.
  * (A warp per head, attn_prep.cuh's prep_head_warp, measured slower as this op's kernel:
  * a lane then computes two RoPE angles in double; tg128 158.5 vs 161.9 t/s, 2026-12-03.) */
+#define PREP_PER (PREP_MAX_DIM / 64)   /* elements a thread: rms_threads(head_dim <= 256) = 64 */
 static __global__ void attn_prep_kernel(prep_params p)
 {
     __shared__ double red[32];
     __shared__ float row[PREP_MAX_DIM];
-    cuda_pdl_enter();
-    int per_token = p.n_qb + p.n_head_kv, D = p.head_dim;
+    int per_token = p.n_qb + p.n_head_kv, D = p.head_dim, tid = threadIdx.x, bd = blockDim.x, n_pairs = p.n_rot / 2;
     int t = blockIdx.x / per_token, hh = blockIdx.x % per_token, hk = hh - p.n_qb;
     bool is_q = hk < 0;
     float *src = is_q ? p.q + ((int64_t)t * p.n_head + hh) * D : p.k + ((int64_t)t * p.n_head_kv + hk) * D;
     const float *w = is_q ? p.q_norm : p.k_norm;
+    int64_t kv_dim = (int64_t)p.n_head_kv * D;
+    const float *vr = is_q ? NULL : p.v + t * kv_dim + (int64_t)hk * D;
+    /* before the wait, what no kernel of the step writes: the norm weights, the position (uploaded
+     * before the step) and, without the step's table, its RoPE angles; the chain after the q/k/v
+     * GEMV's end then starts at the head's own loads */
+    float wv[PREP_PER], xv[PREP_PER], vv[PREP_PER];
+    float2 cs[PREP_PER / 2];
+    int32_t pos = p.pos[t];
+#pragma unroll
+    for (int j = 0; j < PREP_PER; j++)
+        wv[j] = w && tid + j * bd < D ? w[tid + j * bd] : 1.0f;
+#pragma unroll
+    for (int j = 0; j < PREP_PER / 2; j++)
+        if (p.rope && !p.cs && tid + j * bd < n_pairs)
+            rope_cos_sin(pos, p.rope_base, tid + j * bd, p.n_rot, &cs[j].x, &cs[j].y);
+    cuda_pdl_enter();
+#pragma unroll
+    for (int j = 0; j < PREP_PER; j++) {   /* the head, its value row and the table's angles at once */
+        int i = tid + j * bd;
+        xv[j] = i < D ? src[i] : 0.0f;
+        vv[j] = vr && i < D ? vr[i] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < PREP_PER / 2; j++)
+        if (p.rope && p.cs && tid + j * bd < n_pairs)
+            cs[j] = __ldcg(p.cs + (int64_t)t * n_pairs + tid + j * bd);   /* written by the step's rope_table */
     float r = 0.0f;
     if (w) {   /* uniform over the block: block_sum's barriers are safe */
         double ss = 0.0;
-        for (int i = threadIdx.x; i < D; i += blockDim.x)
-            ss += (double)src[i] * src[i];
+#pragma unroll
+        for (int j = 0; j < PREP_PER; j++)
+            if (tid + j * bd < D)
+                ss += (double)xv[j] * xv[j];
         r = rms_scale(block_sum(ss, red), D, p.eps);
     }
-    for (int i = threadIdx.x; i < D; i += blockDim.x)
-        row[i] = w ? rms_apply(src[i], r, w, i) : src[i];
+#pragma unroll
+    for (int j = 0; j < PREP_PER; j++)
+        if (tid + j * bd < D)
+            row[tid + j * bd] = w ? xv[j] * r * wv[j] : xv[j];   /* rms_apply's product */
     __syncthreads();
-    int32_t pos = p.pos[t];
     if (p.rope) {
-        for (int i = threadIdx.x; i < p.n_rot / 2; i += blockDim.x) {
-            float cs, sn;
-            prep_cos_sin(p, t, pos, i, &cs, &sn);
-            rope_pair(row, i, p.n_rot, p.neox, cs, sn);
-        }
+#pragma unroll
+        for (int j = 0; j < PREP_PER / 2; j++)
+            if (tid + j * bd < n_pairs)
+                rope_pair(row, tid + j * bd, p.n_rot, p.neox, cs[j].x, cs[j].y);
         __syncthreads();
     }
-    for (int i = threadIdx.x; i < D; i += blockDim.x)
+    for (int i = tid; i < D; i += bd)
         src[i] = row[i];
     if (is_q)
         return;
-    int64_t kv_dim = (int64_t)p.n_head_kv * D, slot = (int64_t)pos % p.n_slots;
-    const float *vr = p.v + t * kv_dim + (int64_t)hk * D;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        int64_t at = slot * kv_dim + (int64_t)hk * D + i;
-        kv_put(p.k_cache, p.kv_type, at, row[i]);
-        kv_put(p.v_cache, p.kv_type, at, vr[i]);
+    int64_t slot = (int64_t)pos % p.n_slots;
+#pragma unroll
+    for (int j = 0; j < PREP_PER; j++) {
+        int i = tid + j * bd;
+        if (i < D) {
+            int64_t at = slot * kv_dim + (int64_t)hk * D + i;
+            kv_put(p.k_cache, p.kv_type, at, row[i]);
+            kv_put(p.v_cache, p.kv_type, at, vv[j]);
+        }
     }
 }
 

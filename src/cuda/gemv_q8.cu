@@ -743,7 +743,7 @@ bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     c->stream = c->side, c->gemv_persist = c->side_ctas, c->pdl = c->pdl_all = false;
     cuda_matmul_q8_n(c, 1, &y, &w, x, 1, NULL, 0);   /* finds x's int8 copy: launches the GEMV only */
     c->stream = main, c->gemv_persist = persist, c->pdl = pdl, c->pdl_all = pdl_all;
-    c->side_pending = true;
+    c->side_pending = true, c->side_more = false;
     c->side_y = y, c->side_n = w->n;
     c->side_used++;
     return true;

@@ -142,12 +142,11 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
     bool swa = hp->is_swa[il];
     /* RoPE only on sliding layers; global layers are NoPE and see the whole context */
     struct attend_opts o = {.rope = swa, .rope_base = hp->rope_base_swa, .neox = hp->rope_neox,
-                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate, .pre = pre};
+                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate, .pre = pre,
+                            .next = &L->wo};
 
     arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
     const struct backend_i *op = be->i;
-    if (op->prefetch)
-        op->prefetch(be, &L->wo);
     if (op->matmul_glu) {   /* gate before Wo, folded into Wo's input */
         op->matmul_glu(be, s->o, &L->wo, s->a, s->g, BE_GLU_SIGMOID, T);
     } else {
