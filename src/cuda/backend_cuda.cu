@@ -424,14 +424,15 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
 /* Wo into L2 while attn_prep and attention run: queued on the side stream after the output gate's
  * GEMV (no join: only a hint; attention's combine waits for the gate alone, cuda_side_join_gate),
  * when that GEMV is there (one decode token) and a graph is being
- * captured (GLIM_CUDA_WO_PF: 0 never, 1 / 2 always, 2 evict-last; eager launches it lost: tg128
- * --no-graph 158.8 vs 160.4-161.8 t/s, 2026-12-05); nothing otherwise. Only a weight kept in its
+ * captured (GLIM_CUDA_WO_PF: 0 never, the default; 1 / 2 always, 2 evict-last; 3 in graphs. Eager
+ * launches it lost: tg128 --no-graph 158.8 vs 160.4-161.8 t/s, 2026-12-05; once attn_prep and the
+ * combine loaded before their waits it lost in graphs too: H100 143.80 vs 144.70); nothing otherwise. Only a weight kept in its
  * file's layout, whose device copy is w->nbytes long. (The next layer's q/k/v kept in L2 through
  * the FFN with an evict-last policy gave nothing: H100 140.43 / 140.06 vs 140.06-140.45 t/s.) */
 static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
     struct cuda_ctx *c = ctx_of(be);
-    bool on = c->wo_prefetch > 0 || (c->wo_prefetch < 0 && c->capturing);
+    bool on = (c->wo_prefetch == 1 || c->wo_prefetch == 2) || (c->wo_prefetch == 3 && c->capturing);
     if (on && c->side_pending && !c->side_more && w->dev && !w->aux && w->dev_type == w->type &&
         !CUDA_TRY(c, cudaEventRecord(c->side_gate, c->side))) {   /* the gate's end, for the combine */
         cuda_prefetch_l2(c, c->side, w->dev, w->nbytes, c->wo_prefetch == 2);
@@ -1115,7 +1116,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* default: tg128 141.42 / 141.28 vs 140.72 / 140.40 / 140.38 t/s, the logits identical (H100, 2026-12-05) */
     c->norm_scratch = !(f_ns && strcmp(f_ns, "0") == 0);
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
-    c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '2' && !f_pf[1] ? f_pf[0] - '0' : -1;
+    c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);
