@@ -689,10 +689,10 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     extern __shared__ uint4 smem_mma[];
     E *kv_s = (E *)smem_mma;
 
-    cuda_pdl_enter();
     int tg = a.kvh_x ? blockIdx.z : blockIdx.x, s = blockIdx.y, kvh = a.kvh_x ? blockIdx.x : blockIdx.z;
     int lo_u, hi_u, chunk, n_eff;
-    attn2_plan(a, tg * a.tpc, &lo_u, &hi_u, &chunk, &n_eff);
+    attn2_plan(a, tg * a.tpc, &lo_u, &hi_u, &chunk, &n_eff);   /* the positions: uploaded before the step */
+    cuda_pdl_enter();
     if (s >= n_eff)
         return;                                            /* whole CTA: no barrier reached */
     int k_begin = lo_u + s * chunk, k_end = min(hi_u + 1, k_begin + chunk);
