@@ -423,11 +423,11 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
 
 /* Wo into L2 while attn_prep and attention run: queued on the side stream after the output gate's
  * GEMV (no join: only a hint; attention's combine waits for the gate alone, cuda_side_join_gate),
- * when that GEMV is there (one decode token) and a graph is being
- * captured (GLIM_CUDA_WO_PF: 0 never, the default; 1 / 2 always, 2 evict-last; 3 in graphs. Eager
- * launches it lost: tg128 --no-graph 158.8 vs 160.4-161.8 t/s, 2026-12-05; once attn_prep and the
- * combine loaded before their waits it lost in graphs too: H100 143.80 vs 144.70); nothing otherwise. Only a weight kept in its
- * file's layout, whose device copy is w->nbytes long. (The next layer's q/k/v kept in L2 through
+ * when that GEMV is there (one decode token). GLIM_CUDA_WO_PF: 0 never (the default), 1 always,
+ * 2 always with an evict-last policy, 3 while a graph is captured. Eagerly it lost (tg128 --no-graph
+ * 158.8 vs 160.4-161.8 t/s, 2026-12-05); since attn_prep and the combine load before their waits it
+ * loses in graphs too (H100: 143.80 vs 144.70 off, 146.41 in graphs vs 147.58). Only a weight kept in
+ * its file's layout, whose device copy is w->nbytes long. (The next layer's q/k/v kept in L2 through
  * the FFN with an evict-last policy gave nothing: H100 140.43 / 140.06 vs 140.06-140.45 t/s.) */
 static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
