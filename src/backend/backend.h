@@ -105,7 +105,11 @@ struct be_attn_prep_args {
     /* device [n_tokens][n_rot / 2] (cos, sin) as rope_table wrote them for pos, n_rot and
      * rope_base; NULL: the backend computes them */
     const float            *rope_cs;
+    int32_t                 pos_host0;   /* host copy of pos[0] (a backend may pick kernels by it, as
+                                          * graph_class says; never its results) */
 };
+
+#define BE_GRAPH_CLASSES 2
 
 #define BE_FETCH_SLOTS 4
 #define BE_FETCH_MAX   256
@@ -235,6 +239,10 @@ struct backend_i {
     int  (*graph_end)(struct backend *be, void **graph, struct glim_err *err);
     int  (*graph_launch)(struct backend *be, void *graph, struct glim_err *err);
     void (*graph_free)(struct backend *be, void *graph);
+    /* optional: the class (0 .. BE_GRAPH_CLASSES - 1) of a one-token decode step at position pos:
+     * steps of different classes may run different kernels (e.g. a short-context attention), so
+     * a graph captured for one class is replayed only for steps of it. NULL: always 0 */
+    int  (*graph_class)(struct backend *be, int32_t pos);
 };
 
 struct backend {

@@ -1053,12 +1053,19 @@ static bool attn_gate_plan(struct cuda_ctx *c, const struct be_attn_args *x, att
 {
     int64_t k = (int64_t)x->n_head * x->head_dim;
     if (!c->gate_fold || !c->side_pending || !c->side_y || x->n_tokens != 1 || x->head_dim != 128 ||
-        c->side_n != k || c->exact || ((uintptr_t)c->side_y & 15) ||
-        !cuda_buf_reserve(c, &c->att_q, (size_t)k + (size_t)(k / 32) * sizeof(float2)))
+        c->side_n != k || c->exact || ((uintptr_t)c->side_y & 15) || !cuda_attn_gate_buf(c, x, &a->gq, &a->gd))
         return false;
     a->gate = c->side_y;
-    a->gq = (int8_t *)c->att_q.p;
-    a->gd = (float2 *)((uint8_t *)c->att_q.p + k);
+    return true;
+}
+
+bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t **gq, float2 **gd)
+{
+    int64_t k = (int64_t)x->n_head * x->head_dim;
+    if (!cuda_buf_reserve(c, &c->att_q, (size_t)k + (size_t)(k / 32) * sizeof(float2)))
+        return false;
+    *gq = (int8_t *)c->att_q.p;
+    *gd = (float2 *)((uint8_t *)c->att_q.p + k);
     return true;
 }
 

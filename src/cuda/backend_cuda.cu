@@ -94,9 +94,27 @@ void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b)
     b->nbytes = 0;
 }
 
-static struct cuda_ctx *ctx_of(struct backend *be)
+/* the context as it is: only for the ops a deferred attn_prep may wait across (attention, prefetch) */
+static struct cuda_ctx *ctx_raw(struct backend *be)
 {
     return (struct cuda_ctx *)be->ctx;
+}
+
+/* launch the attn_prep that matmul_attn_prep left to the attention after it (cuda_attn_short_ok) */
+static void short_flush(struct cuda_ctx *c)
+{
+    if (!c->short_pending)
+        return;
+    c->short_pending = false;
+    cuda_attn_prep(c, &c->short_prep);
+}
+
+/* the context of any op but attention and prefetch: a deferred attn_prep runs first */
+static struct cuda_ctx *ctx_of(struct backend *be)
+{
+    struct cuda_ctx *c = ctx_raw(be);
+    short_flush(c);
+    return c;
 }
 
 /* ctx of an op that may read or write what work on the side stream uses: joins it first */
@@ -431,7 +449,7 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
  * the FFN with an evict-last policy gave nothing: H100 140.43 / 140.06 vs 140.06-140.45 t/s.) */
 static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = ctx_raw(be);   /* a hint: the deferred attn_prep may wait across it */
     bool on = (c->wo_prefetch == 1 || c->wo_prefetch == 2) || (c->wo_prefetch == 3 && c->capturing);
     if (on && c->side_pending && !c->side_more && w->dev && !w->aux && w->dev_type == w->type &&
         !CUDA_TRY(c, cudaEventRecord(c->side_gate, c->side))) {   /* the gate's end, for the combine */
@@ -497,10 +515,36 @@ static void be_kv_store(struct backend *be, void *k_cache, void *v_cache, uint32
     cuda_kv_store(ctx_of(be), k_cache, v_cache, kv_type, n_slots, k, v, n_tokens, pos, kv_dim);
 }
 
+/* The output gate the short kernel applies to a's rows: the gate fold's conditions (attn_gate_plan),
+ * with the gate from the side stream (joined here: the kernel reads it) or from the q/k/v job */
+static const float *short_gate(struct cuda_ctx *c, const struct be_attn_args *a)
+{
+    const float *g = c->short_gate;
+    if (!g || !c->gate_fold || c->exact || c->short_gate_n != (int64_t)a->n_head * a->head_dim || ((uintptr_t)g & 15))
+        return NULL;
+    if (c->short_side) {
+        if (!c->side_pending || c->side_y != g)
+            return NULL;
+        cuda_side_join_gate(c);
+    }
+    return g;
+}
+
+/* attention; after a matmul_attn_prep that left its attn_prep here, both as the short kernel when
+ * it takes them (attn_short.cu), else the two ops */
 static void be_attention(struct backend *be, const struct be_attn_args *a)
 {
-    cuda_xq_forget(ctx_of(be));
-    cuda_attention(ctx_of(be), a);
+    struct cuda_ctx *c = ctx_raw(be);
+    cuda_xq_forget(c);
+    if (c->short_pending) {
+        c->short_pending = false;
+        if (cuda_attn_short(c, &c->short_prep, a, short_gate(c, a))) {
+            c->short_used++;
+            return;
+        }
+        cuda_attn_prep(c, &c->short_prep);
+    }
+    cuda_attention(c, a);
 }
 
 static void be_add_rmsnorm(struct backend *be, float *x, float *h, float *o, const struct be_weight *w_o,
@@ -532,10 +576,14 @@ static void prep_finish(struct cuda_ctx *c, const struct be_attn_prep_args *a)
 {
     c->prep_req = NULL;
     cuda_xq_forget(c);
-    if (!c->prep_taken)
-        cuda_attn_prep(c, a);
-    else
+    if (c->prep_taken) {
         c->prep_used++;
+    } else if (cuda_attn_short_ok(c, a)) {   /* the attention after it does it (be_attention) */
+        c->short_prep = *a;
+        c->short_pending = true;
+    } else {
+        cuda_attn_prep(c, a);
+    }
 }
 
 /* One token's q/k/v(/gate) GEMV runs attn_prep in the last warp of each head (ctx->prep_fold, opt-in
@@ -546,11 +594,16 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     struct cuda_ctx *c = op_ctx(be);
     c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? a : NULL;
     c->prep_taken = false;
+    c->short_gate = n == 4 && n_rows == 1 ? ys[3] : NULL;   /* for the short kernel (be_attention) */
+    c->short_gate_n = n == 4 ? ws[3]->n : 0;
+    c->short_side = false;
     /* a 4th part (the output gate) is read by no attn_prep or attention (backend.h): its GEMV may
      * run beside the q/k/v GEMV, attn_prep and attention, on the side stream (a prep fold needs
      * parts 0..2 only) */
-    if (n == 4 && n_rows == 1 && cuda_matmul_side(c, ys[3], ws[3], x))
+    if (n == 4 && n_rows == 1 && cuda_matmul_side(c, ys[3], ws[3], x)) {
         n = 3;
+        c->short_side = true;
+    }
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
     prep_finish(c, a);
 }
@@ -660,6 +713,14 @@ static int be_graph_launch(struct backend *be, void *graph, struct glim_err *err
     return ctx_status(c, err);
 }
 
+/* Decode steps whose context the short kernel takes run other kernels than longer ones: a graph
+ * captured for one class is replayed only for steps of it */
+static int be_graph_class(struct backend *be, int32_t pos)
+{
+    const struct cuda_ctx *c = ctx_raw(be);
+    return c->attn_short && pos >= 0 && pos < CUDA_SHORT_KEYS ? 1 : 0;
+}
+
 static void be_graph_free(struct backend *be, void *graph)
 {
     if (!graph)
@@ -676,7 +737,7 @@ static void be_destroy(struct backend *be)
 {
     if (!be)
         return;
-    struct cuda_ctx *c = ctx_of(be);
+    struct cuda_ctx *c = ctx_raw(be);
     if (c) {
         cudaSetDevice(c->device);
         if (c->stream) {   /* every scratch buffer of the context */
@@ -795,6 +856,7 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
     o.graph_end = be_graph_end;
     o.graph_launch = be_graph_launch;
     o.graph_free = be_graph_free;
+    o.graph_class = be_graph_class;
     return o;
 }
 
@@ -942,6 +1004,12 @@ extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::gate_fold, on);
 }
 
+/* one decode token's attn_prep, attention and gate in one launch at short contexts (attn_short.cu) */
+extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::attn_short, on);
+}
+
 /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
 extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on)
 {
@@ -968,6 +1036,11 @@ extern "C" int backend_cuda_get_norm_scratch(struct backend *be)
 extern "C" long backend_cuda_att_used(struct backend *be)
 {
     return get_count(be, &cuda_ctx::att_used, 0);
+}
+
+extern "C" long backend_cuda_short_used(struct backend *be)
+{
+    return get_count(be, &cuda_ctx::short_used, 0);
 }
 
 /* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
@@ -1115,6 +1188,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_ns = getenv("GLIM_CUDA_NORM_SCRATCH");
     /* default: tg128 141.42 / 141.28 vs 140.72 / 140.40 / 140.38 t/s, the logits identical (H100, 2026-12-05) */
     c->norm_scratch = !(f_ns && strcmp(f_ns, "0") == 0);
+    const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT");
+    c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

@@ -155,6 +155,14 @@ struct cuda_ctx {
     bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=0: stored) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; 0 off, 3 in graphs) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
+    bool            attn_short;    /* one decode token's attn_prep, attention and gate in one launch while the
+                                    * context is short (attn_short.cu; GLIM_CUDA_ATTN_SHORT=0: off) */
+    bool            short_pending; /* matmul_attn_prep left its attn_prep to the attention after it: */
+    struct be_attn_prep_args short_prep;   /* ... this one (any other op first launches it) */
+    const float    *short_gate;    /* ... and the output gate of that q/k/v job (NULL: none), */
+    int64_t         short_gate_n;  /* ... its length */
+    bool            short_side;    /* ... made on `side` */
+    long            short_used;    /* attentions the short kernel took (tests) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
@@ -279,6 +287,18 @@ extern "C" int backend_cuda_get_norm_scratch(struct backend *be);
 /* gemv_q8.cu: whether a one-row matmul of w reads its input only as quantize_x's K45 int8 copy */
 bool cuda_q8_k45(const struct cuda_ctx *c, const struct be_weight *w);
 extern "C" long backend_cuda_att_used(struct backend *be);
+/* attn_short.cu: contexts of at most this many keys take the short kernel (a decode graph class) */
+#define CUDA_SHORT_KEYS 256
+/* ... whether p (one decode token at p->pos_host0) is the short kernel's */
+bool cuda_attn_short_ok(const struct cuda_ctx *c, const struct be_attn_prep_args *p);
+/* ... attn_prep(p) then attention(x) in one launch, with Wo's gated int8 input (att_q) when gate is
+ * given (ready in stream order); false: not its shapes (nothing launched) */
+bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, const struct be_attn_args *x,
+                     const float *gate);
+/* attn_decode.cu: att_q sized for x's gated output, its int8 part and scales; false: failure recorded */
+bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t **gq, float2 **gd);
+extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
+extern "C" long backend_cuda_short_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);

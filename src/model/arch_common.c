@@ -209,15 +209,18 @@ static int step_ops(arch_body_fn body, struct glim_model *m, struct kv_cache *kv
     return GLIM_OK;
 }
 
-/* step_ops, eagerly for the first such step of a session (*count), captured into *graph on the
- * second and replayed after: a capture that fails leaves the session eager. */
+/* step_ops, eagerly for the first such step of a session (*count), captured into the graph of
+ * the step's class (graphs[graph_class]) on the first step of it after and replayed after: a
+ * capture that fails leaves the session eager. */
 static int decode_step(arch_body_fn body, struct glim_model *m, struct kv_cache *kv, const struct fwd_batch *b,
-                       struct fwd_scratch *s, void **graph, int64_t *count, bool greedy, struct glim_err *err)
+                       struct fwd_scratch *s, void **graphs, int64_t *count, bool greedy, struct glim_err *err)
 {
     struct backend *be = m->be;
     int rc;
     if (!graphable(m, kv, b) || (*count)++ < 1)
         return step_ops(body, m, kv, b, s, greedy, err);
+    int cls = be->i->graph_class ? be->i->graph_class(be, b->pos0) : 0;
+    void **graph = &graphs[cls >= 0 && cls < BE_GRAPH_CLASSES ? cls : 0];
     if (!*graph) {
         if ((rc = be->i->graph_begin(be, err)) != GLIM_OK)
             return rc;
@@ -243,7 +246,7 @@ int arch_finish(struct glim_model *m, struct kv_cache *kv, const struct fwd_batc
             return rc;
         return b->n_out ? arch_output(m, b, s, err) : GLIM_OK;
     }
-    int rc = decode_step(body, m, kv, b, s, &kv->graph, &kv->n_decode, false, err);
+    int rc = decode_step(body, m, kv, b, s, kv->graph, &kv->n_decode, false, err);
     return rc != GLIM_OK ? rc : arch_deliver(m, b, s, 0, 1, err);
 }
 
@@ -261,7 +264,7 @@ int arch_greedy_step(struct glim_model *m, struct kv_cache *kv, void *scratch, c
     if (rc != GLIM_OK)
         return rc;
     *dev_tok = s.ids;
-    return decode_step(m->arch->body, m, kv, &b, &s, &kv->graph_greedy, &kv->n_greedy, true, err);
+    return decode_step(m->arch->body, m, kv, &b, &s, kv->graph_greedy, &kv->n_greedy, true, err);
 }
 
 /* ys[i] = x . ws[i]^T for weights that share one input: one backend call when it can. */
@@ -295,7 +298,7 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         .q_norm = L->q_norm.host ? &L->q_norm : NULL, .k_norm = L->k_norm.host ? &L->k_norm : NULL,
         .rope = o->rope, .neox = o->neox, .n_rot = hp->n_rot, .rope_base = o->rope_base,
         .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type, .n_slots = c->n_slots,
-        .n_tokens = T, .pos = s->pos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
+        .n_tokens = T, .pos = s->pos, .n_head = H, .n_head_kv = Hkv, .head_dim = D, .pos_host0 = pos0,
     };
     int n = o->gate ? 4 : 3;
     bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */

@@ -43,10 +43,12 @@ void kv_cache_free(struct kv_cache *kv)
 {
     if (!kv)
         return;
-    if (kv->graph && kv->be->i->graph_free)
-        kv->be->i->graph_free(kv->be, kv->graph);
-    if (kv->graph_greedy && kv->be->i->graph_free)
-        kv->be->i->graph_free(kv->be, kv->graph_greedy);
+    for (int i = 0; i < BE_GRAPH_CLASSES && kv->be->i->graph_free; i++) {
+        if (kv->graph[i])
+            kv->be->i->graph_free(kv->be, kv->graph[i]);
+        if (kv->graph_greedy[i])
+            kv->be->i->graph_free(kv->be, kv->graph_greedy[i]);
+    }
     if (kv->layers) {
         for (int il = 0; il < kv->n_layer; il++) {
             kv->be->i->release(kv->be, kv->layers[il].k);

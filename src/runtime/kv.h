@@ -31,12 +31,13 @@ struct kv_cache {
     int64_t          pos;       /* next position to write (= tokens held) */
     int64_t          pos_hi;    /* one past the highest position ever stored */
     struct kv_layer *layers;    /* owned [n_layer] */
-    /* a captured single-token decode step over these buffers (backend graph) */
-    void            *graph;     /* owned by the backend; NULL until captured */
+    /* a captured single-token decode step over these buffers (backend graph), one per class of
+     * step (backend_i.graph_class) */
+    void            *graph[BE_GRAPH_CLASSES];   /* owned by the backend; NULL until captured */
     bool             graph_ok;  /* false after a failed capture: stay eager */
     int64_t          n_decode;  /* single-token steps so far (capture on the second) */
     /* the same step followed by the device's greedy pick of the next token (arch_greedy_step) */
-    void            *graph_greedy;
+    void            *graph_greedy[BE_GRAPH_CLASSES];
     int64_t          n_greedy;
 };
 
