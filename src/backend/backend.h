@@ -204,7 +204,9 @@ struct backend_i {
     void (*attention_prep)(struct backend *be, const struct be_attn_prep_args *p, const struct be_attn_args *a);
     /* = matmul_n(n, ys, ws, x, n_rows) then attn_prep(a), where ys[0..2] are a's q, k, v; the
      * parts after them (the output gate) are read by no attn_prep or attention, so a backend may
-     * finish them while those run (before any other op) */
+     * finish them while those run (before any other op). When the next op is the attention that
+     * reads a's q and caches, a backend may run attn_prep with it: q and k are then scratch after
+     * that attention, as with attention_prep */
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
     /* optional hint, no effect on any result: w is read soon (the output projection after the

@@ -7,8 +7,8 @@
  * memory sits idle. Here one CTA per query head does it all with one PDL wait: before the wait
  * its 8 warps load the old keys and values (earlier steps wrote them; 32 keys a warp, a lane's
  * 4 dims of each into registers); after it, warp 0 prepares the head's q and warp 1 the group's
- * new key (attn_prep.cuh's expressions: the cache row and the q/k written back are attn_prep's
- * bits), scores and softmax stay in registers (a transposed butterfly gives lane j key j's
+ * new key (attn_prep.cuh's expressions: the cache row is attn_prep's bits; q and k are left as
+ * they were, scratch by backend.h), scores and softmax stay in registers (a transposed butterfly gives lane j key j's
  * score), the warps meet in shared memory once, and warp 0 writes the row and, with an output
  * gate, Wo's gated int8 input (quantize_x's expressions, as the combine of attention v4 makes it).
  *
@@ -140,15 +140,13 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
                 rope_pair(rows[warp], i, p.n_rot, p.neox, cs_s[i].x, cs_s[i].y);
             __syncwarp();
         }
-        float *back = warp == 0 ? p.q + (int64_t)h * D : p.k + (int64_t)kvh * D;
-        bool store = warp == 0 || rq == 0;                   /* one CTA of the group writes k */
+        /* q and k stay unprepared (backend.h: scratch after an attention that follows): the other
+         * CTAs of the group still read k */
         int64_t at = (int64_t)pos % p.n_slots * kv_dim + (int64_t)kvh * D;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             int i = lane + 32 * e;
             float v = rows[warp][i];
-            if (store)
-                back[i] = v;                                 /* as attn_prep leaves q and k */
             if (warp == 1) {
                 if (rq == 0) {
                     kv_put(p.k_cache, p.kv_type, at + i, v);
