@@ -69,6 +69,7 @@ int backend_cuda_set_norm_scratch(struct backend *be_, bool on);   /* the fused 
 int backend_cuda_get_norm_scratch(struct backend *be_);
 long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_set_attn_short(struct backend *be_, bool on);   /* attn_short.cu at short contexts (default on) */
+int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling the side gate's flag (default on) */
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
@@ -2031,6 +2032,15 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     uint8_t *cache0 = malloc(2 * cb);
     for (size_t i = 0; i < 2 * cb; i++)
         cache0[i] = (uint8_t)rnd();
+    if (mode >= SHORT) {   /* finite keys and values: the comparison is within a tolerance, not of bytes */
+        int64_t kv_dim = (int64_t)Hkv * D;
+        float *fk = rand_vec(n_slots * kv_dim, 3.0f), *fv = rand_vec(n_slots * kv_dim, 2.0f);
+        int32_t *fill = malloc((size_t)n_slots * 4);
+        for (int64_t i = 0; i < n_slots; i++)
+            fill[i] = (int32_t)i;
+        cpu_ref_kv_store(cache0, cache0 + cb, kv_type, n_slots, fk, fv, (int)n_slots, fill, kv_dim);
+        free(fk), free(fv), free(fill);
+    }
     int32_t pos[4];
     for (int t = 0; t < T; t++)
         pos[t] = p0 + t;
@@ -2225,9 +2235,12 @@ static void test_attn_short(void)
         return;
     }
     int side0 = backend_cuda_get_gate_side(be);
-    for (int side = 2; side >= 0; side -= 2) {
+    for (int side = 3; side >= 0; side--) {   /* the side gate's flag polled (3: 2 CTAs an SM) or joined (2), in the job (0) */
+        if (side == 1)
+            continue;
+        CHECK_EQ(backend_cuda_set_short_poll(be, side == 3), GLIM_OK);
         for (int mode = SHORT; mode <= SHORT_GRAPH; mode++) {
-            CHECK_EQ(backend_cuda_set_gate_side(be, side), GLIM_OK);
+            CHECK_EQ(backend_cuda_set_gate_side(be, side == 3 ? 2 : side), GLIM_OK);
             /* Muse Glimmer: sliding (QK-norm, NORM RoPE) and global (NoPE) layers, v Q6_K or Q4_K */
             check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 200, GLIM_TYPE_BF16, true);
             check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 0, GLIM_TYPE_F16, true);
@@ -2248,6 +2261,7 @@ static void test_attn_short(void)
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 10, GLIM_TYPE_BF16, false);
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 10, GLIM_TYPE_F32, false);
     CHECK_EQ(backend_cuda_set_attn_short(be, false), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_short_poll(be, true), GLIM_OK);
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
 }
 

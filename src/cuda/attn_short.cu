@@ -33,9 +33,18 @@ struct short_params {
     const float *gate;        /* NULL, or sigmoid gate [n_head][128]: out * sigmoid(gate) into gq, gd */
     int8_t      *gq;
     float2      *gd;
+    unsigned    *ready;       /* NULL, or the side GEMV's flag for the gate (gemv_job.ready): polled,
+                               * and reset by the last CTA to read it */
     int          window, group;
     float        scale;
 };
+
+static __device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 
 /* 4 cache elements (8 bytes) as floats, and a float rounded as kv_put stores it */
 static __device__ __forceinline__ float4 short_f4(uint2 r, bool bf16)
@@ -104,7 +113,11 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     float2 csv = make_float2(1.0f, 0.0f);
     if ((int)threadIdx.x < n_pairs && !p.cs)
         rope_cos_sin(pos, p.rope_base, threadIdx.x, p.n_rot, &csv.x, &csv.y);
-    cuda_pdl_enter();
+    /* With a flag to poll, the next kernel may start only once the gate is there: its CTAs would
+     * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock) */
+    cuda_pdl_wait();
+    if (!a.ready)
+        cuda_pdl_trigger();
 
     /* after it, at once: the head's q (warp 0), the group's new k (warp 1) and v (warp 2), the angles */
     const float *src = warp == 0 ? p.q + (int64_t)h * D : warp == 1 ? p.k + (int64_t)kvh * D : p.v + (int64_t)kvh * D;
@@ -112,6 +125,11 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
 #pragma unroll
     for (int e = 0; e < 4; e++)
         x[e] = warp < 3 ? __ldcg(src + lane + 32 * e) : 0.0f;
+    const int64_t gi = (int64_t)h * 32 + lane;              /* this lane's float4 of the gate */
+    float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (warp == 3 && a.gate && !a.ready)                     /* ready now: the q/k/v job's, or joined */
+        g = __ldcg((const float4 *)a.gate + gi);
+    float4 *g_s = &acc_s[0][0];                              /* warp 3 hands it to warp 0 (below) */
     if ((int)threadIdx.x < n_pairs) {
         if (p.cs)
             csv = __ldcg(p.cs + threadIdx.x);                /* written by the step's rope_table */
@@ -133,7 +151,10 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
         for (int e = 0; e < 4; e++)
             rows[2][lane + 32 * e] = short_round(x[e], BF16);
     }
-    __syncthreads();   /* the angles, the value row */
+    if (warp == 3)
+        g_s[lane] = g;
+    __syncthreads();   /* the angles, the value row, the gate */
+    g = g_s[lane];
     if (warp < 2) {
         if (n_pairs) {
             for (int i = lane; i < n_pairs; i += 32)
@@ -199,12 +220,24 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
             acc.w = fmaf(pj, v.w, acc.w);
         }
     }
+    __syncthreads();   /* every warp has its copy of the gate */
     acc_s[warp][lane] = acc;
     if (lane == 0)
         m_s[warp] = m, l_s[warp] = l;
     __syncthreads();
     if (warp != 0)
         return;
+    if (a.gate && a.ready) {   /* the side GEMV's flag (gemv_job.ready), then its rows */
+        if (lane == 0) {
+            while (!ld_acquire(a.ready + 1))
+                __nanosleep(64);
+            if (atomicAdd(a.ready + 2, 1u) == gridDim.x - 1)   /* the last reader resets it */
+                a.ready[2] = 0u, a.ready[1] = 0u;
+        }
+        __syncwarp();
+        g = __ldcg((const float4 *)a.gate + gi);
+        cuda_pdl_trigger();
+    }
     float M = m_s[0], L = 0.0f;                              /* warp 0 always holds key lo */
 #pragma unroll
     for (int i = 1; i < SHORT_WARPS; i++)
@@ -224,8 +257,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     o = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
     ((float4 *)(a.out + (int64_t)h * D))[lane] = o;
     if (a.gate) {   /* attn_gate_quant's expressions (attn_decode.cu) */
-        int64_t i = (int64_t)h * 32 + lane;
-        float4 g = __ldcg((const float4 *)a.gate + i);
+        int64_t i = gi;
         o.x = glu_apply<1 + BE_GLU_SIGMOID>(o.x, g.x);
         o.y = glu_apply<1 + BE_GLU_SIGMOID>(o.y, g.y);
         o.z = glu_apply<1 + BE_GLU_SIGMOID>(o.z, g.z);
@@ -246,7 +278,7 @@ bool cuda_attn_short_ok(const struct cuda_ctx *c, const struct be_attn_prep_args
 }
 
 bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, const struct be_attn_args *x,
-                     const float *gate)
+                     const float *gate, unsigned *ready)
 {
     short_params a;
     memset(&a, 0, sizeof a);
@@ -263,6 +295,7 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
     if (gate && !cuda_attn_gate_buf(c, x, &a.gq, &a.gd))
         gate = NULL;
     a.gate = gate;
+    a.ready = gate ? ready : NULL;
     if (x->kv_type == GLIM_TYPE_BF16)
         cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<true>, a);
     else

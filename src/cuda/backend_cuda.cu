@@ -63,6 +63,14 @@ static int ctx_status(struct cuda_ctx *c, struct glim_err *err)
     return glim_fail(err, GLIM_EBACKEND, "cuda: %s", c->first_msg);
 }
 
+/* A counter buffer of at least nbytes, zeroed when new (its users leave their counts at 0) */
+bool cuda_buf_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
+{
+    size_t had = b->nbytes;
+    return cuda_buf_reserve(c, b, nbytes) &&
+           !(b->nbytes != had && CUDA_TRY(c, cudaMemsetAsync(b->p, 0, b->nbytes, c->stream)));
+}
+
 bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
 {
     if (b->nbytes >= nbytes)
@@ -100,6 +108,17 @@ static struct cuda_ctx *ctx_raw(struct backend *be)
     return (struct cuda_ctx *)be->ctx;
 }
 
+/* a side gate GEMV set the short kernel's ready flag, and no short kernel will read it: back to 0
+ * once the GEMV has ended */
+static void short_disarm(struct cuda_ctx *c)
+{
+    if (!c->short_armed)
+        return;
+    c->short_armed = false;
+    cuda_side_join(c);
+    CUDA_TRY(c, cudaMemsetAsync(c->short_ready.p, 0, 3 * sizeof(unsigned), c->stream));
+}
+
 /* launch the attn_prep that matmul_attn_prep left to the attention after it (cuda_attn_short_ok) */
 static void short_flush(struct cuda_ctx *c)
 {
@@ -107,6 +126,7 @@ static void short_flush(struct cuda_ctx *c)
         return;
     c->short_pending = false;
     cuda_attn_prep(c, &c->short_prep);
+    short_disarm(c);
 }
 
 /* the context of any op but attention and prefetch: a deferred attn_prep runs first */
@@ -516,16 +536,21 @@ static void be_kv_store(struct backend *be, void *k_cache, void *v_cache, uint32
 }
 
 /* The output gate the short kernel applies to a's rows: the gate fold's conditions (attn_gate_plan),
- * with the gate from the side stream (joined here: the kernel reads it) or from the q/k/v job */
-static const float *short_gate(struct cuda_ctx *c, const struct be_attn_args *a)
+ * with the gate from the q/k/v job, or from the side stream: then *ready is its GEMV's flag, which
+ * the kernel polls, or (not armed) the launch waits for the GEMV */
+static const float *short_gate(struct cuda_ctx *c, const struct be_attn_args *a, unsigned **ready)
 {
     const float *g = c->short_gate;
+    *ready = NULL;
     if (!g || !c->gate_fold || c->exact || c->short_gate_n != (int64_t)a->n_head * a->head_dim || ((uintptr_t)g & 15))
         return NULL;
     if (c->short_side) {
         if (!c->side_pending || c->side_y != g)
             return NULL;
-        cuda_side_join_gate(c);
+        if (c->short_armed)
+            *ready = (unsigned *)c->short_ready.p;
+        else
+            cuda_side_join_gate(c);
     }
     return g;
 }
@@ -538,11 +563,16 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
     cuda_xq_forget(c);
     if (c->short_pending) {
         c->short_pending = false;
-        if (cuda_attn_short(c, &c->short_prep, a, short_gate(c, a))) {
+        unsigned *ready;
+        const float *g = short_gate(c, a, &ready);
+        if (cuda_attn_short(c, &c->short_prep, a, g, ready)) {
+            c->short_armed = c->short_armed && !ready;   /* the kernel resets what it read */
             c->short_used++;
+            short_disarm(c);
             return;
         }
         cuda_attn_prep(c, &c->short_prep);
+        short_disarm(c);
     }
     cuda_attention(c, a);
 }
@@ -597,12 +627,18 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     c->short_gate = n == 4 && n_rows == 1 ? ys[3] : NULL;   /* for the short kernel (be_attention) */
     c->short_gate_n = n == 4 ? ws[3]->n : 0;
     c->short_side = false;
+    /* the short kernel will take this token's attention: the side GEMV sets a flag it polls */
+    unsigned *ready = NULL;
+    if (c->short_poll && n == 4 && n_rows == 1 && cuda_attn_short_ok(c, a) &&
+        cuda_buf_counts(c, &c->short_ready, 3 * sizeof(unsigned)))
+        ready = (unsigned *)c->short_ready.p;
     /* a 4th part (the output gate) is read by no attn_prep or attention (backend.h): its GEMV may
      * run beside the q/k/v GEMV, attn_prep and attention, on the side stream (a prep fold needs
      * parts 0..2 only) */
-    if (n == 4 && n_rows == 1 && cuda_matmul_side(c, ys[3], ws[3], x)) {
+    if (n == 4 && n_rows == 1 && cuda_matmul_side(c, ys[3], ws[3], x, ready)) {
         n = 3;
         c->short_side = true;
+        c->short_armed = ready != NULL;
     }
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
     prep_finish(c, a);
@@ -743,7 +779,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
-                                       &c->att_q};
+                                       &c->att_q,  &c->short_ready};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -1010,6 +1046,12 @@ extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::attn_short, on);
 }
 
+/* ... polling the side gate GEMV's flag (on) or launched after that GEMV */
+extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::short_poll, on);
+}
+
 /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
 extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on)
 {
@@ -1188,8 +1230,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_ns = getenv("GLIM_CUDA_NORM_SCRATCH");
     /* default: tg128 141.42 / 141.28 vs 140.72 / 140.40 / 140.38 t/s, the logits identical (H100, 2026-12-05) */
     c->norm_scratch = !(f_ns && strcmp(f_ns, "0") == 0);
-    const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT");
+    const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
+    c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

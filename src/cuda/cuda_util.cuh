@@ -163,6 +163,12 @@ struct cuda_ctx {
     int64_t         short_gate_n;  /* ... its length */
     bool            short_side;    /* ... made on `side` */
     long            short_used;    /* attentions the short kernel took (tests) */
+    bool            short_poll;    /* the short kernel polls the side gate's ready flag instead of the launch
+                                    * waiting for the gate GEMV (GLIM_CUDA_SHORT_POLL=0: waits) */
+    struct cuda_buf short_ready;   /* ... the flag: [0] CTAs ended, [1] set, [2] readers done (gemv_job.ready) */
+    bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
+    unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
+    bool            job_ready_taken;   /* ... and whether its kernel sets it */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
@@ -294,14 +300,16 @@ bool cuda_attn_short_ok(const struct cuda_ctx *c, const struct be_attn_prep_args
 /* ... attn_prep(p) then attention(x) in one launch, with Wo's gated int8 input (att_q) when gate is
  * given (ready in stream order); false: not its shapes (nothing launched) */
 bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, const struct be_attn_args *x,
-                     const float *gate);
+                     const float *gate, unsigned *ready);
 /* attn_decode.cu: att_q sized for x's gated output, its int8 part and scales; false: failure recorded */
 bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t **gq, float2 **gd);
 extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
+extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
 extern "C" long backend_cuda_short_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
-bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x);
+bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x,
+                      unsigned *ready = NULL);
 /* ... whether cuda_matmul_side would take w now */
 bool cuda_side_ok(const struct cuda_ctx *c, const struct be_weight *w);
 
@@ -350,6 +358,8 @@ static inline void cuda_launch_dep(struct cuda_ctx *c, dim3 grid, dim3 block, si
 
 /* Grow b to at least nbytes (stream-ordered); false on failure (recorded). */
 bool cuda_buf_reserve(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes);
+/* ... as a counter buffer: zeroed when new (its users leave their counts at 0) */
+bool cuda_buf_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes);
 /* argmax.cu: backend.h argmax on ctx->stream */
 void cuda_argmax(struct cuda_ctx *c, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc);
 void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b);

@@ -364,14 +364,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
-/* A counter buffer of at least nbytes, zeroed when new (every launch leaves its counts at 0) */
-static bool v5_counts(struct cuda_ctx *c, struct cuda_buf *b, size_t nbytes)
-{
-    size_t had = b->nbytes;
-    return cuda_buf_reserve(c, b, nbytes) &&
-           !(b->nbytes != had && CUDA_TRY(c, cudaMemsetAsync(b->p, 0, b->nbytes, c->stream)));
-}
-
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
 static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
@@ -380,7 +372,7 @@ static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piec
     job.n_warps = warps < units ? warps : units;
     job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
-    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !v5_counts(c, &c->v5_cnt, (size_t)job.n_tiles * 4))
+    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_counts(c, &c->v5_cnt, (size_t)job.n_tiles * 4))
         return false;
     job.part = (float *)c->v5_part.p;
     job.cnt = (unsigned *)c->v5_cnt.p;
@@ -397,7 +389,7 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
         return false;
     int64_t k = ws[0]->n, blocks = k / 32;
     if (!cuda_buf_reserve(c, &c->glu_q, (size_t)k + (size_t)blocks * sizeof(float2)) ||
-        !v5_counts(c, &c->glu_cnt, (size_t)blocks * 4))
+        !cuda_buf_counts(c, &c->glu_cnt, (size_t)blocks * 4))
         return false;
     job.glu_cnt = (unsigned *)c->glu_cnt.p;
     job.glu_q = (int8_t *)c->glu_q.p;

@@ -293,6 +293,22 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
         if (PREP)
             gemv_prep_arrive(job, t.part, t.row0, lane);
     }
+    if (job.ready) {   /* the CUDA sample's threadfence reduction: rows visible, then the count */
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0 && atomicAdd(&job.ready[0], 1u) == gridDim.x - 1) {
+            job.ready[0] = 0u;
+            __threadfence();
+            atomicExch(&job.ready[1], 1u);
+        }
+    }
+}
+
+/* sets the ready flag of a side GEMV that went to a kernel without it (cuda_matmul_side) */
+static __global__ void ready_set_kernel(unsigned *ready)
+{
+    __threadfence();
+    atomicExch(&ready[1], 1u);
 }
 
 /* Persistent v3 for a job of two kinds (the q/k/v/gate job of Q4_K_M's use_more_bits layers: Q4_K
@@ -380,6 +396,7 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
             return v3_mix() && launch_v3p2(c, cfg, job, xq, xd);
     typedef slot_k45<false> k4;
     bool two = job.p[0].rw == 2;
+    c->job_ready_taken = job.ready != NULL;   /* gemv3p_kernel sets it; the default case launches nothing */
     switch (job.p[0].kind) {
     case WK_Q4K:
         two ? launch_v3p_of<k4, 2>(c, cfg, job, xq, xd) : launch_v3p_of<k4, 1>(c, cfg, job, xq, xd);
@@ -390,7 +407,7 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
         return true;
     case WK_Q6K_T16: launch_v3p_of<slot_q6k_t16, 1>(c, cfg, job, xq, xd); return true;
     case WK_Q80: launch_v3p_of<slot_q8_0, 1>(c, cfg, job, xq, xd); return true;
-    default: return false;
+    default: c->job_ready_taken = false; return false;
     }
 }
 
@@ -616,9 +633,7 @@ static void prep_plan(struct cuda_ctx *c, gemv_job &job, int n, float *const *ys
     if (ws[0]->n != a->n_head * D || ws[1]->n != a->n_head_kv * D || ws[2]->n != a->n_head_kv * D ||
         D % job.p[0].rw || D % job.p[1].rw || D % job.p[2].rw || !cuda_prep_params(a, &job.prep))
         return;
-    size_t bytes = (size_t)(a->n_head + a->n_head_kv) * 4, had = c->prep_cnt.nbytes;
-    if (!cuda_buf_reserve(c, &c->prep_cnt, bytes) ||
-        (c->prep_cnt.nbytes != had && CUDA_TRY(c, cudaMemsetAsync(c->prep_cnt.p, 0, c->prep_cnt.nbytes, c->stream))))
+    if (!cuda_buf_counts(c, &c->prep_cnt, (size_t)(a->n_head + a->n_head_kv) * 4))
         return;
     job.prep_cnt = (unsigned *)c->prep_cnt.p;
     c->prep_taken = true;
@@ -691,6 +706,7 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     }
     job.n_parts = n;
     job.n_tasks = tasks;
+    job.ready = v4 ? NULL : c->job_ready;   /* launch_v3p says whether it took it */
     if (!v4 && n_rows == 1)
         prep_plan(c, job, n, ys, ws);
     if (v4 && cuda_gemv4(c, job, xq, xd)) {
@@ -727,7 +743,7 @@ bool cuda_side_ok(const struct cuda_ctx *c, const struct be_weight *w)
            !tiles && !c->side_pending && c->first_err == cudaSuccess;
 }
 
-bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x)
+bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x, unsigned *ready)
 {
     if (!cuda_side_ok(c, w))
         return false;
@@ -741,7 +757,13 @@ bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     int persist = c->gemv_persist;
     bool pdl = c->pdl, pdl_all = c->pdl_all;
     c->stream = c->side, c->gemv_persist = c->side_ctas, c->pdl = c->pdl_all = false;
+    c->job_ready = ready, c->job_ready_taken = false;
     cuda_matmul_q8_n(c, 1, &y, &w, x, 1, NULL, 0);   /* finds x's int8 copy: launches the GEMV only */
+    if (ready && !c->job_ready_taken) {   /* a kernel that does not set it: set it after */
+        ready_set_kernel<<<1, 1, 0, c->side>>>(ready);
+        CUDA_LAUNCHED(c, "side ready flag");
+    }
+    c->job_ready = NULL;
     c->stream = main, c->gemv_persist = persist, c->pdl = pdl, c->pdl_all = pdl_all;
     c->side_pending = true, c->side_more = false;
     c->side_y = y, c->side_n = w->n;

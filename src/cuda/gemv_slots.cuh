@@ -413,6 +413,9 @@ struct gemv_job {
                              * finish a head's rows (q head; k and v head together) runs attn_prep
                              * on it (gemv_prep_arrive); per head the tasks arrived, 0 between launches */
     prep_params prep;
+    unsigned   *ready;      /* != NULL (gemv3p_kernel): the last CTA to end sets ready[1] = 1 after every
+                             * row is stored (ready[0] counts the CTAs, back to 0 by that CTA); for a
+                             * kernel that polls it instead of waiting for the grid (attn_short.cu) */
 };
 
 /* After a warp stored rows [row0, row0 + rw) of part `part` of a job with prep_cnt: count them
