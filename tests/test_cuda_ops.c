@@ -2124,7 +2124,7 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
             if (mode >= SHORT && i < 2)    /* q and k: scratch after the attention (backend.h) */
                 ;
             else if (mode >= SHORT && i == 6)   /* another summation order; Wo's int8 input may round apart */
-                CHECK(close_floats(out[0][i], out[1][i], yb[i] / 4, 1e-5, what, names[i]));
+                CHECK(close_floats(out[0][i], out[1][i], yb[i] / 4, 3e-4, what, names[i]));
             else if (mode >= SHORT && i == 7)
                 CHECK(close_floats(out[0][i], out[1][i], yb[i] / 4, 2e-2, what, names[i]));
             else
@@ -2225,7 +2225,8 @@ static void test_gate_fold(void)
  * CUDA_SHORT_KEYS takes attn_prep, attention and the output gate into Wo's int8 input in one launch
  * after matmul_attn_prep; against the split kernels, v, the gate and both caches bit for bit (q and k
  * are scratch after the attention),
- * the attention within 1e-5 of its largest value (another order of sums) and Wo within 2e-2 (its
+ * the attention within 3e-4 of its largest value (another order of sums: ~1e-5 with QK-norm, ~1e-4
+ * without, where the scores are large; H200 2026-12-05) and Wo within 2e-2 (its
  * int8 input may round apart), eagerly and in a graph; with the gate on the side stream or in the
  * q/k/v job. Not taken: more tokens, a position past the limit, head_dim 64, an F32 cache. */
 static void test_attn_short(void)
