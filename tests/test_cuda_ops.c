@@ -2235,6 +2235,24 @@ static void test_attn_short(void)
         printf("  matmul_attn_prep / matmul_glu: not offered, exact or not GEMV v3: skipped\n");
         return;
     }
+    static const struct {
+        uint32_t v, kv;
+        int      H, rot, window;
+        bool     neox, norms;
+        int64_t  k;
+        int32_t  p0;
+    } cases[] = {
+        /* Muse Glimmer: sliding (QK-norm, NORM RoPE) and global (NoPE) layers, v Q6_K or Q4_K, the
+         * first position, the last the kernel takes, a warp's 32 keys and one more */
+        {GLIM_TYPE_Q6_K, GLIM_TYPE_BF16, 32, 128, 0, false, true, 1024, 200},
+        {GLIM_TYPE_Q4_K, GLIM_TYPE_F16, 32, 128, 0, false, true, 2048, 0},
+        {GLIM_TYPE_Q6_K, GLIM_TYPE_F16, 32, 0, 0, false, true, 2048, 255},
+        {GLIM_TYPE_Q4_K, GLIM_TYPE_BF16, 32, 0, 0, false, true, 1024, 31},
+        {GLIM_TYPE_Q4_K, GLIM_TYPE_F16, 32, 0, 0, false, true, 1024, 32},
+        /* NEOX, partial rotation, no norms, 8 heads a group; a window that hides the first keys */
+        {GLIM_TYPE_Q4_K, GLIM_TYPE_BF16, 16, 64, 0, true, false, 1024, 100},
+        {GLIM_TYPE_Q4_K, GLIM_TYPE_F16, 32, 128, 100, false, true, 1024, 222},
+    };
     int side0 = backend_cuda_get_gate_side(be);
     for (int side = 3; side >= 0; side--) {   /* the side gate's flag polled (3: 2 CTAs an SM) or joined (2), in the job (0) */
         if (side == 1)
@@ -2242,17 +2260,11 @@ static void test_attn_short(void)
         CHECK_EQ(backend_cuda_set_short_poll(be, side == 3), GLIM_OK);
         for (int mode = SHORT; mode <= SHORT_GRAPH; mode++) {
             CHECK_EQ(backend_cuda_set_gate_side(be, side == 3 ? 2 : side), GLIM_OK);
-            /* Muse Glimmer: sliding (QK-norm, NORM RoPE) and global (NoPE) layers, v Q6_K or Q4_K */
-            check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 200, GLIM_TYPE_BF16, true);
-            check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 2048, 1, 0, GLIM_TYPE_F16, true);
-            check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 0, false, true, 2048, 1, 255, GLIM_TYPE_F16, true);
-            check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 0, false, true, 1024, 1, 31, GLIM_TYPE_BF16, true);
-            check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 0, false, true, 1024, 1, 32, GLIM_TYPE_F16, true);
-            /* NEOX, partial rotation, no norms; 8 heads a group */
-            check_prep_fold(mode, GLIM_TYPE_Q4_K, 16, 2, 128, 64, true, false, 1024, 1, 100, GLIM_TYPE_BF16, true);
-            /* a window that hides the first keys */
-            fold_window = 100;
-            check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 222, GLIM_TYPE_F16, true);
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                fold_window = cases[i].window;
+                check_prep_fold(mode, cases[i].v, cases[i].H, 2, 128, cases[i].rot, cases[i].neox, cases[i].norms,
+                                cases[i].k, 1, cases[i].p0, cases[i].kv, true);
+            }
             fold_window = 0;
         }
     }
