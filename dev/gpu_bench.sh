@@ -37,7 +37,7 @@ for c in ${GOLD:-X=1 GLIM_CUDA_T16=1}; do
 done
 TFAIL=0   # a failed (or hung) op test drops EXTRA, NGEXTRA and TRACE (their settings are what it tests)
 for t in ${TESTS:-test_glu_fuse test_add_rmsnorm_xq test_matmul_glu}; do
-  env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 $BD/tests/test_cuda_ops >/tmp/t.log 2>&1; r=$?; echo "$t rc=$r $(tail -1 /tmp/t.log)"; grep -m4 FAIL /tmp/t.log
+  env ${TENV:-X=1} GLIM_TEST_ONLY=$t timeout 60 $BD/tests/test_cuda_ops >/tmp/t.log 2>&1; r=$?; echo "$t rc=$r $(tail -1 /tmp/t.log)"; grep -m8 -E "FAIL|differs|CHECK" /tmp/t.log
   [ $r = 0 ] || TFAIL=1
 done
 if [ $TFAIL = 1 ] && [ -z "${KEEP_EXTRA:-}" ]; then echo "op tests failed: EXTRA, NGEXTRA, TRACE dropped (KEEP_EXTRA=1 keeps them)"; EXTRA=""; NGEXTRA=""; TRACE=""; fi
