@@ -907,10 +907,7 @@ static __global__ void __launch_bounds__(32 * ATTN4_WARPS, ATTN4_CTAS_PER_SM) at
     }
 }
 
-/* The gated fold (one token, D = 128: a warp's float4s are the head's 4 quantizer blocks): lane's
- * four outputs times sigmoid(gate) (g: attn_gate_load's), quantized into Wo's int8 input as
- * quantize_x_kernel<1 + BE_GLU_SIGMOID> would (the same float expressions and block order: the
- * same bits). */
+/* The gated fold (one token, D = 128): gate_quant4_k45 of lane's four outputs (g: attn_gate_load's) */
 static __device__ __forceinline__ float4 attn_gate_load(const attn_params &a, int64_t row, int lane)
 {
     return ((const float4 *)a.gate)[row * 32 + lane];   /* float4 index in the token's n_head * 128 values */
@@ -918,12 +915,7 @@ static __device__ __forceinline__ float4 attn_gate_load(const attn_params &a, in
 
 static __device__ __forceinline__ void attn_gate_quant(const attn_params &a, int64_t row, float4 o, float4 g, int lane)
 {
-    int64_t i = row * 32 + lane;
-    o.x = glu_apply<1 + BE_GLU_SIGMOID>(o.x, g.x);
-    o.y = glu_apply<1 + BE_GLU_SIGMOID>(o.y, g.y);
-    o.z = glu_apply<1 + BE_GLU_SIGMOID>(o.z, g.z);
-    o.w = glu_apply<1 + BE_GLU_SIGMOID>(o.w, g.w);
-    quantize4_k45(o, (int)i, a.gq, a.gd);
+    gate_quant4_k45(o, g, row * 32 + lane, a.gq, a.gd);
 }
 
 /* one CTA per (token, head) row over the n_eff splits its group used: warp w weights the

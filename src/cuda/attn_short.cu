@@ -256,14 +256,8 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     float inv = 1.0f / L;
     o = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
     ((float4 *)(a.out + (int64_t)h * D))[lane] = o;
-    if (a.gate) {   /* attn_gate_quant's expressions (attn_decode.cu) */
-        int64_t i = gi;
-        o.x = glu_apply<1 + BE_GLU_SIGMOID>(o.x, g.x);
-        o.y = glu_apply<1 + BE_GLU_SIGMOID>(o.y, g.y);
-        o.z = glu_apply<1 + BE_GLU_SIGMOID>(o.z, g.z);
-        o.w = glu_apply<1 + BE_GLU_SIGMOID>(o.w, g.w);
-        quantize4_k45(o, (int)i, a.gq, a.gd);
-    }
+    if (a.gate)
+        gate_quant4_k45(o, g, gi, a.gq, a.gd);
 }
 
 bool cuda_attn_short_ok(const struct cuda_ctx *c, const struct be_attn_prep_args *p)

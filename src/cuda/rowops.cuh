@@ -140,6 +140,18 @@ static __device__ __forceinline__ void quantize4_k45(float4 v, int i, int8_t *xq
         xd[i >> 3] = make_float2(d, d * (float)sum);
 }
 
+/* Wo's gated input (one token, head_dim 128: a warp's float4s are a head's 4 quantizer blocks):
+ * lane's four outputs o times sigmoid(g), quantized as quantize_x_kernel<1 + BE_GLU_SIGMOID> would
+ * (the same float expressions and block order: the same bits); i = row * 32 + lane */
+static __device__ __forceinline__ void gate_quant4_k45(float4 o, float4 g, int64_t i, int8_t *xq, float2 *xd)
+{
+    o.x = glu_apply<1 + BE_GLU_SIGMOID>(o.x, g.x);
+    o.y = glu_apply<1 + BE_GLU_SIGMOID>(o.y, g.y);
+    o.z = glu_apply<1 + BE_GLU_SIGMOID>(o.z, g.z);
+    o.w = glu_apply<1 + BE_GLU_SIGMOID>(o.w, g.w);
+    quantize4_k45(o, (int)i, xq, xd);
+}
+
 /* ---- RoPE: angle and its cos/sin in double, rounded to float once (cpu_ref_rope) ---- */
 
 /* cos and sin of pos * base^(-2i/n_rot) for pair i */
