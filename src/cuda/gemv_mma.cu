@@ -77,30 +77,6 @@ static __device__ __forceinline__ uint32_t v5_ldu32(const uint8_t *p)
     return __ldg((const unsigned int *)p);
 }
 
-/* a warp's shared-memory copy of a T16 record (GLIM_CUDA_V5_ASYNC) */
-static __device__ __forceinline__ uint4 v5_lds16(const void *p)
-{
-    uint4 r;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "r"((unsigned)__cvta_generic_to_shared(p)));
-    return r;
-}
-
-static __device__ __forceinline__ uint32_t v5_ldsu32(const uint8_t *p)
-{
-    uint32_t r;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r) : "r"((unsigned)__cvta_generic_to_shared(p)));
-    return r;
-}
-
-static __device__ __forceinline__ uint32_t v5_ldsu16(const uint8_t *p)
-{
-    unsigned short r;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(r) : "r"((unsigned)__cvta_generic_to_shared(p)));
-    return r;
-}
-
 static __device__ __forceinline__ float v5_h2f(uint32_t bits)
 {
     return h2f8(bits);
@@ -368,153 +344,6 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
     }
 }
 
-/* ---- GLIM_CUDA_V5_ASYNC=S (opt-in, one-kind jobs of T16 tiles): the records reach a warp by
- * cp.async into S stages of its own in shared memory, S - 1 of them always on their way, where
- * the register-loading v5 has U records in flight and then none while it decodes them
- * (`ncu`, 2026-12-03: 0.67 eligible warps a scheduler, DRAM 59%). Each record is copied in
- * 16-byte pieces, piece i by lane i % 32, and decoded from its copy by the same lane code
- * (gemv_mma_lane.h, in_smem), in the same order: v5's bits. No barrier but the warp's own. */
-template <class R, void (*UNPACK)(const uint8_t *, int, int, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *), int RB>
-struct v5a_unit {
-    typedef R raw;
-    static const int REC = RB;   /* bytes of a (tile, super-block) record */
-    static __device__ __forceinline__ void unpack(const uint8_t *b, int g, int t, raw &r)
-    {
-        UNPACK(b, g, t, 1, &r);
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8)
-    {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
-    }
-};
-typedef v5a_unit<v5_q4k_raw, v5_q4k_unpack_t16, v5_q4k_compute, 2304> v5a_q4k;
-typedef v5a_unit<v5_q6k_raw, v5_q6k_unpack_t16, v5_q6k_compute, 3360> v5a_q6k;
-
-/* the warp's cursor over its units for the copies: the next unit's record, in tile-major order */
-struct v5a_cursor {
-    int64_t tile, sb, left;
-};
-
-template <class K>
-static __device__ __forceinline__ void v5a_issue(const v5_job &job, v5a_cursor &cur, uint8_t *stage, int lane)
-{
-    if (cur.left > 0) {
-        v5_part P = v5_pick(job, cur.tile);
-        const uint8_t *rec = P.p + ((cur.tile - P.tile0) * job.n_sb + cur.sb) * K::REC;
-#pragma unroll
-        for (int c = 0; c < (K::REC / 16 + 31) / 32; c++) {
-            int i = lane + 32 * c;
-            if (i < K::REC / 16)
-                cp_async16(stage + 16 * i, rec + 16 * i, 16);
-        }
-        cur.left--;
-        if (++cur.sb == job.n_sb)
-            cur.sb = 0, cur.tile++;
-    }
-    cp_async_commit();   /* one group per unit (empty past the end): wait_group counts stay fixed */
-}
-
-template <class K, int S>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5a_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
-{
-    extern __shared__ __align__(16) uint8_t v5a_smem[];
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
-    uint8_t *ring = v5a_smem + (threadIdx.x >> 5) * S * K::REC;
-    if (job.trace && lane == 0)
-        v5_stamp(job, 0);
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    int64_t tile = a / job.n_sb, s = a - tile * job.n_sb;
-    v5a_cursor cur = {tile, s, b - a};
-    if (job.wait_first)
-        cuda_pdl_wait();
-#pragma unroll
-    for (int i = 0; i < S - 1; i++)
-        v5a_issue<K>(job, cur, ring + i * K::REC, lane);
-    cuda_pdl_wait();   /* the first records are on their way; x is the previous kernel's */
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 1);
-    v5_part P = v5_pick(job, tile);
-    float acc_g = 0.0f, acc_g8 = 0.0f;
-    int st = 0;
-#pragma unroll 1
-    for (int64_t x = a; x < b; x++) {
-        __syncwarp();   /* every lane is past the stage the next copy refills (read for unit x - 1) */
-        v5a_issue<K>(job, cur, ring + (st == 0 ? S - 1 : st - 1) * K::REC, lane);
-        cp_async_wait<S - 1>();
-        __syncwarp();   /* the other lanes' pieces of unit x's record have landed too */
-        typename K::raw r;
-        K::unpack(ring + st * K::REC, g, t, r);
-        K::compute(r, xq, xd, s, g, t, acc_g, acc_g8);
-        st = st + 1 == S ? 0 : st + 1;
-        if (++s == job.n_sb || x + 1 == b) {
-            if (job.trace && lane == 0 && x + 1 == b)
-                v5_stamp_w(job, w, 3);
-            int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
-            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16, lane, acc_g,
-                     acc_g8);
-            acc_g = acc_g8 = 0.0f;
-            s = 0;
-            if (x + 1 < b)
-                P = v5_pick(job, ++tile);
-        }
-    }
-    if (job.trace && lane == 0)
-        v5_stamp(job, 2);
-}
-
-/* the stages a warp of gemv5a_kernel<K, S> may have: 4 CTAs of 4 warps an SM in 227 KB (1 KB a CTA
- * is the system's) */
-static int v5a_stages_max(int rec)
-{
-    return (227 * 1024 / 4 - 1024) / (V5_WARPS * rec);
-}
-
-/* GLIM_CUDA_V5_ASYNC=S (0: off): stages a warp, at most what fits */
-static int v5a_stages(int rec)
-{
-    static int forced = -1;
-    int s = (int)cuda_env_knob("GLIM_CUDA_V5_ASYNC", &forced), most = v5a_stages_max(rec);
-    return s < 2 ? 0 : s > most ? most : s;
-}
-
-template <class K, int S>
-static void v5a_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const v5_job &job, const int8_t *xq,
-                       const float2 *xd)
-{
-    static bool attr_set = false;   /* per instantiation; every context on one device */
-    cudaLaunchConfig_t cfg = cfg0;
-    cfg.dynamicSmemBytes = (size_t)V5_WARPS * S * K::REC;
-    if (!attr_set && !CUDA_TRY(c, cudaFuncSetAttribute(gemv5a_kernel<K, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      (int)cfg.dynamicSmemBytes)))
-        attr_set = true;
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5a_kernel<K, S>, job, xq, xd, c->pdl_all));
-}
-
-/* the async form of one-kind tiled job, or false (not tiled, or off) */
-template <class KA>
-static bool v5a_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
-                   const float2 *xd)
-{
-    if constexpr (std::is_same<KA, v5_q4k_t16>::value || std::is_same<KA, v5_q6k_t16>::value) {
-        typedef typename std::conditional<std::is_same<KA, v5_q4k_t16>::value, v5a_q4k, v5a_q6k>::type K;
-        switch (v5a_stages(K::REC)) {
-        case 2: v5a_launch<K, 2>(c, cfg, job, xq, xd); return true;
-        case 3: v5a_launch<K, 3>(c, cfg, job, xq, xd); return true;
-        case 4: v5a_launch<K, 4>(c, cfg, job, xq, xd); return true;
-        case 5: v5a_launch<K, 5>(c, cfg, job, xq, xd); return true;
-        case 6: v5a_launch<K, 6>(c, cfg, job, xq, xd); return true;
-        default: return false;
-        }
-    }
-    return false;
-}
-
 template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
@@ -694,8 +523,6 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (std::is_same<KA, KB>::value && v5a_go<KA>(c, cfg, job, xq, xd))
-        return;
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
