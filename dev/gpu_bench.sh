@@ -9,7 +9,7 @@ set -u
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SMRATE (=1: dev/cuda/sm_rate.cu first),
-# KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
+# SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
 # LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -52,7 +52,11 @@ wait $MK; tail -1 /tmp/mk.log
 python3 -c "import torch; p=torch.cuda.get_device_properties(0); print(\"L2 bytes\", p.L2_cache_size)" 2>/dev/null
 el "tests, model"
 tg() { local label=$1; shift; local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  # SMI=1: the SM and memory clocks, power and throttle reasons every 0.1 s while the bench runs
+  [ -n "${SMI:-}" ] && { nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv,noheader,nounits -lms 100 >/tmp/smi.log 2>/dev/null & SMIP=$!; }
   env "${envs[@]}" timeout ${TG_TIMEOUT:-120} $B bench -m $M --device cuda "$@" >/tmp/tg.log 2>&1; local rc=$?
+  [ -n "${SMI:-}" ] && { kill $SMIP 2>/dev/null; wait $SMIP 2>/dev/null; python3 dev/cuda/smi_sum.py /tmp/smi.log "$label"; }
   grep -E "^\| " /tmp/tg.log | grep -v -- "---" | grep -v "model  " | sed "s/^/$label: /" | sed "s/| muse-glimmer.*CUDA *| *16 |//"
   cp /tmp/tg.log "$O/tg-${label//[^A-Za-z0-9]/_}.log"; [ $rc = 0 ] || { echo "$label: rc=$rc"; tail -5 /tmp/tg.log; }; }
 tg default X=1 -- -p 512 -n 128 -r 3
