@@ -202,6 +202,24 @@ static __device__ __forceinline__ void cuda_pdl_trigger(void)
 #endif
 }
 
+/* 16 bytes global -> shared without registers (sm_80+; the bytes past src_bytes are zeros), in the
+ * thread's current group; cp_async_wait<N>: until at most N of its newest groups are pending */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
+{
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 /* A launch config on ctx's stream; with pdl, launched kernels may start before their
  * predecessor ends (they must call cuda_pdl_wait first: see above). attr: storage for two
  * attributes (PDL, and ctx->carveout's shared memory share when set). */

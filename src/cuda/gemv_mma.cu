@@ -77,6 +77,30 @@ static __device__ __forceinline__ uint32_t v5_ldu32(const uint8_t *p)
     return __ldg((const unsigned int *)p);
 }
 
+/* a warp's shared-memory copy of a T16 record (GLIM_CUDA_V5_STAGE) */
+static __device__ __forceinline__ uint4 v5_lds16(const void *p)
+{
+    uint4 r;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "r"((unsigned)__cvta_generic_to_shared(p)));
+    return r;
+}
+
+static __device__ __forceinline__ uint32_t v5_ldsu32(const uint8_t *p)
+{
+    uint32_t r;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r) : "r"((unsigned)__cvta_generic_to_shared(p)));
+    return r;
+}
+
+static __device__ __forceinline__ uint32_t v5_ldsu16(const uint8_t *p)
+{
+    unsigned short r;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(r) : "r"((unsigned)__cvta_generic_to_shared(p)));
+    return r;
+}
+
 static __device__ __forceinline__ float v5_h2f(uint32_t bits)
 {
     return h2f8(bits);
@@ -344,6 +368,134 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
     }
 }
 
+/* ---- GLIM_CUDA_V5_STAGE=N (opt-in, one-kind jobs of T16 tiles of at most N units a warp: the
+ * attention's Wo, ~3 a warp on the 30B): every warp copies all of its records into shared memory
+ * (cp.async) before its PDL wait, so a GEMV whose launch comes early streams its weights while its
+ * predecessor runs and after the wait only decodes (docs/CUDA.md: Wo, 15.3 MB, waits ~5 us for
+ * its bytes after the attention ends). The lane code decodes the copies (gemv_mma_lane.h,
+ * in_smem) in v5's order: v5's bits. */
+template <class R, void (*UNPACK)(const uint8_t *, int, int, int, R *),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *), int RB>
+struct v5s_unit {
+    typedef R raw;
+    static const int REC = RB;   /* bytes of a (tile, super-block) record */
+    static __device__ __forceinline__ void unpack(const uint8_t *b, int g, int t, raw &r)
+    {
+        UNPACK(b, g, t, 1, &r);
+    }
+    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
+                                                   int t, float &acc_g, float &acc_g8)
+    {
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
+    }
+};
+typedef v5s_unit<v5_q4k_raw, v5_q4k_unpack_t16, v5_q4k_compute, 2304> v5s_q4k;
+typedef v5s_unit<v5_q6k_raw, v5_q6k_unpack_t16, v5_q6k_compute, 3360> v5s_q6k;
+
+/* the copies of units [a, b) into dst, record after record, 16-byte piece i by lane i % 32 */
+template <class K>
+static __device__ __forceinline__ void v5s_copy(const v5_job &job, int64_t a, int64_t b, uint8_t *dst, int lane)
+{
+    int64_t tile = a / job.n_sb, sb = a - tile * job.n_sb;
+    v5_part P = v5_pick(job, tile);
+#pragma unroll 1
+    for (int64_t x = a; x < b; x++, dst += K::REC) {
+        const uint8_t *rec = P.p + ((tile - P.tile0) * job.n_sb + sb) * K::REC;
+#pragma unroll
+        for (int c = 0; c < (K::REC / 16 + 31) / 32; c++) {
+            int i = lane + 32 * c;
+            if (i < K::REC / 16)
+                cp_async16(dst + 16 * i, rec + 16 * i, 16);
+        }
+        if (++sb == job.n_sb && x + 1 < b)
+            sb = 0, P = v5_pick(job, ++tile);
+    }
+    cp_async_commit();
+}
+
+template <class K>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int per_warp, bool trig)
+{
+    extern __shared__ __align__(16) uint8_t v5s_smem[];
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
+    uint8_t *mine = v5s_smem + (size_t)(threadIdx.x >> 5) * per_warp * K::REC;
+    if (job.trace && lane == 0)
+        v5_stamp(job, 0);
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    if (job.wait_first)
+        cuda_pdl_wait();
+    v5s_copy<K>(job, a, b, mine, lane);
+    cuda_pdl_wait();   /* x is the previous kernel's */
+    if (job.trace && lane == 0)
+        v5_stamp_w(job, w, 1);
+    cp_async_wait<0>();
+    __syncwarp();   /* the other lanes' pieces have landed too */
+    int64_t tile = a / job.n_sb, s = a - tile * job.n_sb;
+    v5_part P = v5_pick(job, tile);
+    float acc_g = 0.0f, acc_g8 = 0.0f;
+#pragma unroll 1
+    for (int64_t x = a; x < b; x++) {
+        typename K::raw r;
+        K::unpack(mine + (x - a) * K::REC, g, t, r);
+        K::compute(r, xq, xd, s, g, t, acc_g, acc_g8);
+        if (++s == job.n_sb || x + 1 == b) {
+            if (job.trace && lane == 0 && x + 1 == b)
+                v5_stamp_w(job, w, 3);
+            int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
+            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16, lane, acc_g,
+                     acc_g8);
+            acc_g = acc_g8 = 0.0f;
+            s = 0;
+            if (x + 1 < b)
+                P = v5_pick(job, ++tile);
+        }
+    }
+    if (job.trace && lane == 0)
+        v5_stamp(job, 2);
+}
+
+/* GLIM_CUDA_V5_STAGE=N (0: off): the most units a warp may stage */
+static int v5s_most(void)
+{
+    static int forced = -1;
+    return (int)cuda_env_knob("GLIM_CUDA_V5_STAGE", &forced);
+}
+
+template <class K>
+static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const v5_job &job, int per_warp,
+                       const int8_t *xq, const float2 *xd)
+{
+    static int attr_bytes = 0;   /* per instantiation; every context on one device */
+    cudaLaunchConfig_t cfg = cfg0;
+    cfg.dynamicSmemBytes = (size_t)V5_WARPS * per_warp * K::REC;
+    if ((int)cfg.dynamicSmemBytes > attr_bytes &&
+        !CUDA_TRY(c, cudaFuncSetAttribute(gemv5s_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)cfg.dynamicSmemBytes)))
+        attr_bytes = (int)cfg.dynamicSmemBytes;
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<K>, job, xq, xd, per_warp, c->pdl_all));
+}
+
+/* the staged form of a one-kind tiled job, or false (not tiled, off, or too many units a warp for
+ * 4 CTAs an SM in 227 KB of shared memory) */
+template <class KA>
+static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
+                   const float2 *xd)
+{
+    if constexpr (std::is_same<KA, v5_q4k_t16>::value || std::is_same<KA, v5_q6k_t16>::value) {
+        typedef typename std::conditional<std::is_same<KA, v5_q4k_t16>::value, v5s_q4k, v5s_q6k>::type K;
+        int64_t units = job.n_tiles * job.n_sb, per_warp = (units + job.n_warps - 1) / job.n_warps;
+        if (per_warp > v5s_most() || (per_warp * V5_WARPS * K::REC + 1024) * 4 > 227 * 1024)
+            return false;
+        v5s_launch<K>(c, cfg, job, (int)per_warp, xq, xd);
+        return true;
+    }
+    return false;
+}
+
 template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
@@ -523,6 +675,8 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
+    if (std::is_same<KA, KB>::value && v5s_go<KA>(c, cfg, job, xq, xd))
+        return;
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
