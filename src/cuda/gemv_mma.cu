@@ -392,43 +392,64 @@ struct v5s_unit {
 typedef v5s_unit<v5_q4k_raw, v5_q4k_unpack_t16, v5_q4k_compute, 2304> v5s_q4k;
 typedef v5s_unit<v5_q6k_raw, v5_q6k_unpack_t16, v5_q6k_compute, 3360> v5s_q6k;
 
+/* the staged twin of a T16 kind (void: none) */
+template <class K> struct v5s_of {
+    typedef void type;
+};
+template <> struct v5s_of<v5_q4k_t16> {
+    typedef v5s_q4k type;
+};
+template <> struct v5s_of<v5_q6k_t16> {
+    typedef v5s_q6k type;
+};
+
+/* bytes of a record of part P in a job of kinds KA (0) and KB (1) */
+template <class KA, class KB>
+static __device__ __forceinline__ int v5s_rec(const v5_part &P)
+{
+    return !std::is_same<KA, KB>::value && P.kind ? KB::REC : KA::REC;
+}
+
 /* the copies of units [a, b) into dst, record after record, 16-byte piece i by lane i % 32 */
-template <class K>
+template <class KA, class KB>
 static __device__ __forceinline__ void v5s_copy(const v5_job &job, int64_t a, int64_t b, uint8_t *dst, int lane)
 {
+    const int most = KA::REC > KB::REC ? KA::REC : KB::REC;
     int64_t tile = a / job.n_sb, sb = a - tile * job.n_sb;
     v5_part P = v5_pick(job, tile);
 #pragma unroll 1
-    for (int64_t x = a; x < b; x++, dst += K::REC) {
-        const uint8_t *rec = P.p + ((tile - P.tile0) * job.n_sb + sb) * K::REC;
+    for (int64_t x = a; x < b; x++) {
+        int rb = v5s_rec<KA, KB>(P);
+        const uint8_t *rec = P.p + ((tile - P.tile0) * job.n_sb + sb) * rb;
 #pragma unroll
-        for (int c = 0; c < (K::REC / 16 + 31) / 32; c++) {
+        for (int c = 0; c < (most / 16 + 31) / 32; c++) {
             int i = lane + 32 * c;
-            if (i < K::REC / 16)
+            if (i < rb / 16)
                 cp_async16(dst + 16 * i, rec + 16 * i, 16);
         }
+        dst += rb;
         if (++sb == job.n_sb && x + 1 < b)
             sb = 0, P = v5_pick(job, ++tile);
     }
     cp_async_commit();
 }
 
-template <class K>
+template <class KA, class KB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int per_warp, bool trig)
+gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int warp_bytes, bool trig)
 {
     extern __shared__ __align__(16) uint8_t v5s_smem[];
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
-    uint8_t *mine = v5s_smem + (size_t)(threadIdx.x >> 5) * per_warp * K::REC;
+    uint8_t *mine = v5s_smem + (size_t)(threadIdx.x >> 5) * warp_bytes;
     if (job.trace && lane == 0)
         v5_stamp(job, 0);
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
     if (job.wait_first)
         cuda_pdl_wait();
-    v5s_copy<K>(job, a, b, mine, lane);
+    v5s_copy<KA, KB>(job, a, b, mine, lane);
     cuda_pdl_wait();   /* x is the previous kernel's */
     if (job.trace && lane == 0)
         v5_stamp_w(job, w, 1);
@@ -437,11 +458,19 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     int64_t tile = a / job.n_sb, s = a - tile * job.n_sb;
     v5_part P = v5_pick(job, tile);
     float acc_g = 0.0f, acc_g8 = 0.0f;
+    const uint8_t *rec = mine;
 #pragma unroll 1
     for (int64_t x = a; x < b; x++) {
-        typename K::raw r;
-        K::unpack(mine + (x - a) * K::REC, g, t, r);
-        K::compute(r, xq, xd, s, g, t, acc_g, acc_g8);
+        if (!std::is_same<KA, KB>::value && P.kind) {
+            typename KB::raw r;
+            KB::unpack(rec, g, t, r);
+            KB::compute(r, xq, xd, s, g, t, acc_g, acc_g8);
+        } else {
+            typename KA::raw r;
+            KA::unpack(rec, g, t, r);
+            KA::compute(r, xq, xd, s, g, t, acc_g, acc_g8);
+        }
+        rec += v5s_rec<KA, KB>(P);
         if (++s == job.n_sb || x + 1 == b) {
             if (job.trace && lane == 0 && x + 1 == b)
                 v5_stamp_w(job, w, 3);
@@ -465,32 +494,34 @@ static int v5s_most(void)
     return (int)cuda_env_knob("GLIM_CUDA_V5_STAGE", &forced);
 }
 
-template <class K>
-static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const v5_job &job, int per_warp,
+template <class KA, class KB>
+static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const v5_job &job, int warp_bytes,
                        const int8_t *xq, const float2 *xd)
 {
     static int attr_bytes = 0;   /* per instantiation; every context on one device */
     cudaLaunchConfig_t cfg = cfg0;
-    cfg.dynamicSmemBytes = (size_t)V5_WARPS * per_warp * K::REC;
+    cfg.dynamicSmemBytes = (size_t)V5_WARPS * warp_bytes;
     if ((int)cfg.dynamicSmemBytes > attr_bytes &&
-        !CUDA_TRY(c, cudaFuncSetAttribute(gemv5s_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        !CUDA_TRY(c, cudaFuncSetAttribute(gemv5s_kernel<KA, KB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cfg.dynamicSmemBytes)))
         attr_bytes = (int)cfg.dynamicSmemBytes;
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<K>, job, xq, xd, per_warp, c->pdl_all));
+    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KB>, job, xq, xd, warp_bytes, c->pdl_all));
 }
 
-/* the staged form of a one-kind tiled job, or false (not tiled, off, or too many units a warp for
- * 4 CTAs an SM in 227 KB of shared memory) */
-template <class KA>
+/* the staged form of a tiled job of kinds KA, KB, or false (not tiled, off, or too many units a
+ * warp for 4 CTAs an SM in 227 KB of shared memory) */
+template <class KA, class KB>
 static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
                    const float2 *xd)
 {
-    if constexpr (std::is_same<KA, v5_q4k_t16>::value || std::is_same<KA, v5_q6k_t16>::value) {
-        typedef typename std::conditional<std::is_same<KA, v5_q4k_t16>::value, v5s_q4k, v5s_q6k>::type K;
+    typedef typename v5s_of<KA>::type SA;
+    typedef typename v5s_of<KB>::type SB;
+    if constexpr (!std::is_void<SA>::value && !std::is_void<SB>::value) {
         int64_t units = job.n_tiles * job.n_sb, per_warp = (units + job.n_warps - 1) / job.n_warps;
-        if (per_warp > v5s_most() || (per_warp * V5_WARPS * K::REC + 1024) * 4 > 227 * 1024)
+        int64_t warp_bytes = per_warp * (SA::REC > SB::REC ? SA::REC : SB::REC);
+        if (per_warp > v5s_most() || (warp_bytes * V5_WARPS + 1024) * 4 > 227 * 1024)
             return false;
-        v5s_launch<K>(c, cfg, job, (int)per_warp, xq, xd);
+        v5s_launch<SA, SB>(c, cfg, job, (int)warp_bytes, xq, xd);
         return true;
     }
     return false;
@@ -675,7 +706,7 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (std::is_same<KA, KB>::value && v5s_go<KA>(c, cfg, job, xq, xd))
+    if (v5s_go<KA, KB>(c, cfg, job, xq, xd))
         return;
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
