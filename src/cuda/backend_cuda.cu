@@ -1085,6 +1085,23 @@ extern "C" long backend_cuda_short_used(struct backend *be)
     return get_count(be, &cuda_ctx::short_used, 0);
 }
 
+/* one-row tiled v5 jobs of at most `units` (tile, super-block) units a warp stage every record in
+ * shared memory before their PDL wait (gemv_mma.cu gemv5s_kernel); 0: off. GLIM_EINVAL if not a
+ * CUDA backend or out of range (0..CUDA_V5_STAGE_MAX). */
+extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units)
+{
+    if (!is_cuda(be) || units < 0 || units > CUDA_V5_STAGE_MAX)
+        return GLIM_EINVAL;
+    ctx_of(be)->v5_stage = units;
+    return GLIM_OK;
+}
+
+/* launches of the staged v5 so far (tests), or -1 if not a CUDA backend */
+extern "C" long backend_cuda_v5_staged(struct backend *be)
+{
+    return get_count(be, &cuda_ctx::v5_staged, -1);
+}
+
 /* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gate_side(struct backend *be)
 {
@@ -1233,6 +1250,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
+    const char *f_stage = getenv("GLIM_CUDA_V5_STAGE");
+    c->v5_stage = f_stage ? atoi(f_stage) : 0;
+    c->v5_stage = c->v5_stage < 0 ? 0 : c->v5_stage > CUDA_V5_STAGE_MAX ? CUDA_V5_STAGE_MAX : c->v5_stage;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

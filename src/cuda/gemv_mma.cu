@@ -368,12 +368,13 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
     }
 }
 
-/* ---- GLIM_CUDA_V5_STAGE=N (opt-in, one-kind jobs of T16 tiles of at most N units a warp: the
- * attention's Wo, ~3 a warp on the 30B): every warp copies all of its records into shared memory
- * (cp.async) before its PDL wait, so a GEMV whose launch comes early streams its weights while its
- * predecessor runs and after the wait only decodes (docs/CUDA.md: Wo, 15.3 MB, waits ~5 us for
- * its bytes after the attention ends). The lane code decodes the copies (gemv_mma_lane.h,
- * in_smem) in v5's order: v5's bits. */
+/* ---- GLIM_CUDA_V5_STAGE=N (ctx->v5_stage; opt-in, not yet measured): one-row jobs of T16 tiles
+ * (one kind, or Q4_K + Q6_K with GLIM_CUDA_V5_MIX=1) of at most N units a warp, such as Wo (~3.2 a
+ * warp on the 30B) or q/k/v when tiled (~3.5): every warp copies all of its records into shared
+ * memory (cp.async) before its PDL wait, so a GEMV whose launch comes early streams its weights
+ * while its predecessor runs and after the wait only decodes (docs/CUDA.md, 2026-12-05: the
+ * attention half, 48 MB, takes ~34 us of a ~101 us layer on an H200). The lane code decodes the
+ * copies (gemv_mma_lane.h, in_smem) in v5's order: v5's bits. */
 template <class R, void (*UNPACK)(const uint8_t *, int, int, int, R *),
           void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *), int RB>
 struct v5s_unit {
@@ -487,13 +488,6 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         v5_stamp(job, 2);
 }
 
-/* GLIM_CUDA_V5_STAGE=N (0: off): the most units a warp may stage */
-static int v5s_most(void)
-{
-    static int forced = -1;
-    return (int)cuda_env_knob("GLIM_CUDA_V5_STAGE", &forced);
-}
-
 template <class KA, class KB>
 static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const v5_job &job, int warp_bytes,
                        const int8_t *xq, const float2 *xd)
@@ -519,9 +513,10 @@ static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_j
     if constexpr (!std::is_void<SA>::value && !std::is_void<SB>::value) {
         int64_t units = job.n_tiles * job.n_sb, per_warp = (units + job.n_warps - 1) / job.n_warps;
         int64_t warp_bytes = per_warp * (SA::REC > SB::REC ? SA::REC : SB::REC);
-        if (per_warp > v5s_most() || (warp_bytes * V5_WARPS + 1024) * 4 > 227 * 1024)
+        if (per_warp > c->v5_stage || (warp_bytes * V5_WARPS + 1024) * 4 > 227 * 1024)
             return false;
         v5s_launch<SA, SB>(c, cfg, job, (int)warp_bytes, xq, xd);
+        c->v5_staged++;
         return true;
     }
     return false;
