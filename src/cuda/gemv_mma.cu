@@ -488,6 +488,24 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         v5_stamp(job, 2);
 }
 
+/* The shared-memory share (%, launch attribute) at which 4 CTAs of `bytes` fit an SM: the smallest
+ * of sm_90's splits (KB) that holds them, or ctx's share if larger. Without it the driver honours
+ * the small share the other launches ask for and fits one CTA an SM (2026-12-05: the cp.async v5
+ * ran in waves, 76 vs 147 t/s). */
+static unsigned v5s_carveout(const struct cuda_ctx *c, size_t bytes)
+{
+    static const int split_kb[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
+    size_t need = 4 * (bytes + 1024);   /* 1 KB a CTA is the system's */
+    int kb = 228;
+    for (int i = 0; i < (int)(sizeof split_kb / sizeof split_kb[0]); i++)
+        if ((size_t)split_kb[i] * 1024 >= need) {
+            kb = split_kb[i];
+            break;
+        }
+    int pct = (kb * 100 + 227) / 228;
+    return (unsigned)(c->carveout > pct ? c->carveout : pct);
+}
+
 template <class KA, class KB>
 static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const v5_job &job, int warp_bytes,
                        const int8_t *xq, const float2 *xd)
@@ -495,6 +513,14 @@ static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const
     static int attr_bytes = 0;   /* per instantiation; every context on one device */
     cudaLaunchConfig_t cfg = cfg0;
     cfg.dynamicSmemBytes = (size_t)V5_WARPS * warp_bytes;
+    cudaLaunchAttribute attr[2];   /* cfg0's, with the shared-memory share this launch needs */
+    cfg.attrs = attr;
+    cfg.numAttrs = 0;
+    for (unsigned i = 0; i < cfg0.numAttrs && i < 2; i++)
+        if (cfg0.attrs[i].id != cudaLaunchAttributePreferredSharedMemoryCarveout)
+            attr[cfg.numAttrs++] = cfg0.attrs[i];
+    attr[cfg.numAttrs].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+    attr[cfg.numAttrs++].val.sharedMemCarveout = v5s_carveout(c, cfg.dynamicSmemBytes);
     if ((int)cfg.dynamicSmemBytes > attr_bytes &&
         !CUDA_TRY(c, cudaFuncSetAttribute(gemv5s_kernel<KA, KB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)cfg.dynamicSmemBytes)))
