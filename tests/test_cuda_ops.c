@@ -1031,7 +1031,7 @@ static void check_v5_stage(int n, const uint32_t *types, const int64_t *ns, int6
             a[i] = malloc((size_t)ns[i] * sizeof(float));
             from_dev(a[i], dy[i], (size_t)ns[i] * sizeof(float));
         }
-        CHECK_EQ(backend_cuda_set_v5_stage(be, 8), GLIM_OK);
+        CHECK_EQ(backend_cuda_set_v5_stage(be, 6), GLIM_OK);
         be->i->matmul_n(be, n, dy, wt, dx, 1);
         long took = backend_cuda_v5_staged(be) - s0;
         CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
@@ -1070,7 +1070,7 @@ static void test_v5_stage(void)
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);   /* the default: one-row tiled parts go to v5 */
     CHECK_EQ(backend_cuda_set_v5_stage(be, -1), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_stage(be, 17), GLIM_EINVAL);
+    CHECK_EQ(backend_cuda_set_v5_stage(be, 7), GLIM_EINVAL);
     const uint32_t q4[1] = {GLIM_TYPE_Q4_K}, q6[1] = {GLIM_TYPE_Q6_K};
     const uint32_t qkv[3] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K}, mix[2] = {GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
     const int64_t n_wo[1] = {6656}, n_small[1] = {53}, n_one[1] = {16}, n_long[1] = {40}, n_mid[1] = {4224 + 5};

@@ -163,13 +163,13 @@ struct cuda_ctx {
     int64_t         short_gate_n;  /* ... its length */
     bool            short_side;    /* ... made on `side` */
     long            short_used;    /* attentions the short kernel took (tests) */
+    bool            short_poll;    /* the short kernel polls the side gate's ready flag instead of the launch
+                                    * waiting for the gate GEMV (GLIM_CUDA_SHORT_POLL=0: waits) */
+    struct cuda_buf short_ready;   /* ... the flag: [0] CTAs ended, [1] set, [2] readers done (gemv_job.ready) */
     int             v5_stage;      /* one-row tiled v5 jobs of at most this many units a warp stage all their
                                     * records in shared memory before the PDL wait (gemv5s_kernel; GLIM_CUDA_V5_STAGE,
                                     * default 0: off) */
     long            v5_staged;     /* launches of that kernel (tests) */
-    bool            short_poll;    /* the short kernel polls the side gate's ready flag instead of the launch
-                                    * waiting for the gate GEMV (GLIM_CUDA_SHORT_POLL=0: waits) */
-    struct cuda_buf short_ready;   /* ... the flag: [0] CTAs ended, [1] set, [2] readers done (gemv_job.ready) */
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
@@ -328,9 +328,9 @@ bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t
 extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
 extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
 extern "C" long backend_cuda_short_used(struct backend *be);
-/* gemv_mma.cu: the most units a warp of the staged v5 may be given (8 Q6_K records of 4 warps x 4 CTAs
- * an SM would pass 227 KB; gemv5s_kernel's launch checks the bytes) */
-#define CUDA_V5_STAGE_MAX 16
+/* gemv_mma.cu: the most units a warp of the staged v5 may be given: 6 Q4_K records (4 Q6_K) a warp
+ * is what 4 CTAs of 4 warps an SM fit in 227 KB (the launch checks the bytes) */
+#define CUDA_V5_STAGE_MAX 6
 extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units);
 extern "C" long backend_cuda_v5_staged(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
