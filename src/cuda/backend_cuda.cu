@@ -1289,6 +1289,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
                                                                                                : 0;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
+    c->smem_sm = prop.sharedMemPerMultiprocessor;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */
     int w4, d4, k4;
     if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 8 &&

@@ -134,6 +134,7 @@ struct cuda_ctx {
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
+    size_t          smem_sm;       /* ... an SM has (sharedMemPerMultiprocessor) */
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     int             carveout;      /* every launch's preferred shared-memory share, % (GLIM_CUDA_CARVEOUT; default 0; -1: none given) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
@@ -329,7 +330,7 @@ extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
 extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
 extern "C" long backend_cuda_short_used(struct backend *be);
 /* gemv_mma.cu: the most units a warp of the staged v5 may be given: 6 Q4_K records (4 Q6_K) a warp
- * is what 4 CTAs of 4 warps an SM fit in 227 KB (the launch checks the bytes) */
+ * is what 4 CTAs of 4 warps fit in an sm_90 SM's 228 KB (the launch checks the bytes) */
 #define CUDA_V5_STAGE_MAX 6
 extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units);
 extern "C" long backend_cuda_v5_staged(struct backend *be);

@@ -488,21 +488,21 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         v5_stamp(job, 2);
 }
 
-/* The shared-memory share (%, launch attribute) at which 4 CTAs of `bytes` fit an SM: the smallest
- * of sm_90's splits (KB) that holds them, or ctx's share if larger. Without it the driver honours
- * the small share the other launches ask for and fits one CTA an SM (2026-12-05: the cp.async v5
- * ran in waves, 76 vs 147 t/s). */
+/* Shared memory an SM needs for 4 CTAs of `bytes` each (the system keeps 1 KB a CTA) */
+static size_t v5s_sm_bytes(size_t bytes)
+{
+    return 4 * (bytes + 1024);
+}
+
+/* The shared-memory share (%, launch attribute) at which those fit, or ctx's share if larger: the
+ * driver rounds a share up to a split the SM has. Without it the driver honours the small share
+ * the other launches ask for and fits one CTA an SM (2026-12-05: the cp.async v5 ran in waves, 76
+ * vs 147 t/s). */
 static unsigned v5s_carveout(const struct cuda_ctx *c, size_t bytes)
 {
-    static const int split_kb[] = {0, 8, 16, 32, 64, 100, 132, 164, 196, 228};
-    size_t need = 4 * (bytes + 1024);   /* 1 KB a CTA is the system's */
-    int kb = 228;
-    for (int i = 0; i < (int)(sizeof split_kb / sizeof split_kb[0]); i++)
-        if ((size_t)split_kb[i] * 1024 >= need) {
-            kb = split_kb[i];
-            break;
-        }
-    int pct = (kb * 100 + 227) / 228;
+    size_t need = v5s_sm_bytes(bytes);
+    int pct = (int)((need * 100 + c->smem_sm - 1) / c->smem_sm);
+    pct = pct > 100 ? 100 : pct;
     return (unsigned)(c->carveout > pct ? c->carveout : pct);
 }
 
@@ -529,7 +529,7 @@ static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const
 }
 
 /* the staged form of a tiled job of kinds KA, KB, or false (not tiled, off, or too many units a
- * warp for 4 CTAs an SM in 227 KB of shared memory) */
+ * warp for 4 CTAs an SM in the SM's shared memory) */
 template <class KA, class KB>
 static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
                    const float2 *xd)
@@ -539,7 +539,8 @@ static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_j
     if constexpr (!std::is_void<SA>::value && !std::is_void<SB>::value) {
         int64_t units = job.n_tiles * job.n_sb, per_warp = (units + job.n_warps - 1) / job.n_warps;
         int64_t warp_bytes = per_warp * (SA::REC > SB::REC ? SA::REC : SB::REC);
-        if (per_warp > c->v5_stage || (warp_bytes * V5_WARPS + 1024) * 4 > 227 * 1024)
+        if (per_warp > c->v5_stage || v5s_sm_bytes((size_t)warp_bytes * V5_WARPS) > c->smem_sm ||
+            (size_t)warp_bytes * V5_WARPS > c->smem_optin)
             return false;
         v5s_launch<SA, SB>(c, cfg, job, (int)warp_bytes, xq, xd);
         c->v5_staged++;
