@@ -1078,9 +1078,9 @@ static void test_v5_stage(void)
     check_v5_stage(1, q6, n_small, 1024, true);    /* ragged last tile, 16 units */
     check_v5_stage(1, q4, n_one, 256, true);       /* one unit */
     check_v5_stage(2, mix, n_mix, 512, true);      /* two kinds (one launch with GLIM_CUDA_V5_MIX=1) */
-    check_v5_stage(1, q4, n_wo, 4096, false);      /* Wo of the 30B: ~3.2 units a warp on 132 SMs */
+    check_v5_stage(1, q4, n_wo, 4096, false);      /* Wo of the 30B: ~3.2 units a warp on 132 SMs, ranges across tiles */
     check_v5_stage(3, qkv, n_qkv, 6656, false);    /* q/k/v-like */
-    check_v5_stage(1, q4, n_long, 19968, false);   /* long rows: a warp's units cross tiles */
+    check_v5_stage(1, q4, n_long, 19968, false);   /* long rows: a tile cut among many warps (merged pieces) */
     check_v5_stage(1, q6, n_mid, 6656, false);     /* Q6_K at ~4 units a warp: 54 KB a CTA */
     const uint32_t q44[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K};
     check_v5_stage(2, q44, n_ffn, 6656, false);    /* too many units a warp: plain v5 */
