@@ -74,6 +74,8 @@ int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling 
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
 int backend_cuda_set_v5_stage(struct backend *be_, int units);  /* v5 staging its records: jobs of <= units a warp */
 long backend_cuda_v5_staged(struct backend *be_);                /* ... launches so far */
+int backend_cuda_set_short_early(struct backend *be_, bool on);  /* the short kernel lets a staged Wo launch early */
+long backend_cuda_short_early_used(struct backend *be_);         /* ... short kernels launched so */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -2082,6 +2084,7 @@ static bool qkvg_weights(uint32_t vtype, int H, int Hkv, int D, int64_t k, int t
 }
 
 static int fold_window;   /* the attention's window in check_prep_fold_t (test_attn_short sets it) */
+static bool fold_wo_t16;  /* ... and whether its Wo is in 16-row tiles (v5's; staged with GLIM_CUDA_V5_STAGE) */
 
 /* max |a - b| <= rel * max |b| over n floats, else the worst element printed */
 static bool close_floats(const float *a, const float *b, size_t n, double rel, const char *what, const char *which)
@@ -2138,7 +2141,9 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     struct be_weight hwo = {0}, dwo = {0};
     if (mode >= GFOLD) {
         hwo = dwo = make_weight(GLIM_TYPE_Q4_K, rows[0], k);
+        CHECK_EQ(backend_cuda_set_t16(be, fold_wo_t16 || t16_env()), GLIM_OK);
         ok = be->i->weight_init(be, &dwo, &err) == GLIM_OK && ok;
+        CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
     }
     for (int pass = 0; ok && pass < 2; pass++) {
         long used0 = prep_feature(mode, pass == 0);
@@ -2167,9 +2172,9 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
             CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
         be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
         if (mode >= GFOLD) {
-            be->i->attention(be, &aa);
-            if (be->i->prefetch)   /* as the model does: a hint on the side stream, in the graph too */
+            if (be->i->prefetch)   /* as the model does (arch_common.c): the hint between the two */
                 be->i->prefetch(be, &dwo);
+            be->i->attention(be, &aa);
             be->i->matmul_glu(be, ywo, &dwo, ys[4], ys[3], BE_GLU_SIGMOID, T);
         } else if (mode != FOLD) {
             be->i->attention(be, &aa);
@@ -2354,7 +2359,22 @@ static void test_attn_short(void)
             fold_window = 0;
         }
     }
+    /* a staged Wo launched before the short kernel has seen the side gate's flag (GLIM_CUDA_SHORT_EARLY):
+     * the same results, and taken once a pass (eagerly and in the graph), with no hang */
     CHECK_EQ(backend_cuda_set_gate_side(be, 2), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_short_poll(be, true), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_short_early(be, true), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5_stage(be, 4), GLIM_OK);
+    fold_wo_t16 = true;
+    for (int mode = SHORT; mode <= SHORT_GRAPH; mode++) {
+        long e0 = backend_cuda_short_early_used(be), s0 = backend_cuda_v5_staged(be);
+        check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 200, GLIM_TYPE_BF16, true);
+        bool v5 = backend_cuda_v5_staged(be) > s0;   /* sm_80+ */
+        CHECK_EQ(backend_cuda_short_early_used(be) - e0, v5 ? 1 : 0);
+    }
+    fold_wo_t16 = false;
+    CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_short_early(be, false), GLIM_OK);
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 256, GLIM_TYPE_F16, false);
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 3, 10, GLIM_TYPE_F16, false);
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 10, GLIM_TYPE_BF16, false);

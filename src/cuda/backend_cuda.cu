@@ -470,6 +470,7 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
 static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
     struct cuda_ctx *c = ctx_raw(be);   /* a hint: the deferred attn_prep may wait across it */
+    c->next_staged = c->short_early && cuda_v5_stages(c, w);   /* for the short kernel's trigger */
     bool on = (c->wo_prefetch == 1 || c->wo_prefetch == 2) || (c->wo_prefetch == 3 && c->capturing);
     if (on && c->side_pending && !c->side_more && w->dev && !w->aux && w->dev_type == w->type &&
         !CUDA_TRY(c, cudaEventRecord(c->side_gate, c->side))) {   /* the gate's end, for the combine */
@@ -568,12 +569,14 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
         if (cuda_attn_short(c, &c->short_prep, a, g, ready)) {
             c->short_armed = c->short_armed && !ready;   /* the kernel resets what it read */
             c->short_used++;
+            c->next_staged = false;   /* the hint is for this attention's successor only */
             short_disarm(c);
             return;
         }
         cuda_attn_prep(c, &c->short_prep);
         short_disarm(c);
     }
+    c->next_staged = false;
     cuda_attention(c, a);
 }
 
@@ -1052,6 +1055,17 @@ extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::short_poll, on);
 }
 
+/* the short kernel lets a staged v5 after it launch before it has seen the side gate's flag */
+extern "C" int backend_cuda_set_short_early(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::short_early, on);
+}
+
+extern "C" long backend_cuda_short_early_used(struct backend *be)
+{
+    return get_count(be, &cuda_ctx::short_early_used, 0);
+}
+
 /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
 extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on)
 {
@@ -1253,6 +1267,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_stage = getenv("GLIM_CUDA_V5_STAGE");
     c->v5_stage = f_stage ? atoi(f_stage) : 0;
     c->v5_stage = c->v5_stage < 0 ? 0 : c->v5_stage > CUDA_V5_STAGE_MAX ? CUDA_V5_STAGE_MAX : c->v5_stage;
+    const char *f_early = getenv("GLIM_CUDA_SHORT_EARLY");
+    c->short_early = f_early && strcmp(f_early, "1") == 0;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

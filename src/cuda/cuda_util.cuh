@@ -171,6 +171,11 @@ struct cuda_ctx {
                                     * records in shared memory before the PDL wait (gemv5s_kernel; GLIM_CUDA_V5_STAGE,
                                     * default 0: off) */
     long            v5_staged;     /* launches of that kernel (tests) */
+    bool            short_early;   /* the short kernel lets its successor launch right after its own wait, while it
+                                    * still polls the side gate's flag, when that successor is a staged v5 (the
+                                    * prefetch hint's weight; GLIM_CUDA_SHORT_EARLY=1, opt-in, not yet measured) */
+    bool            next_staged;   /* ... the hint's weight since the last attention would take the staged v5 */
+    long            short_early_used;   /* short kernels launched so (tests) */
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
@@ -334,6 +339,10 @@ extern "C" long backend_cuda_short_used(struct backend *be);
 #define CUDA_V5_STAGE_MAX 6
 extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units);
 extern "C" long backend_cuda_v5_staged(struct backend *be);
+/* ... whether a one-row matmul of w alone would take the staged v5 now */
+bool cuda_v5_stages(const struct cuda_ctx *c, const struct be_weight *w);
+extern "C" int backend_cuda_set_short_early(struct backend *be, bool on);
+extern "C" long backend_cuda_short_early_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x,

@@ -528,8 +528,19 @@ static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const
     CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KB>, job, xq, xd, warp_bytes, c->pdl_all));
 }
 
-/* the staged form of a tiled job of kinds KA, KB, or false (not tiled, off, or too many units a
- * warp for 4 CTAs an SM in the SM's shared memory) */
+/* the bytes each warp stages of a job of `units` units over n_warps warps with records of at most
+ * rec bytes, or 0: not staged (off, or too many units a warp for 4 CTAs an SM in the SM's shared
+ * memory) */
+static int64_t v5s_warp_bytes(const struct cuda_ctx *c, int64_t units, int64_t n_warps, int rec)
+{
+    int64_t per_warp = (units + n_warps - 1) / n_warps, warp_bytes = per_warp * rec;
+    if (c->v5_stage <= 0 || per_warp > c->v5_stage || v5s_sm_bytes((size_t)warp_bytes * V5_WARPS) > c->smem_sm ||
+        (size_t)warp_bytes * V5_WARPS > c->smem_optin)
+        return 0;
+    return warp_bytes;
+}
+
+/* the staged form of a tiled job of kinds KA, KB, or false (not tiled, or v5s_warp_bytes says no) */
 template <class KA, class KB>
 static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
                    const float2 *xd)
@@ -537,10 +548,8 @@ static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_j
     typedef typename v5s_of<KA>::type SA;
     typedef typename v5s_of<KB>::type SB;
     if constexpr (!std::is_void<SA>::value && !std::is_void<SB>::value) {
-        int64_t units = job.n_tiles * job.n_sb, per_warp = (units + job.n_warps - 1) / job.n_warps;
-        int64_t warp_bytes = per_warp * (SA::REC > SB::REC ? SA::REC : SB::REC);
-        if (per_warp > c->v5_stage || v5s_sm_bytes((size_t)warp_bytes * V5_WARPS) > c->smem_sm ||
-            (size_t)warp_bytes * V5_WARPS > c->smem_optin)
+        int64_t warp_bytes = v5s_warp_bytes(c, job.n_tiles * job.n_sb, job.n_warps, SA::REC > SB::REC ? SA::REC : SB::REC);
+        if (!warp_bytes)
             return false;
         v5s_launch<SA, SB>(c, cfg, job, (int)warp_bytes, xq, xd);
         c->v5_staged++;
@@ -948,4 +957,19 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
             m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken);
     }
     return m;
+}
+
+/* Whether a one-row matmul of w alone takes the staged v5 now (cuda_gemv5's choice for one tiled
+ * part, v5_plan's split; attn_short.cu lets such a GEMV launch early) */
+bool cuda_v5_stages(const struct cuda_ctx *c, const struct be_weight *w)
+{
+    bool q4 = w->dev_type == CUDA_DT_Q4_K_T16;
+    if (c->gemv_ver != 3 || c->cc_major < 8 || w->k % 256 || (!q4 && w->dev_type != CUDA_DT_Q6_K_T16))
+        return false;
+    int64_t units = (w->n + 15) / 16 * (w->k / 256), warps = v5_warps(c, 16);
+    static int min_forced = -1;
+    if (units < cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced))
+        return false;
+    int rec = q4 && !v5_mix_on() ? CUDA_T16_Q4K_BYTES : CUDA_T16_Q6K_BYTES;   /* a mixed launch stages the larger */
+    return v5s_warp_bytes(c, units, warps < units ? warps : units, rec) > 0;
 }
