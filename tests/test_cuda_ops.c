@@ -23,7 +23,7 @@
  * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
  * v3, bf16 GEMM, get_rows, multi-part jobs, v4 refusing them), v5 within its 1e-5.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
- * test_v5_stage: v5 with each warp's records staged in shared memory gives plain v5's bits.
+ * test_v5_stage: v5 with each warp's records (or its first few) staged in shared memory gives plain v5's bits.
  */
 #include "harness.h"
 
@@ -74,6 +74,8 @@ int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling 
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
 int backend_cuda_set_v5_stage(struct backend *be_, int units);  /* v5 staging its records: jobs of <= units a warp */
 long backend_cuda_v5_staged(struct backend *be_);                /* ... launches so far */
+int backend_cuda_set_v5_prefix(struct backend *be_, int units); /* v5 copying up to units a warp ahead of its wait */
+long backend_cuda_v5_prefixed(struct backend *be_);              /* ... launches so far */
 int backend_cuda_set_short_early(struct backend *be_, bool on);  /* the short kernel lets a staged Wo launch early */
 long backend_cuda_short_early_used(struct backend *be_);         /* ... short kernels launched so */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
@@ -1006,13 +1008,15 @@ static void test_t16(void)
 }
 
 /* The staged v5 (backend_cuda_set_v5_stage: every record of a warp copied into shared memory before
- * its PDL wait) against plain v5 on the same tiles, one activation row: the same bits, and the CPU
- * reference's values. must_stage: the job is small enough (<= 16 units) to be staged on any GPU. */
+ * its PDL wait) and the head-start v5 (backend_cuda_set_v5_prefix: up to P units of a warp's first
+ * tile copied so, the rest loaded into registers) against plain v5 on the same tiles, one activation
+ * row: the same bits, and the CPU reference's values. must_stage: the job is small enough (<= 16
+ * units) to be staged on any GPU; a head start of one unit a warp is taken on any. */
 static void check_v5_stage(int n, const uint32_t *types, const int64_t *ns, int64_t k, bool must_stage)
 {
     struct be_weight hw[4], tl[4];
     const struct be_weight *wt[4];
-    float *dy[4], *a[4], *b[4];
+    float *dy[4], *a[4];
     int ok = 0;
     for (; ok < n; ok++) {
         hw[ok] = make_weight(types[ok], k, ns[ok]);
@@ -1026,35 +1030,45 @@ static void check_v5_stage(int n, const uint32_t *types, const int64_t *ns, int6
     float *x = rand_vec(k, 1.0f), *dx = to_dev(x, (size_t)k * sizeof(float));
     if (ok == n) {
         CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
-        long s0 = backend_cuda_v5_staged(be);
+        CHECK_EQ(backend_cuda_set_v5_prefix(be, 0), GLIM_OK);
+        long s0 = backend_cuda_v5_staged(be), p0 = backend_cuda_v5_prefixed(be);
         be->i->matmul_n(be, n, dy, wt, dx, 1);
         CHECK_EQ(backend_cuda_v5_staged(be), s0);   /* off: never staged */
+        CHECK_EQ(backend_cuda_v5_prefixed(be), p0);
         for (int i = 0; i < n; i++) {
             a[i] = malloc((size_t)ns[i] * sizeof(float));
             from_dev(a[i], dy[i], (size_t)ns[i] * sizeof(float));
         }
-        CHECK_EQ(backend_cuda_set_v5_stage(be, 6), GLIM_OK);
-        be->i->matmul_n(be, n, dy, wt, dx, 1);
-        long took = backend_cuda_v5_staged(be) - s0;
-        CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
-        if (must_stage)
-            CHECK(took > 0);
-        for (int i = 0; i < n; i++) {
-            size_t yb = (size_t)ns[i] * sizeof(float);
-            b[i] = malloc(yb);
-            from_dev(b[i], dy[i], yb);
-            char what[160];
-            snprintf(what, sizeof what, "v5 staged (%ld launches) part %d/%d %s k=%lld n=%lld", took, i, n,
-                     quant_type_name(types[i]), (long long)k, (long long)ns[i]);
-            if (memcmp(a[i], b[i], yb) != 0)
-                fprintf(stderr, "FAIL %s: staged != plain v5\n", what);
-            CHECK(memcmp(a[i], b[i], yb) == 0);
-            float *ref = malloc(yb);
-            cpu_ref_matmul(ref, &hw[i], x, 1);
-            if (ns[i] >= 16)
-                CHECK(close_enough(b[i], ref, ns[i], 1e-2, what));
-            free(ref), free(a[i]), free(b[i]);
+        static const int stage[3] = {6, 0, 0}, prefix[3] = {0, 1, 4};
+        for (int v = 0; v < 3; v++) {
+            s0 = backend_cuda_v5_staged(be), p0 = backend_cuda_v5_prefixed(be);
+            CHECK_EQ(backend_cuda_set_v5_stage(be, stage[v]), GLIM_OK);
+            CHECK_EQ(backend_cuda_set_v5_prefix(be, prefix[v]), GLIM_OK);
+            be->i->matmul_n(be, n, dy, wt, dx, 1);
+            long took = stage[v] ? backend_cuda_v5_staged(be) - s0 : backend_cuda_v5_prefixed(be) - p0;
+            CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
+            CHECK_EQ(backend_cuda_set_v5_prefix(be, 0), GLIM_OK);
+            if (stage[v] ? must_stage : prefix[v] == 1)
+                CHECK(took > 0);
+            for (int i = 0; i < n; i++) {
+                size_t yb = (size_t)ns[i] * sizeof(float);
+                float *b = malloc(yb), *ref = malloc(yb);
+                from_dev(b, dy[i], yb);
+                char what[160];
+                snprintf(what, sizeof what, "v5 %s %d (%ld launches) part %d/%d %s k=%lld n=%lld",
+                         stage[v] ? "staged" : "head start", stage[v] ? stage[v] : prefix[v], took, i, n,
+                         quant_type_name(types[i]), (long long)k, (long long)ns[i]);
+                if (memcmp(a[i], b, yb) != 0)
+                    fprintf(stderr, "FAIL %s: != plain v5\n", what);
+                CHECK(memcmp(a[i], b, yb) == 0);
+                cpu_ref_matmul(ref, &hw[i], x, 1);
+                if (ns[i] >= 16)
+                    CHECK(close_enough(b, ref, ns[i], 1e-2, what));
+                free(ref), free(b);
+            }
         }
+        for (int i = 0; i < n; i++)
+            free(a[i]);
     }
     for (int i = 0; i < ok; i++) {
         be->i->release(be, dy[i]), be->i->weight_clear(be, &tl[i]);
@@ -1073,6 +1087,8 @@ static void test_v5_stage(void)
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);   /* the default: one-row tiled parts go to v5 */
     CHECK_EQ(backend_cuda_set_v5_stage(be, -1), GLIM_EINVAL);
     CHECK_EQ(backend_cuda_set_v5_stage(be, 7), GLIM_EINVAL);
+    CHECK_EQ(backend_cuda_set_v5_prefix(be, -1), GLIM_EINVAL);
+    CHECK_EQ(backend_cuda_set_v5_prefix(be, 5), GLIM_EINVAL);
     const uint32_t q4[1] = {GLIM_TYPE_Q4_K}, q6[1] = {GLIM_TYPE_Q6_K};
     const uint32_t qkv[3] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K}, mix[2] = {GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
     const int64_t n_wo[1] = {6656}, n_small[1] = {53}, n_one[1] = {16}, n_long[1] = {40}, n_mid[1] = {4224 + 5};

@@ -1116,6 +1116,23 @@ extern "C" long backend_cuda_v5_staged(struct backend *be)
     return get_count(be, &cuda_ctx::v5_staged, -1);
 }
 
+/* other one-row tiled v5 jobs copy up to `units` units a warp of their first tile into shared memory
+ * before their PDL wait (gemv_mma.cu gemv5p_kernel); 0: off. GLIM_EINVAL if not a CUDA backend or out
+ * of range (0..CUDA_V5_PREFIX_MAX). */
+extern "C" int backend_cuda_set_v5_prefix(struct backend *be, int units)
+{
+    if (!is_cuda(be) || units < 0 || units > CUDA_V5_PREFIX_MAX)
+        return GLIM_EINVAL;
+    ctx_of(be)->v5_prefix = units;
+    return GLIM_OK;
+}
+
+/* launches of the head-start v5 so far (tests), or -1 if not a CUDA backend */
+extern "C" long backend_cuda_v5_prefixed(struct backend *be)
+{
+    return get_count(be, &cuda_ctx::v5_prefixed, -1);
+}
+
 /* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gate_side(struct backend *be)
 {
@@ -1267,6 +1284,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_stage = getenv("GLIM_CUDA_V5_STAGE");
     c->v5_stage = f_stage ? atoi(f_stage) : 0;
     c->v5_stage = c->v5_stage < 0 ? 0 : c->v5_stage > CUDA_V5_STAGE_MAX ? CUDA_V5_STAGE_MAX : c->v5_stage;
+    const char *f_pre = getenv("GLIM_CUDA_V5_PREFIX");
+    c->v5_prefix = f_pre ? atoi(f_pre) : 0;
+    c->v5_prefix = c->v5_prefix < 0 ? 0 : c->v5_prefix > CUDA_V5_PREFIX_MAX ? CUDA_V5_PREFIX_MAX : c->v5_prefix;
     const char *f_early = getenv("GLIM_CUDA_SHORT_EARLY");
     c->short_early = f_early && strcmp(f_early, "1") == 0;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");

@@ -171,6 +171,10 @@ struct cuda_ctx {
                                     * records in shared memory before the PDL wait (gemv5s_kernel; GLIM_CUDA_V5_STAGE,
                                     * default 0: off) */
     long            v5_staged;     /* launches of that kernel (tests) */
+    int             v5_prefix;     /* other one-row tiled v5 jobs: each warp copies up to this many units of its
+                                    * first tile into shared memory before the PDL wait (gemv5p_kernel;
+                                    * GLIM_CUDA_V5_PREFIX, default 0: off) */
+    long            v5_prefixed;   /* launches of that kernel (tests) */
     bool            short_early;   /* the short kernel lets its successor launch right after its own wait, while it
                                     * still polls the side gate's flag, when that successor is a staged v5 (the
                                     * prefetch hint's weight; GLIM_CUDA_SHORT_EARLY=1, opt-in, not yet measured) */
@@ -338,6 +342,10 @@ extern "C" long backend_cuda_short_used(struct backend *be);
  * is what 4 CTAs of 4 warps fit in an sm_90 SM's 228 KB (the launch checks the bytes) */
 #define CUDA_V5_STAGE_MAX 6
 extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units);
+/* the most units a warp of the head-start v5 copies (4 Q6_K records a warp fill an sm_90 SM) */
+#define CUDA_V5_PREFIX_MAX 4
+extern "C" int backend_cuda_set_v5_prefix(struct backend *be, int units);
+extern "C" long backend_cuda_v5_prefixed(struct backend *be);
 extern "C" long backend_cuda_v5_staged(struct backend *be);
 /* ... whether a one-row matmul of w alone would take the staged v5 now */
 bool cuda_v5_stages(const struct cuda_ctx *c, const struct be_weight *w);

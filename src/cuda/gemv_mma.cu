@@ -297,84 +297,8 @@ static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
     v5_stamp_w(job, (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), which);
 }
 
-template <class K, int U>
-static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
-                                                    int64_t sb1, int t, typename K::raw *r)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++)
-        if (s + u < sb1)
-            K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
-}
-
-template <class K, int U>
-static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
-                                                      int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
-{
-#pragma unroll
-    for (int u = 0; u < U; u++)
-        if (s + u < sb1)
-            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
-}
-
-/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
-template <class K, int U>
-static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
-                                               int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
-                                               bool &waited, float &acc_g, float &acc_g8, int64_t w)
-{
-    int64_t rg = r0 + g, rg8 = r0 + g + 8;
-    int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
-#pragma unroll 1
-    for (int64_t s = s0; s < sb1; s += U) {
-        typename K::raw raw[U];
-        v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
-        if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
-            cuda_pdl_wait();
-            waited = true;
-            if (job.trace && g == 0 && t == 0)
-                v5_stamp_w(job, w, 1);
-        }
-        v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
-    }
-}
-
-/* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
- * in flight per lane */
-/* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
- * their code is in git history at 8be8ec1) */
-template <class KA, int UA, class KB, int UB>
-static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
-                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
-{
-    int g = lane >> 2, t = lane & 3;
-    int64_t units = v5_units(job);
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-#pragma unroll 1
-    for (int64_t x = a; x < b;) {
-        int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
-        v5_part P = v5_pick(job, tile);
-        int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
-        float acc_g = 0.0f, acc_g8 = 0.0f;
-        if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-        else
-            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-        if (job.trace && lane == 0)
-            v5_stamp_w(job, w, 3);
-        int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
-        x = e;
-    }
-}
-
-/* ---- GLIM_CUDA_V5_STAGE=N (ctx->v5_stage; opt-in, not yet measured): one-row jobs of T16 tiles
- * (one kind, or Q4_K + Q6_K with GLIM_CUDA_V5_MIX=1) of at most N units a warp, such as Wo (~3.2 a
- * warp on the 30B) or q/k/v when tiled (~3.5): every warp copies all of its records into shared
- * memory (cp.async) before its PDL wait, so a GEMV whose launch comes early streams its weights
- * while its predecessor runs and after the wait only decodes (docs/CUDA.md, 2026-12-05: the
- * attention half, 48 MB, takes ~34 us of a ~101 us layer on an H200). The lane code decodes the
- * copies (gemv_mma_lane.h, in_smem) in v5's order: v5's bits. */
+/* ---- the staged records (GLIM_CUDA_V5_STAGE, GLIM_CUDA_V5_PREFIX): a T16 kind's twin that decodes
+ * a warp's shared-memory copy of a record (gemv_mma_lane.h, in_smem), and the copy */
 template <class R, void (*UNPACK)(const uint8_t *, int, int, int, R *),
           void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *), int RB>
 struct v5s_unit {
@@ -434,6 +358,111 @@ static __device__ __forceinline__ void v5s_copy(const v5_job &job, int64_t a, in
     }
     cp_async_commit();
 }
+
+template <class K, int U>
+static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
+                                                    int64_t sb1, int t, typename K::raw *r)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (s + u < sb1)
+            K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
+}
+
+template <class K, int U>
+static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
+                                                      int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (s + u < sb1)
+            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+}
+
+/* a warp's head start in shared memory (GLIM_CUDA_V5_PREFIX): n units of its first tile copied
+ * before the PDL wait, super-blocks [s, s + n), which its first span adds before its own */
+struct v5_pre {
+    const uint8_t *rec;
+    int64_t        s;
+    int            n;   /* 0: none, or already added */
+};
+
+/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane; PRE:
+ * with pre.n units before s0 in shared memory, added (in super-block order: v5's bits) once the
+ * first set's loads are on their way */
+template <class K, int U, bool PRE = false>
+static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
+                                               int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
+                                               bool &waited, float &acc_g, float &acc_g8, int64_t w, v5_pre &pre)
+{
+    int64_t rg = r0 + g, rg8 = r0 + g + 8;
+    int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
+#pragma unroll 1
+    for (int64_t s = s0; s < sb1; s += U) {
+        typename K::raw raw[U];
+        v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
+        if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
+            cuda_pdl_wait();
+            waited = true;
+            if (job.trace && g == 0 && t == 0)
+                v5_stamp_w(job, w, 1);
+        }
+        if constexpr (PRE) {
+            typedef typename v5s_of<K>::type S;
+            if (pre.n) {
+                cp_async_wait<0>();
+                __syncwarp();   /* the other lanes' pieces have landed too */
+                const uint8_t *rec = pre.rec;
+#pragma unroll 1
+                for (int i = 0; i < pre.n; i++, rec += S::REC) {
+                    typename S::raw r;
+                    S::unpack(rec, g, t, r);
+                    S::compute(r, xq, xd, pre.s + i, g, t, acc_g, acc_g8);
+                }
+                pre.n = 0;
+            }
+        }
+        v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+    }
+}
+
+/* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), UA / UB super-blocks
+ * in flight per lane */
+/* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
+ * their code is in git history at 8be8ec1) */
+template <class KA, int UA, class KB, int UB, bool PRE = false>
+static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
+                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited,
+                                              v5_pre &pre)
+{
+    int g = lane >> 2, t = lane & 3;
+    int64_t units = v5_units(job);
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+#pragma unroll 1
+    for (int64_t x = a + pre.n; x < b;) {   /* the head start lies in the first span's tile */
+        int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
+        v5_part P = v5_pick(job, tile);
+        int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
+        float acc_g = 0.0f, acc_g8 = 0.0f;
+        if (!std::is_same<KA, KB>::value && P.kind)
+            v5_span<KB, UB, PRE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, pre);
+        else
+            v5_span<KA, UA, PRE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, pre);
+        if (job.trace && lane == 0)
+            v5_stamp_w(job, w, 3);
+        int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        x = e;
+    }
+}
+
+/* ---- GLIM_CUDA_V5_STAGE=N (ctx->v5_stage; opt-in, not yet measured): one-row jobs of T16 tiles
+ * (one kind, or Q4_K + Q6_K with GLIM_CUDA_V5_MIX=1) of at most N units a warp, such as Wo (~3.2 a
+ * warp on the 30B) or q/k/v when tiled (~3.5): every warp copies all of its records into shared
+ * memory (cp.async) before its PDL wait, so a GEMV whose launch comes early streams its weights
+ * while its predecessor runs and after the wait only decodes (docs/CUDA.md, 2026-12-05: the
+ * attention half, 48 MB, takes ~34 us of a ~101 us layer on an H200). The lane code decodes the
+ * copies (gemv_mma_lane.h, in_smem) in v5's order: v5's bits. */
 
 template <class KA, class KB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
@@ -506,13 +535,37 @@ static unsigned v5s_carveout(const struct cuda_ctx *c, size_t bytes)
     return (unsigned)(c->carveout > pct ? c->carveout : pct);
 }
 
-template <class KA, class KB>
-static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const v5_job &job, int warp_bytes,
-                       const int8_t *xq, const float2 *xd)
+/* cudaFuncAttributeMaxDynamicSharedMemorySize of staging kernel f raised to at least `bytes` (a
+ * table of those seen, every context on one device); false: failure recorded */
+static bool v5s_smem_ok(struct cuda_ctx *c, const void *f, size_t bytes)
 {
-    static int attr_bytes = 0;   /* per instantiation; every context on one device */
+    static struct {
+        const void *f;
+        size_t      bytes;
+    } seen[16];
+    static int n_seen;
+    int i = 0;
+    while (i < n_seen && seen[i].f != f)
+        i++;
+    if (i < n_seen && seen[i].bytes >= bytes)
+        return true;
+    if (CUDA_TRY(c, cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)))
+        return false;
+    if (i < 16) {   /* (a full table: asked again next time) */
+        n_seen += i == n_seen;
+        seen[i].f = f, seen[i].bytes = bytes;
+    }
+    return true;
+}
+
+/* launch a kernel that stages records in `smem` bytes of dynamic shared memory (gemv5s_kernel,
+ * gemv5p_kernel) with cfg0's attributes and the shared-memory share that fits 4 of its CTAs an SM */
+template <typename... KP, typename... A>
+static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, void (*kern)(KP...), size_t smem,
+                       A... args)
+{
     cudaLaunchConfig_t cfg = cfg0;
-    cfg.dynamicSmemBytes = (size_t)V5_WARPS * warp_bytes;
+    cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute attr[2];   /* cfg0's, with the shared-memory share this launch needs */
     cfg.attrs = attr;
     cfg.numAttrs = 0;
@@ -520,12 +573,9 @@ static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, const
         if (cfg0.attrs[i].id != cudaLaunchAttributePreferredSharedMemoryCarveout)
             attr[cfg.numAttrs++] = cfg0.attrs[i];
     attr[cfg.numAttrs].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-    attr[cfg.numAttrs++].val.sharedMemCarveout = v5s_carveout(c, cfg.dynamicSmemBytes);
-    if ((int)cfg.dynamicSmemBytes > attr_bytes &&
-        !CUDA_TRY(c, cudaFuncSetAttribute(gemv5s_kernel<KA, KB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)cfg.dynamicSmemBytes)))
-        attr_bytes = (int)cfg.dynamicSmemBytes;
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KB>, job, xq, xd, warp_bytes, c->pdl_all));
+    attr[cfg.numAttrs++].val.sharedMemCarveout = v5s_carveout(c, smem);
+    if (v5s_smem_ok(c, (const void *)kern, smem))
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, kern, args...));
 }
 
 /* the bytes each warp stages of a job of `units` units over n_warps warps with records of at most
@@ -551,12 +601,14 @@ static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_j
         int64_t warp_bytes = v5s_warp_bytes(c, job.n_tiles * job.n_sb, job.n_warps, SA::REC > SB::REC ? SA::REC : SB::REC);
         if (!warp_bytes)
             return false;
-        v5s_launch<SA, SB>(c, cfg, job, (int)warp_bytes, xq, xd);
+        v5s_launch(c, cfg, gemv5s_kernel<SA, SB>, (size_t)V5_WARPS * warp_bytes, job, xq, xd, (int)warp_bytes,
+                   c->pdl_all);
         c->v5_staged++;
         return true;
     }
     return false;
 }
+
 
 template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
@@ -571,11 +623,71 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
-    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
+    v5_pre none = {NULL, 0, 0};
+    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited, none);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
         v5_stamp(job, 2);
+}
+
+/* GLIM_CUDA_V5_PREFIX=P (ctx->v5_prefix; opt-in, not yet measured): plain v5 on T16 tiles whose
+ * warps also copy up to P units of their first tile into shared memory before the PDL wait (at
+ * least one unit of that tile left to the registers), beside the U they load into registers: more
+ * bytes on their way while the kernel before ends (the norm's ~4 us before gate/up and q/k/v, the
+ * tail of gate/up before down). The same units in the same order: v5's bits. */
+template <class KA, int UA, class KB, int UB>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int pre_most,
+              int warp_bytes, bool trig)
+{
+    extern __shared__ __align__(16) uint8_t v5p_smem[];
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
+    if (job.trace && lane == 0)
+        v5_stamp(job, 0);
+    bool waited = job.wait_first != 0;
+    if (waited)
+        cuda_pdl_wait();
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    int64_t tile = a / job.n_sb, tend = (tile + 1) * job.n_sb, left = (tend < b ? tend : b) - a - 1;
+    v5_pre pre;
+    pre.n = (int)(left < pre_most ? (left > 0 ? left : 0) : pre_most);
+    pre.s = a - tile * job.n_sb;
+    pre.rec = v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes;
+    v5s_copy<typename v5s_of<KA>::type, typename v5s_of<KB>::type>(job, a, a + pre.n, v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes, lane);
+    v5_run<KA, UA, KB, UB, true>(job, xq, xd, w, lane, waited, pre);
+    if (!waited)
+        cuda_pdl_wait();
+    if (job.trace && lane == 0)
+        v5_stamp(job, 2);
+}
+
+/* the head-start form of a tiled job of kinds KA, KB (GLIM_CUDA_V5_PREFIX, gemv5p_kernel; U as
+ * the plain kernel's), or false (not tiled, off, or more than an SM's shared memory) */
+template <class KA, class KB>
+static bool v5p_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
+                   const float2 *xd, int u)
+{
+    typedef typename v5s_of<KA>::type SA;
+    typedef typename v5s_of<KB>::type SB;
+    if constexpr (!std::is_void<SA>::value && !std::is_void<SB>::value) {
+        int most = c->v5_prefix, warp_bytes = most * CUDA_T16_Q6K_BYTES;   /* one share for every kind */
+        size_t smem = (size_t)V5_WARPS * warp_bytes;
+        if (most <= 0 || v5s_sm_bytes(smem) > c->smem_sm || smem > c->smem_optin)
+            return false;
+        if (!std::is_same<KA, KB>::value)
+            v5s_launch(c, cfg, gemv5p_kernel<KA, 1, KB, 1>, smem, job, xq, xd, most, warp_bytes, c->pdl_all);
+        else if ((u ? u : KA::U_DEF) == 1)
+            v5s_launch(c, cfg, gemv5p_kernel<KA, 1, KA, 1>, smem, job, xq, xd, most, warp_bytes, c->pdl_all);
+        else
+            v5s_launch(c, cfg, gemv5p_kernel<KA, 2, KA, 2>, smem, job, xq, xd, most, warp_bytes, c->pdl_all);
+        c->v5_prefixed++;
+        return true;
+    }
+    return false;
 }
 
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
@@ -737,7 +849,7 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (v5s_go<KA, KB>(c, cfg, job, xq, xd))
+    if (v5s_go<KA, KB>(c, cfg, job, xq, xd) || v5p_go<KA, KB>(c, cfg, job, xq, xd, u))
         return;
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
