@@ -993,6 +993,15 @@ static int set_switch(struct backend *be, bool cuda_ctx::*sw, bool on)
     return GLIM_OK;
 }
 
+/* one of the context's counts (0 off .. most); GLIM_EINVAL if not a CUDA backend or out of range */
+static int set_level(struct backend *be, int cuda_ctx::*f, int v, int most)
+{
+    if (!is_cuda(be) || v < 0 || v > most)
+        return GLIM_EINVAL;
+    ctx_of(be)->*f = v;
+    return GLIM_OK;
+}
+
 /* matmul_pair_glu lets the gate/up GEMV (v5, one row) quantize silu(gate) * up for the down
  * projection (on), or leaves it to matmul_glu's quantizer (off). Default: on, off when
  * GLIM_CUDA_GLU_FUSE is "0" at creation. */
@@ -1104,10 +1113,7 @@ extern "C" long backend_cuda_short_used(struct backend *be)
  * CUDA backend or out of range (0..CUDA_V5_STAGE_MAX). */
 extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units)
 {
-    if (!is_cuda(be) || units < 0 || units > CUDA_V5_STAGE_MAX)
-        return GLIM_EINVAL;
-    ctx_of(be)->v5_stage = units;
-    return GLIM_OK;
+    return set_level(be, &cuda_ctx::v5_stage, units, CUDA_V5_STAGE_MAX);
 }
 
 /* launches of the staged v5 so far (tests), or -1 if not a CUDA backend */
@@ -1121,10 +1127,7 @@ extern "C" long backend_cuda_v5_staged(struct backend *be)
  * of range (0..CUDA_V5_PREFIX_MAX). */
 extern "C" int backend_cuda_set_v5_prefix(struct backend *be, int units)
 {
-    if (!is_cuda(be) || units < 0 || units > CUDA_V5_PREFIX_MAX)
-        return GLIM_EINVAL;
-    ctx_of(be)->v5_prefix = units;
-    return GLIM_OK;
+    return set_level(be, &cuda_ctx::v5_prefix, units, CUDA_V5_PREFIX_MAX);
 }
 
 /* launches of the head-start v5 so far (tests), or -1 if not a CUDA backend */
@@ -1149,10 +1152,7 @@ extern "C" long backend_cuda_side_used(struct backend *be)
  * GLIM_EINVAL if not a CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
 {
-    if (!is_cuda(be) || ctas_per_sm < 0 || ctas_per_sm > 8)
-        return GLIM_EINVAL;
-    ctx_of(be)->gemv_persist = ctas_per_sm;
-    return GLIM_OK;
+    return set_level(be, &cuda_ctx::gemv_persist, ctas_per_sm, 8);
 }
 
 /* the GEMV version for one activation row (2..5), or -1 if not a CUDA backend */
