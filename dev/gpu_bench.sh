@@ -8,7 +8,7 @@ set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
-# HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SMRATE (=1: dev/cuda/sm_rate.cu first),
+# HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
 # SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
 # LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far):
 # lists that replace the defaults.
@@ -20,6 +20,9 @@ O=${OUT:-/tmp/out}; mkdir -p $O; B=$BD/glim; M=/tmp/m30.gguf
 if [ -n "${SMRATE:-}" ]; then   # SMRATE=1: first, dev/cuda/sm_rate.cu (SMs by GPC, each SM's read rate over runs; no glim build)
   nvcc -arch=sm_90 -O3 -o /tmp/sm_rate dev/cuda/sm_rate.cu && timeout 60 /tmp/sm_rate 20 >$O/sm_rate.txt 2>&1; el "sm_rate rc=$?"
   grep -v "^sm " $O/sm_rate.txt | head -20
+fi
+if [ -n "${CARVE:-}" ]; then   # CARVE=1: first, dev/cuda/carve_probe.cu (do CTAs needing a larger shared-memory split wait for an SM to drain?)
+  nvcc -arch=sm_90 -O3 -o /tmp/carve_probe dev/cuda/carve_probe.cu && timeout 60 /tmp/carve_probe; el "carve probe rc=$?"
 fi
 if [ -n "${HALF:-}" ]; then
   nvcc -arch=sm_90 -O3 -o /tmp/half_model dev/cuda/half_model.cu && timeout 60 /tmp/half_model; el "half model rc=$?"
