@@ -652,10 +652,9 @@ gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     if (waited)
         cuda_pdl_wait();
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    int64_t tile = a / job.n_sb, tend = (tile + 1) * job.n_sb, left = (tend < b ? tend : b) - a - 1;
     v5_pre pre;
-    pre.n = (int)(left < pre_most ? (left > 0 ? left : 0) : pre_most);
-    pre.s = a - tile * job.n_sb;
+    pre.n = (int)v5_split_head(a, b, job.n_sb, pre_most);
+    pre.s = a - a / job.n_sb * job.n_sb;
     pre.rec = v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes;
     v5s_copy<typename v5s_of<KA>::type, typename v5s_of<KB>::type>(job, a, a + pre.n, v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes, lane);
     v5_run<KA, UA, KB, UB, true>(job, xq, xd, w, lane, waited, pre);

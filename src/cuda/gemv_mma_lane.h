@@ -54,6 +54,14 @@ V5_HD int64_t v5_split_warp_of(int64_t x, int64_t units, int64_t n_warps)
     return ((x + 1) * n_warps + units - 1) / units - 1;
 }
 
+/* the head start of a warp with units [a, b) (GLIM_CUDA_V5_PREFIX): up to `most` units from a, all in
+ * a's tile, and at least one unit of that tile left after them (the span that adds them) */
+V5_HD int64_t v5_split_head(int64_t a, int64_t b, int64_t n_sb, int64_t most)
+{
+    int64_t tend = (a / n_sb + 1) * n_sb, left = (tend < b ? tend : b) - a - 1;
+    return left < most ? (left > 0 ? left : 0) : most;
+}
+
 /* most pieces a tile of n_sb units is cut into: every warp has at least units / n_warps units */
 V5_HD int v5_split_stride(int64_t n_sb, int64_t units, int64_t n_warps)
 {
