@@ -652,11 +652,12 @@ gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     if (waited)
         cuda_pdl_wait();
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    uint8_t *mine = v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes;
     v5_pre pre;
     pre.n = (int)v5_split_head(a, b, job.n_sb, pre_most);
     pre.s = a - a / job.n_sb * job.n_sb;
-    pre.rec = v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes;
-    v5s_copy<typename v5s_of<KA>::type, typename v5s_of<KB>::type>(job, a, a + pre.n, v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes, lane);
+    pre.rec = mine;
+    v5s_copy<typename v5s_of<KA>::type, typename v5s_of<KB>::type>(job, a, a + pre.n, mine, lane);   /* first */
     v5_run<KA, UA, KB, UB, true>(job, xq, xd, w, lane, waited, pre);
     if (!waited)
         cuda_pdl_wait();
