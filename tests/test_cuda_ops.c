@@ -23,7 +23,6 @@
  * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
  * v3, bf16 GEMM, get_rows, multi-part jobs, v4 refusing them), v5 within its 1e-5.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
- * test_v5_stage: v5 with each warp's records (or its first few) staged in shared memory gives plain v5's bits.
  */
 #include "harness.h"
 
@@ -72,12 +71,6 @@ long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_set_attn_short(struct backend *be_, bool on);   /* attn_short.cu at short contexts (default on) */
 int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling the side gate's flag (default on) */
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
-int backend_cuda_set_v5_stage(struct backend *be_, int units);  /* v5 staging its records: jobs of <= units a warp */
-long backend_cuda_v5_staged(struct backend *be_);                /* ... launches so far */
-int backend_cuda_set_v5_prefix(struct backend *be_, int units); /* v5 copying up to units a warp ahead of its wait */
-long backend_cuda_v5_prefixed(struct backend *be_);              /* ... launches so far */
-int backend_cuda_set_short_early(struct backend *be_, bool on);  /* the short kernel lets a staged Wo launch early */
-long backend_cuda_short_early_used(struct backend *be_);         /* ... short kernels launched so */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -1005,103 +998,6 @@ static void test_t16(void)
         check_t16_matmul_n(3, 1, v6, n_out, 3072, 1);
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-}
-
-/* The staged v5 (backend_cuda_set_v5_stage: every record of a warp copied into shared memory before
- * its PDL wait) and the head-start v5 (backend_cuda_set_v5_prefix: up to P units of a warp's first
- * tile copied so, the rest loaded into registers) against plain v5 on the same tiles, one activation
- * row: the same bits, and the CPU reference's values. must_stage: the job is small enough (<= 16
- * units) to be staged on any GPU; a head start of one unit a warp is taken on any. */
-static void check_v5_stage(int n, const uint32_t *types, const int64_t *ns, int64_t k, bool must_stage)
-{
-    struct be_weight hw[4], tl[4];
-    const struct be_weight *wt[4];
-    float *dy[4], *a[4];
-    int ok = 0;
-    for (; ok < n; ok++) {
-        hw[ok] = make_weight(types[ok], k, ns[ok]);
-        if (init_layout(&tl[ok], &hw[ok], true) != GLIM_OK) {
-            free((void *)hw[ok].host);
-            break;
-        }
-        wt[ok] = &tl[ok];
-        dy[ok] = be->i->alloc(be, (size_t)ns[ok] * sizeof(float));
-    }
-    float *x = rand_vec(k, 1.0f), *dx = to_dev(x, (size_t)k * sizeof(float));
-    if (ok == n) {
-        CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
-        CHECK_EQ(backend_cuda_set_v5_prefix(be, 0), GLIM_OK);
-        long s0 = backend_cuda_v5_staged(be), p0 = backend_cuda_v5_prefixed(be);
-        be->i->matmul_n(be, n, dy, wt, dx, 1);
-        CHECK_EQ(backend_cuda_v5_staged(be), s0);   /* off: never staged */
-        CHECK_EQ(backend_cuda_v5_prefixed(be), p0);
-        for (int i = 0; i < n; i++) {
-            a[i] = malloc((size_t)ns[i] * sizeof(float));
-            from_dev(a[i], dy[i], (size_t)ns[i] * sizeof(float));
-        }
-        static const int stage[3] = {6, 0, 0}, prefix[3] = {0, 1, 4};
-        for (int v = 0; v < 3; v++) {
-            s0 = backend_cuda_v5_staged(be), p0 = backend_cuda_v5_prefixed(be);
-            CHECK_EQ(backend_cuda_set_v5_stage(be, stage[v]), GLIM_OK);
-            CHECK_EQ(backend_cuda_set_v5_prefix(be, prefix[v]), GLIM_OK);
-            be->i->matmul_n(be, n, dy, wt, dx, 1);
-            long took = stage[v] ? backend_cuda_v5_staged(be) - s0 : backend_cuda_v5_prefixed(be) - p0;
-            CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
-            CHECK_EQ(backend_cuda_set_v5_prefix(be, 0), GLIM_OK);
-            if (stage[v] ? must_stage : prefix[v] == 1)
-                CHECK(took > 0);
-            for (int i = 0; i < n; i++) {
-                size_t yb = (size_t)ns[i] * sizeof(float);
-                float *b = malloc(yb), *ref = malloc(yb);
-                from_dev(b, dy[i], yb);
-                char what[160];
-                snprintf(what, sizeof what, "v5 %s %d (%ld launches) part %d/%d %s k=%lld n=%lld",
-                         stage[v] ? "staged" : "head start", stage[v] ? stage[v] : prefix[v], took, i, n,
-                         quant_type_name(types[i]), (long long)k, (long long)ns[i]);
-                if (memcmp(a[i], b, yb) != 0)
-                    fprintf(stderr, "FAIL %s: != plain v5\n", what);
-                CHECK(memcmp(a[i], b, yb) == 0);
-                cpu_ref_matmul(ref, &hw[i], x, 1);
-                if (ns[i] >= 16)
-                    CHECK(close_enough(b, ref, ns[i], 1e-2, what));
-                free(ref), free(b);
-            }
-        }
-        for (int i = 0; i < n; i++)
-            free(a[i]);
-    }
-    for (int i = 0; i < ok; i++) {
-        be->i->release(be, dy[i]), be->i->weight_clear(be, &tl[i]);
-        free((void *)hw[i].host);
-    }
-    be->i->release(be, dx);
-    free(x);
-}
-
-static void test_v5_stage(void)
-{
-    if (backend_cuda_set_gemv(be, 5) != GLIM_OK) {   /* v5 needs sm_80 */
-        printf("  (no GEMV v5 on this GPU: staged v5 not tested)\n");
-        return;
-    }
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);   /* the default: one-row tiled parts go to v5 */
-    CHECK_EQ(backend_cuda_set_v5_stage(be, -1), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_stage(be, 7), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_prefix(be, -1), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_prefix(be, 5), GLIM_EINVAL);
-    const uint32_t q4[1] = {GLIM_TYPE_Q4_K}, q6[1] = {GLIM_TYPE_Q6_K};
-    const uint32_t qkv[3] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K}, mix[2] = {GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
-    const int64_t n_wo[1] = {6656}, n_small[1] = {53}, n_one[1] = {16}, n_long[1] = {40}, n_mid[1] = {4224 + 5};
-    const int64_t n_qkv[3] = {512, 256, 256 + 9}, n_mix[2] = {16 + 3, 32}, n_ffn[2] = {6656 + 7, 6656 + 9};
-    check_v5_stage(1, q6, n_small, 1024, true);    /* ragged last tile, 16 units */
-    check_v5_stage(1, q4, n_one, 256, true);       /* one unit */
-    check_v5_stage(2, mix, n_mix, 512, true);      /* two kinds (one launch with GLIM_CUDA_V5_MIX=1) */
-    check_v5_stage(1, q4, n_wo, 4096, false);      /* Wo of the 30B: ~3.2 units a warp on 132 SMs, ranges across tiles */
-    check_v5_stage(3, qkv, n_qkv, 6656, false);    /* q/k/v-like */
-    check_v5_stage(1, q4, n_long, 19968, false);   /* long rows: a tile cut among many warps (merged pieces) */
-    check_v5_stage(1, q6, n_mid, 6656, false);     /* Q6_K at ~4 units a warp: 54 KB a CTA */
-    const uint32_t q44[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K};
-    check_v5_stage(2, q44, n_ffn, 6656, false);    /* too many units a warp: plain v5 */
 }
 
 /* matmul_glu: y = (x * act(g)) . W^T against the CPU reference (mul_sigmoid / swiglu, matmul) */
@@ -2100,7 +1996,6 @@ static bool qkvg_weights(uint32_t vtype, int H, int Hkv, int D, int64_t k, int t
 }
 
 static int fold_window;   /* the attention's window in check_prep_fold_t (test_attn_short sets it) */
-static bool fold_wo_t16;  /* ... and whether its Wo is in 16-row tiles (v5's; staged with GLIM_CUDA_V5_STAGE) */
 
 /* max |a - b| <= rel * max |b| over n floats, else the worst element printed */
 static bool close_floats(const float *a, const float *b, size_t n, double rel, const char *what, const char *which)
@@ -2157,9 +2052,7 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     struct be_weight hwo = {0}, dwo = {0};
     if (mode >= GFOLD) {
         hwo = dwo = make_weight(GLIM_TYPE_Q4_K, rows[0], k);
-        CHECK_EQ(backend_cuda_set_t16(be, fold_wo_t16 || t16_env()), GLIM_OK);
         ok = be->i->weight_init(be, &dwo, &err) == GLIM_OK && ok;
-        CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
     }
     for (int pass = 0; ok && pass < 2; pass++) {
         long used0 = prep_feature(mode, pass == 0);
@@ -2375,22 +2268,7 @@ static void test_attn_short(void)
             fold_window = 0;
         }
     }
-    /* a staged Wo launched before the short kernel has seen the side gate's flag (GLIM_CUDA_SHORT_EARLY):
-     * the same results, and taken once a pass (eagerly and in the graph), with no hang */
     CHECK_EQ(backend_cuda_set_gate_side(be, 2), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_short_poll(be, true), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_short_early(be, true), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_v5_stage(be, 4), GLIM_OK);
-    fold_wo_t16 = true;
-    for (int mode = SHORT; mode <= SHORT_GRAPH; mode++) {
-        long e0 = backend_cuda_short_early_used(be), s0 = backend_cuda_v5_staged(be);
-        check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 200, GLIM_TYPE_BF16, true);
-        bool v5 = backend_cuda_v5_staged(be) > s0;   /* sm_80+ */
-        CHECK_EQ(backend_cuda_short_early_used(be) - e0, v5 ? 1 : 0);
-    }
-    fold_wo_t16 = false;
-    CHECK_EQ(backend_cuda_set_v5_stage(be, 0), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_short_early(be, false), GLIM_OK);
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 256, GLIM_TYPE_F16, false);
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 3, 10, GLIM_TYPE_F16, false);
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 16, 1, 64, 64, true, true, 512, 1, 10, GLIM_TYPE_BF16, false);
@@ -2664,7 +2542,6 @@ int main(void)
     RUN(test_matmul_glu);
     RUN(test_k45_aux);
     RUN(test_t16);
-    RUN(test_v5_stage);
     RUN(test_glu_fuse);
     RUN(test_glu_gated);
     RUN(test_matmul_exact);

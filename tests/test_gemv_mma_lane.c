@@ -427,8 +427,7 @@ static void test_t16_fetch(void)
 }
 
 /* v5's work split (v5_split_*): the warps' ranges cover the units once, in order, each of the
- * first n_warps warps gets at least one; a warp's head start stays in its first tile and leaves
- * a unit of it; the warps that meet a tile are exactly warp_of(its
+ * first n_warps warps gets at least one; the warps that meet a tile are exactly warp_of(its
  * first unit) .. warp_of(its last), each piece index below the stride; this is what lets the
  * last piece to arrive find every partial sum (gemv_mma.cu v5_store). */
 static void check_split(int64_t n_tiles, int64_t n_sb, int64_t warps)
@@ -443,12 +442,6 @@ static void check_split(int64_t n_tiles, int64_t n_sb, int64_t warps)
         int64_t a = v5_split_lo(w, units, n_warps), b = v5_split_lo(w + 1, units, n_warps);
         ok = a == next && (w < n_warps ? b > a : b == a);
         next = b;
-        for (int64_t most = 0; most <= 4 && ok; most++) {   /* the head start: in a's tile, one unit of it left */
-            int64_t h = v5_split_head(a, b, n_sb, most);
-            ok = h >= 0 && h <= most && (h == 0 || ((a + h) / n_sb == a / n_sb && a + h < b));
-            int64_t tend = (a / n_sb + 1) * n_sb, e = tend < b ? tend : b;
-            ok = ok && (a >= b ? h == 0 : h == most || a + h + 1 == e);   /* as many as fit */
-        }
         for (int64_t x = a; x < b && ok;) {   /* the kernel's loop over its tiles */
             int64_t tile = x / n_sb, tend = (tile + 1) * n_sb, e = tend < b ? tend : b;
             int64_t w0 = v5_split_warp_of(tile * n_sb, units, n_warps), w1 = v5_split_warp_of(tend - 1, units, n_warps);

@@ -35,9 +35,6 @@ V5_HOST_LOAD(v5_ldw16, uint4, uint4, void)
 V5_HOST_LOAD(v5_ldw8, uint2, uint2, void)
 V5_HOST_LOAD(v5_ldu16, uint32_t, uint16_t, uint8_t)
 V5_HOST_LOAD(v5_ldu32, uint32_t, uint32_t, uint8_t)
-V5_HOST_LOAD(v5_lds16, uint4, uint4, void)   /* shared memory is memory here */
-V5_HOST_LOAD(v5_ldsu16, uint32_t, uint16_t, uint8_t)
-V5_HOST_LOAD(v5_ldsu32, uint32_t, uint32_t, uint8_t)
 
 static inline uint2 v5_ldx8(const int8_t *p)
 {

@@ -537,6 +537,22 @@ static bool attn2_launch(struct cuda_ctx *c, const struct be_attn_args *x, attn_
 #define ATTN4_COMBINE_WARPS 8
 #define ATTN4_MAX_DIM 128         /* q hi/lo and O live in registers: 128 needs ~200 of 255 */
 
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
+{
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 /* four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i */
 static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p)
 {

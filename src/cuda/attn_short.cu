@@ -35,8 +35,6 @@ struct short_params {
     float2      *gd;
     unsigned    *ready;       /* NULL, or the side GEMV's flag for the gate (gemv_job.ready): polled,
                                * and reset by the last CTA to read it */
-    int          early;       /* with ready: the successor may launch before the flag is seen (a staged
-                               * v5, which leaves an SM room for the gate GEMV's CTAs; ctx->short_early) */
     int          window, group;
     float        scale;
 };
@@ -116,12 +114,9 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     if ((int)threadIdx.x < n_pairs && !p.cs)
         rope_cos_sin(pos, p.rope_base, threadIdx.x, p.n_rot, &csv.x, &csv.y);
     /* With a flag to poll, the next kernel may start only once the gate is there: its CTAs would
-     * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock). Not so for a staged
-     * v5 (a.early): the gate's persistent CTAs are all resident once the q/k/v GEMV waited for here
-     * has ended, and the staged CTAs' shared memory caps them at 4 an SM, which leaves registers for
-     * more; it then copies its weights while this kernel runs. */
+     * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock) */
     cuda_pdl_wait();
-    if (!a.ready || a.early)
+    if (!a.ready)
         cuda_pdl_trigger();
 
     /* after it, at once: the head's q (warp 0), the group's new k (warp 1) and v (warp 2), the angles */
@@ -241,8 +236,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
         }
         __syncwarp();
         g = __ldcg((const float4 *)a.gate + gi);
-        if (!a.early)
-            cuda_pdl_trigger();
+        cuda_pdl_trigger();
     }
     float M = m_s[0], L = 0.0f;                              /* warp 0 always holds key lo */
 #pragma unroll
@@ -296,13 +290,11 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
         gate = NULL;
     a.gate = gate;
     a.ready = gate ? ready : NULL;
-    a.early = a.ready && c->short_early && c->next_staged;
     if (x->kv_type == GLIM_TYPE_BF16)
         cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<true>, a);
     else
         cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<false>, a);
     if (!CUDA_LAUNCHED(c, "attention (short)") && gate)
         c->att_x = x->out, c->att_g = gate, c->att_k = (int64_t)x->n_head * x->head_dim;
-    c->short_early_used += a.early;
     return true;
 }

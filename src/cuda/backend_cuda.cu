@@ -470,7 +470,6 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
 static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
     struct cuda_ctx *c = ctx_raw(be);   /* a hint: the deferred attn_prep may wait across it */
-    c->next_staged = c->short_early && cuda_v5_stages(c, w);   /* for the short kernel's trigger */
     bool on = (c->wo_prefetch == 1 || c->wo_prefetch == 2) || (c->wo_prefetch == 3 && c->capturing);
     if (on && c->side_pending && !c->side_more && w->dev && !w->aux && w->dev_type == w->type &&
         !CUDA_TRY(c, cudaEventRecord(c->side_gate, c->side))) {   /* the gate's end, for the combine */
@@ -569,14 +568,12 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
         if (cuda_attn_short(c, &c->short_prep, a, g, ready)) {
             c->short_armed = c->short_armed && !ready;   /* the kernel resets what it read */
             c->short_used++;
-            c->next_staged = false;   /* the hint is for this attention's successor only */
             short_disarm(c);
             return;
         }
         cuda_attn_prep(c, &c->short_prep);
         short_disarm(c);
     }
-    c->next_staged = false;
     cuda_attention(c, a);
 }
 
@@ -993,15 +990,6 @@ static int set_switch(struct backend *be, bool cuda_ctx::*sw, bool on)
     return GLIM_OK;
 }
 
-/* one of the context's counts (0 off .. most); GLIM_EINVAL if not a CUDA backend or out of range */
-static int set_level(struct backend *be, int cuda_ctx::*f, int v, int most)
-{
-    if (!is_cuda(be) || v < 0 || v > most)
-        return GLIM_EINVAL;
-    ctx_of(be)->*f = v;
-    return GLIM_OK;
-}
-
 /* matmul_pair_glu lets the gate/up GEMV (v5, one row) quantize silu(gate) * up for the down
  * projection (on), or leaves it to matmul_glu's quantizer (off). Default: on, off when
  * GLIM_CUDA_GLU_FUSE is "0" at creation. */
@@ -1064,17 +1052,6 @@ extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::short_poll, on);
 }
 
-/* the short kernel lets a staged v5 after it launch before it has seen the side gate's flag */
-extern "C" int backend_cuda_set_short_early(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::short_early, on);
-}
-
-extern "C" long backend_cuda_short_early_used(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::short_early_used, 0);
-}
-
 /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
 extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on)
 {
@@ -1108,34 +1085,6 @@ extern "C" long backend_cuda_short_used(struct backend *be)
     return get_count(be, &cuda_ctx::short_used, 0);
 }
 
-/* one-row tiled v5 jobs of at most `units` (tile, super-block) units a warp stage every record in
- * shared memory before their PDL wait (gemv_mma.cu gemv5s_kernel); 0: off. GLIM_EINVAL if not a
- * CUDA backend or out of range (0..CUDA_V5_STAGE_MAX). */
-extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units)
-{
-    return set_level(be, &cuda_ctx::v5_stage, units, CUDA_V5_STAGE_MAX);
-}
-
-/* launches of the staged v5 so far (tests), or -1 if not a CUDA backend */
-extern "C" long backend_cuda_v5_staged(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::v5_staged, -1);
-}
-
-/* other one-row tiled v5 jobs copy up to `units` units a warp of their first tile into shared memory
- * before their PDL wait (gemv_mma.cu gemv5p_kernel); 0: off. GLIM_EINVAL if not a CUDA backend or out
- * of range (0..CUDA_V5_PREFIX_MAX). */
-extern "C" int backend_cuda_set_v5_prefix(struct backend *be, int units)
-{
-    return set_level(be, &cuda_ctx::v5_prefix, units, CUDA_V5_PREFIX_MAX);
-}
-
-/* launches of the head-start v5 so far (tests), or -1 if not a CUDA backend */
-extern "C" long backend_cuda_v5_prefixed(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::v5_prefixed, -1);
-}
-
 /* CTAs per SM of the gate GEMV on the side stream (0 = off), or -1 if not a CUDA backend */
 extern "C" int backend_cuda_get_gate_side(struct backend *be)
 {
@@ -1152,7 +1101,10 @@ extern "C" long backend_cuda_side_used(struct backend *be)
  * GLIM_EINVAL if not a CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
 {
-    return set_level(be, &cuda_ctx::gemv_persist, ctas_per_sm, 8);
+    if (!is_cuda(be) || ctas_per_sm < 0 || ctas_per_sm > 8)
+        return GLIM_EINVAL;
+    ctx_of(be)->gemv_persist = ctas_per_sm;
+    return GLIM_OK;
 }
 
 /* the GEMV version for one activation row (2..5), or -1 if not a CUDA backend */
@@ -1281,14 +1233,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
-    const char *f_stage = getenv("GLIM_CUDA_V5_STAGE");
-    c->v5_stage = f_stage ? atoi(f_stage) : 0;
-    c->v5_stage = c->v5_stage < 0 ? 0 : c->v5_stage > CUDA_V5_STAGE_MAX ? CUDA_V5_STAGE_MAX : c->v5_stage;
-    const char *f_pre = getenv("GLIM_CUDA_V5_PREFIX");
-    c->v5_prefix = f_pre ? atoi(f_pre) : 0;
-    c->v5_prefix = c->v5_prefix < 0 ? 0 : c->v5_prefix > CUDA_V5_PREFIX_MAX ? CUDA_V5_PREFIX_MAX : c->v5_prefix;
-    const char *f_early = getenv("GLIM_CUDA_SHORT_EARLY");
-    c->short_early = f_early && strcmp(f_early, "1") == 0;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
@@ -1325,7 +1269,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
                                                                                                : 0;
     c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
-    c->smem_sm = prop.sharedMemPerMultiprocessor;
     const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */
     int w4, d4, k4;
     if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 8 &&

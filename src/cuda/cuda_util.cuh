@@ -134,7 +134,6 @@ struct cuda_ctx {
     int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
                                     * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
     size_t          smem_optin;    /* shared memory a block may opt in to */
-    size_t          smem_sm;       /* ... an SM has (sharedMemPerMultiprocessor) */
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     int             carveout;      /* every launch's preferred shared-memory share, % (GLIM_CUDA_CARVEOUT; default 0; -1: none given) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
@@ -167,19 +166,6 @@ struct cuda_ctx {
     bool            short_poll;    /* the short kernel polls the side gate's ready flag instead of the launch
                                     * waiting for the gate GEMV (GLIM_CUDA_SHORT_POLL=0: waits) */
     struct cuda_buf short_ready;   /* ... the flag: [0] CTAs ended, [1] set, [2] readers done (gemv_job.ready) */
-    int             v5_stage;      /* one-row tiled v5 jobs of at most this many units a warp stage all their
-                                    * records in shared memory before the PDL wait (gemv5s_kernel; GLIM_CUDA_V5_STAGE,
-                                    * default 0: off) */
-    long            v5_staged;     /* launches of that kernel (tests) */
-    int             v5_prefix;     /* other one-row tiled v5 jobs: each warp copies up to this many units of its
-                                    * first tile into shared memory before the PDL wait (gemv5p_kernel;
-                                    * GLIM_CUDA_V5_PREFIX, default 0: off) */
-    long            v5_prefixed;   /* launches of that kernel (tests) */
-    bool            short_early;   /* the short kernel lets its successor launch right after its own wait, while it
-                                    * still polls the side gate's flag, when that successor is a staged v5 (the
-                                    * prefetch hint's weight; GLIM_CUDA_SHORT_EARLY=1, opt-in, not yet measured) */
-    bool            next_staged;   /* ... the hint's weight since the last attention would take the staged v5 */
-    long            short_early_used;   /* short kernels launched so (tests) */
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
@@ -214,24 +200,6 @@ static __device__ __forceinline__ void cuda_pdl_trigger(void)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
-}
-
-/* 16 bytes global -> shared without registers (sm_80+; the bytes past src_bytes are zeros), in the
- * thread's current group; cp_async_wait<N>: until at most N of its newest groups are pending */
-static __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
-{
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
-}
-
-static __device__ __forceinline__ void cp_async_commit(void)
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-template <int N> static __device__ __forceinline__ void cp_async_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 /* A launch config on ctx's stream; with pdl, launched kernels may start before their
@@ -338,19 +306,6 @@ bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t
 extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
 extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
 extern "C" long backend_cuda_short_used(struct backend *be);
-/* gemv_mma.cu: the most units a warp of the staged v5 may be given: 6 Q4_K records (4 Q6_K) a warp
- * is what 4 CTAs of 4 warps fit in an sm_90 SM's 228 KB (the launch checks the bytes) */
-#define CUDA_V5_STAGE_MAX 6
-extern "C" int backend_cuda_set_v5_stage(struct backend *be, int units);
-/* the most units a warp of the head-start v5 copies (4 Q6_K records a warp fill an sm_90 SM) */
-#define CUDA_V5_PREFIX_MAX 4
-extern "C" int backend_cuda_set_v5_prefix(struct backend *be, int units);
-extern "C" long backend_cuda_v5_prefixed(struct backend *be);
-extern "C" long backend_cuda_v5_staged(struct backend *be);
-/* ... whether a one-row matmul of w alone would take the staged v5 now */
-bool cuda_v5_stages(const struct cuda_ctx *c, const struct be_weight *w);
-extern "C" int backend_cuda_set_short_early(struct backend *be, bool on);
-extern "C" long backend_cuda_short_early_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x,

@@ -73,9 +73,6 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         if (early == 1)
             rms_vec_load(xv, x + row, n4, 0.0f, tid);
     }
-    if (trig == 3)   /* bench knob: at once, so that the next GEMV's CTAs may stage its weights during the
-                      * producer's tail (GLIM_CUDA_V5_STAGE); safe: every kernel still waits for its predecessor */
-        cuda_pdl_trigger();
     cuda_pdl_wait();
     if (trig == 0)   /* and the GEMV that reads h may start its weight loads now (1, 2: after a sum) */
         cuda_pdl_trigger();
@@ -268,8 +265,7 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
         cl_env = e && strcmp(e, "1") == 0;
     }
     bool cl = cl_env && c->cc_major >= 9 && n_rows <= 16;
-    static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2|3 (bench knob): the PDL trigger after the first or second sum,
-                                 * or before the wait */
+    static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2 (bench knob): the PDL trigger after the first or second sum */
     int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
     if (vec_o && vec_x && cl && tr)
         launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);

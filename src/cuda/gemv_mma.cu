@@ -77,30 +77,6 @@ static __device__ __forceinline__ uint32_t v5_ldu32(const uint8_t *p)
     return __ldg((const unsigned int *)p);
 }
 
-/* a warp's shared-memory copy of a T16 record (GLIM_CUDA_V5_STAGE) */
-static __device__ __forceinline__ uint4 v5_lds16(const void *p)
-{
-    uint4 r;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "r"((unsigned)__cvta_generic_to_shared(p)));
-    return r;
-}
-
-static __device__ __forceinline__ uint32_t v5_ldsu32(const uint8_t *p)
-{
-    uint32_t r;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r) : "r"((unsigned)__cvta_generic_to_shared(p)));
-    return r;
-}
-
-static __device__ __forceinline__ uint32_t v5_ldsu16(const uint8_t *p)
-{
-    unsigned short r;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(r) : "r"((unsigned)__cvta_generic_to_shared(p)));
-    return r;
-}
-
 static __device__ __forceinline__ float v5_h2f(uint32_t bits)
 {
     return h2f8(bits);
@@ -297,68 +273,6 @@ static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
     v5_stamp_w(job, (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), which);
 }
 
-/* ---- the staged records (GLIM_CUDA_V5_STAGE, GLIM_CUDA_V5_PREFIX): a T16 kind's twin that decodes
- * a warp's shared-memory copy of a record (gemv_mma_lane.h, in_smem), and the copy */
-template <class R, void (*UNPACK)(const uint8_t *, int, int, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *), int RB>
-struct v5s_unit {
-    typedef R raw;
-    static const int REC = RB;   /* bytes of a (tile, super-block) record */
-    static __device__ __forceinline__ void unpack(const uint8_t *b, int g, int t, raw &r)
-    {
-        UNPACK(b, g, t, 1, &r);
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8)
-    {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
-    }
-};
-typedef v5s_unit<v5_q4k_raw, v5_q4k_unpack_t16, v5_q4k_compute, 2304> v5s_q4k;
-typedef v5s_unit<v5_q6k_raw, v5_q6k_unpack_t16, v5_q6k_compute, 3360> v5s_q6k;
-
-/* the staged twin of a T16 kind (void: none) */
-template <class K> struct v5s_of {
-    typedef void type;
-};
-template <> struct v5s_of<v5_q4k_t16> {
-    typedef v5s_q4k type;
-};
-template <> struct v5s_of<v5_q6k_t16> {
-    typedef v5s_q6k type;
-};
-
-/* bytes of a record of part P in a job of kinds KA (0) and KB (1) */
-template <class KA, class KB>
-static __device__ __forceinline__ int v5s_rec(const v5_part &P)
-{
-    return !std::is_same<KA, KB>::value && P.kind ? KB::REC : KA::REC;
-}
-
-/* the copies of units [a, b) into dst, record after record, 16-byte piece i by lane i % 32 */
-template <class KA, class KB>
-static __device__ __forceinline__ void v5s_copy(const v5_job &job, int64_t a, int64_t b, uint8_t *dst, int lane)
-{
-    const int most = KA::REC > KB::REC ? KA::REC : KB::REC;
-    int64_t tile = a / job.n_sb, sb = a - tile * job.n_sb;
-    v5_part P = v5_pick(job, tile);
-#pragma unroll 1
-    for (int64_t x = a; x < b; x++) {
-        int rb = v5s_rec<KA, KB>(P);
-        const uint8_t *rec = P.p + ((tile - P.tile0) * job.n_sb + sb) * rb;
-#pragma unroll
-        for (int c = 0; c < (most / 16 + 31) / 32; c++) {
-            int i = lane + 32 * c;
-            if (i < rb / 16)
-                cp_async16(dst + 16 * i, rec + 16 * i, 16);
-        }
-        dst += rb;
-        if (++sb == job.n_sb && x + 1 < b)
-            sb = 0, P = v5_pick(job, ++tile);
-    }
-    cp_async_commit();
-}
-
 template <class K, int U>
 static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
                                                     int64_t sb1, int t, typename K::raw *r)
@@ -379,21 +293,11 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
             K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
-/* a warp's head start in shared memory (GLIM_CUDA_V5_PREFIX): n units of its first tile copied
- * before the PDL wait, super-blocks [s, s + n), which its first span adds before its own */
-struct v5_pre {
-    const uint8_t *rec;
-    int64_t        s;
-    int            n;   /* 0: none, or already added */
-};
-
-/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane; PRE:
- * with pre.n units before s0 in shared memory, added (in super-block order: v5's bits) once the
- * first set's loads are on their way */
-template <class K, int U, bool PRE = false>
+/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
+template <class K, int U>
 static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
                                                int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
-                                               bool &waited, float &acc_g, float &acc_g8, int64_t w, v5_pre &pre)
+                                               bool &waited, float &acc_g, float &acc_g8, int64_t w)
 {
     int64_t rg = r0 + g, rg8 = r0 + g + 8;
     int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
@@ -407,21 +311,6 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
             if (job.trace && g == 0 && t == 0)
                 v5_stamp_w(job, w, 1);
         }
-        if constexpr (PRE) {
-            typedef typename v5s_of<K>::type S;
-            if (pre.n) {
-                cp_async_wait<0>();
-                __syncwarp();   /* the other lanes' pieces have landed too */
-                const uint8_t *rec = pre.rec;
-#pragma unroll 1
-                for (int i = 0; i < pre.n; i++, rec += S::REC) {
-                    typename S::raw r;
-                    S::unpack(rec, g, t, r);
-                    S::compute(r, xq, xd, pre.s + i, g, t, acc_g, acc_g8);
-                }
-                pre.n = 0;
-            }
-        }
         v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
     }
 }
@@ -430,24 +319,23 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
  * in flight per lane */
 /* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
  * their code is in git history at 8be8ec1) */
-template <class KA, int UA, class KB, int UB, bool PRE = false>
+template <class KA, int UA, class KB, int UB>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
-                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited,
-                                              v5_pre &pre)
+                                              const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
 #pragma unroll 1
-    for (int64_t x = a + pre.n; x < b;) {   /* the head start lies in the first span's tile */
+    for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
         v5_part P = v5_pick(job, tile);
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB, PRE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, pre);
+            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         else
-            v5_span<KA, UA, PRE>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, pre);
+            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         if (job.trace && lane == 0)
             v5_stamp_w(job, w, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
@@ -455,160 +343,6 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         x = e;
     }
 }
-
-/* ---- GLIM_CUDA_V5_STAGE=N (ctx->v5_stage; opt-in, not yet measured): one-row jobs of T16 tiles
- * (one kind, or Q4_K + Q6_K with GLIM_CUDA_V5_MIX=1) of at most N units a warp, such as Wo (~3.2 a
- * warp on the 30B) or q/k/v when tiled (~3.5): every warp copies all of its records into shared
- * memory (cp.async) before its PDL wait, so a GEMV whose launch comes early streams its weights
- * while its predecessor runs and after the wait only decodes (docs/CUDA.md, 2026-12-05: the
- * attention half, 48 MB, takes ~34 us of a ~101 us layer on an H200). The lane code decodes the
- * copies (gemv_mma_lane.h, in_smem) in v5's order: v5's bits. */
-
-template <class KA, class KB>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int warp_bytes, bool trig)
-{
-    extern __shared__ __align__(16) uint8_t v5s_smem[];
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
-    uint8_t *mine = v5s_smem + (size_t)(threadIdx.x >> 5) * warp_bytes;
-    if (job.trace && lane == 0)
-        v5_stamp(job, 0);
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    if (job.wait_first)
-        cuda_pdl_wait();
-    v5s_copy<KA, KB>(job, a, b, mine, lane);
-    cuda_pdl_wait();   /* x is the previous kernel's */
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 1);
-    cp_async_wait<0>();
-    __syncwarp();   /* the other lanes' pieces have landed too */
-    int64_t tile = a / job.n_sb, s = a - tile * job.n_sb;
-    v5_part P = v5_pick(job, tile);
-    float acc_g = 0.0f, acc_g8 = 0.0f;
-    const uint8_t *rec = mine;
-#pragma unroll 1
-    for (int64_t x = a; x < b; x++) {
-        if (!std::is_same<KA, KB>::value && P.kind) {
-            typename KB::raw r;
-            KB::unpack(rec, g, t, r);
-            KB::compute(r, xq, xd, s, g, t, acc_g, acc_g8);
-        } else {
-            typename KA::raw r;
-            KA::unpack(rec, g, t, r);
-            KA::compute(r, xq, xd, s, g, t, acc_g, acc_g8);
-        }
-        rec += v5s_rec<KA, KB>(P);
-        if (++s == job.n_sb || x + 1 == b) {
-            if (job.trace && lane == 0 && x + 1 == b)
-                v5_stamp_w(job, w, 3);
-            int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
-            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (tile - P.tile0) * 16, lane, acc_g,
-                     acc_g8);
-            acc_g = acc_g8 = 0.0f;
-            s = 0;
-            if (x + 1 < b)
-                P = v5_pick(job, ++tile);
-        }
-    }
-    if (job.trace && lane == 0)
-        v5_stamp(job, 2);
-}
-
-/* Shared memory an SM needs for 4 CTAs of `bytes` each (the system keeps 1 KB a CTA) */
-static size_t v5s_sm_bytes(size_t bytes)
-{
-    return 4 * (bytes + 1024);
-}
-
-/* The shared-memory share (%, launch attribute) at which those fit, or ctx's share if larger: the
- * driver rounds a share up to a split the SM has. Without it the driver honours the small share
- * the other launches ask for and fits one CTA an SM (2026-12-05: the cp.async v5 ran in waves, 76
- * vs 147 t/s). */
-static unsigned v5s_carveout(const struct cuda_ctx *c, size_t bytes)
-{
-    size_t need = v5s_sm_bytes(bytes);
-    int pct = (int)((need * 100 + c->smem_sm - 1) / c->smem_sm);
-    pct = pct > 100 ? 100 : pct;
-    return (unsigned)(c->carveout > pct ? c->carveout : pct);
-}
-
-/* cudaFuncAttributeMaxDynamicSharedMemorySize of staging kernel f raised to at least `bytes` (a
- * table of those seen, every context on one device); false: failure recorded */
-static bool v5s_smem_ok(struct cuda_ctx *c, const void *f, size_t bytes)
-{
-    static struct {
-        const void *f;
-        size_t      bytes;
-    } seen[16];
-    static int n_seen;
-    int i = 0;
-    while (i < n_seen && seen[i].f != f)
-        i++;
-    if (i < n_seen && seen[i].bytes >= bytes)
-        return true;
-    if (CUDA_TRY(c, cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)))
-        return false;
-    if (i < 16) {   /* (a full table: asked again next time) */
-        n_seen += i == n_seen;
-        seen[i].f = f, seen[i].bytes = bytes;
-    }
-    return true;
-}
-
-/* launch a kernel that stages records in `smem` bytes of dynamic shared memory (gemv5s_kernel,
- * gemv5p_kernel) with cfg0's attributes and the shared-memory share that fits 4 of its CTAs an SM */
-template <typename... KP, typename... A>
-static void v5s_launch(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg0, void (*kern)(KP...), size_t smem,
-                       A... args)
-{
-    cudaLaunchConfig_t cfg = cfg0;
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[2];   /* cfg0's, with the shared-memory share this launch needs */
-    cfg.attrs = attr;
-    cfg.numAttrs = 0;
-    for (unsigned i = 0; i < cfg0.numAttrs && i < 2; i++)
-        if (cfg0.attrs[i].id != cudaLaunchAttributePreferredSharedMemoryCarveout)
-            attr[cfg.numAttrs++] = cfg0.attrs[i];
-    attr[cfg.numAttrs].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-    attr[cfg.numAttrs++].val.sharedMemCarveout = v5s_carveout(c, smem);
-    if (v5s_smem_ok(c, (const void *)kern, smem))
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, kern, args...));
-}
-
-/* the bytes each warp stages of a job of `units` units over n_warps warps with records of at most
- * rec bytes, or 0: not staged (off, or too many units a warp for 4 CTAs an SM in the SM's shared
- * memory) */
-static int64_t v5s_warp_bytes(const struct cuda_ctx *c, int64_t units, int64_t n_warps, int rec)
-{
-    int64_t per_warp = (units + n_warps - 1) / n_warps, warp_bytes = per_warp * rec;
-    if (c->v5_stage <= 0 || per_warp > c->v5_stage || v5s_sm_bytes((size_t)warp_bytes * V5_WARPS) > c->smem_sm ||
-        (size_t)warp_bytes * V5_WARPS > c->smem_optin)
-        return 0;
-    return warp_bytes;
-}
-
-/* the staged form of a tiled job of kinds KA, KB, or false (not tiled, or v5s_warp_bytes says no) */
-template <class KA, class KB>
-static bool v5s_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
-                   const float2 *xd)
-{
-    typedef typename v5s_of<KA>::type SA;
-    typedef typename v5s_of<KB>::type SB;
-    if constexpr (!std::is_void<SA>::value && !std::is_void<SB>::value) {
-        int64_t warp_bytes = v5s_warp_bytes(c, job.n_tiles * job.n_sb, job.n_warps, SA::REC > SB::REC ? SA::REC : SB::REC);
-        if (!warp_bytes)
-            return false;
-        v5s_launch(c, cfg, gemv5s_kernel<SA, SB>, (size_t)V5_WARPS * warp_bytes, job, xq, xd, (int)warp_bytes,
-                   c->pdl_all);
-        c->v5_staged++;
-        return true;
-    }
-    return false;
-}
-
 
 template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
@@ -623,71 +357,11 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
-    v5_pre none = {NULL, 0, 0};
-    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited, none);
+    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
         v5_stamp(job, 2);
-}
-
-/* GLIM_CUDA_V5_PREFIX=P (ctx->v5_prefix; opt-in, not yet measured): plain v5 on T16 tiles whose
- * warps also copy up to P units of their first tile into shared memory before the PDL wait (at
- * least one unit of that tile left to the registers), beside the U they load into registers: more
- * bytes on their way while the kernel before ends (the norm's ~4 us before gate/up and q/k/v, the
- * tail of gate/up before down). The same units in the same order: v5's bits. */
-template <class KA, int UA, class KB, int UB>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, int pre_most,
-              int warp_bytes, bool trig)
-{
-    extern __shared__ __align__(16) uint8_t v5p_smem[];
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), units = v5_units(job);
-    if (job.trace && lane == 0)
-        v5_stamp(job, 0);
-    bool waited = job.wait_first != 0;
-    if (waited)
-        cuda_pdl_wait();
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    uint8_t *mine = v5p_smem + (size_t)(threadIdx.x >> 5) * warp_bytes;
-    v5_pre pre;
-    pre.n = (int)v5_split_head(a, b, job.n_sb, pre_most);
-    pre.s = a - a / job.n_sb * job.n_sb;
-    pre.rec = mine;
-    v5s_copy<typename v5s_of<KA>::type, typename v5s_of<KB>::type>(job, a, a + pre.n, mine, lane);   /* first */
-    v5_run<KA, UA, KB, UB, true>(job, xq, xd, w, lane, waited, pre);
-    if (!waited)
-        cuda_pdl_wait();
-    if (job.trace && lane == 0)
-        v5_stamp(job, 2);
-}
-
-/* the head-start form of a tiled job of kinds KA, KB (GLIM_CUDA_V5_PREFIX, gemv5p_kernel; U as
- * the plain kernel's), or false (not tiled, off, or more than an SM's shared memory) */
-template <class KA, class KB>
-static bool v5p_go(struct cuda_ctx *c, const cudaLaunchConfig_t &cfg, const v5_job &job, const int8_t *xq,
-                   const float2 *xd, int u)
-{
-    typedef typename v5s_of<KA>::type SA;
-    typedef typename v5s_of<KB>::type SB;
-    if constexpr (!std::is_void<SA>::value && !std::is_void<SB>::value) {
-        int most = c->v5_prefix, warp_bytes = most * CUDA_T16_Q6K_BYTES;   /* one share for every kind */
-        size_t smem = (size_t)V5_WARPS * warp_bytes;
-        if (most <= 0 || v5s_sm_bytes(smem) > c->smem_sm || smem > c->smem_optin)
-            return false;
-        if (!std::is_same<KA, KB>::value)
-            v5s_launch(c, cfg, gemv5p_kernel<KA, 1, KB, 1>, smem, job, xq, xd, most, warp_bytes, c->pdl_all);
-        else if ((u ? u : KA::U_DEF) == 1)
-            v5s_launch(c, cfg, gemv5p_kernel<KA, 1, KA, 1>, smem, job, xq, xd, most, warp_bytes, c->pdl_all);
-        else
-            v5s_launch(c, cfg, gemv5p_kernel<KA, 2, KA, 2>, smem, job, xq, xd, most, warp_bytes, c->pdl_all);
-        c->v5_prefixed++;
-        return true;
-    }
-    return false;
 }
 
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
@@ -849,8 +523,6 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (v5s_go<KA, KB>(c, cfg, job, xq, xd) || v5p_go<KA, KB>(c, cfg, job, xq, xd, u))
-        return;
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
@@ -1069,19 +741,4 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
             m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken);
     }
     return m;
-}
-
-/* Whether a one-row matmul of w alone takes the staged v5 now (cuda_gemv5's choice for one tiled
- * part, v5_plan's split; attn_short.cu lets such a GEMV launch early) */
-bool cuda_v5_stages(const struct cuda_ctx *c, const struct be_weight *w)
-{
-    bool q4 = w->dev_type == CUDA_DT_Q4_K_T16;
-    if (c->gemv_ver != 3 || c->cc_major < 8 || w->k % 256 || (!q4 && w->dev_type != CUDA_DT_Q6_K_T16))
-        return false;
-    int64_t units = (w->n + 15) / 16 * (w->k / 256), warps = v5_warps(c, 16);
-    static int min_forced = -1;
-    if (units < cuda_env_knob("GLIM_CUDA_V5_MIN", &min_forced))
-        return false;
-    int rec = q4 && !v5_mix_on() ? CUDA_T16_Q4K_BYTES : CUDA_T16_Q6K_BYTES;   /* a mixed launch stages the larger */
-    return v5s_warp_bytes(c, units, warps < units ? warps : units, rec) > 0;
 }

@@ -11,8 +11,6 @@
  *   v5_ldw16(p), v5_ldw8(p)  streaming loads of 16 / 8 weight bytes (uint4 / uint2)
  *   v5_ldx8(p)               8 activation bytes (uint2), v5_ldxd(p): a float2
  *   v5_ldu16(p) / v5_ldu32(p) a u16 / u32 of weight bytes
- *   v5_lds16(p), v5_ldsu16(p), v5_ldsu32(p)
- *                            the same from shared memory (a warp's copy of a T16 record)
  *   v5_h2f(bits)             the f16 in the low 16 bits as float
  *   v5_i2f(v)                int -> float for |v| < 2^22 (gemv_slots.cuh i2f), v5_i2f_rn(v): any int
  *   V5_HD                    qualifiers of the work-split functions (host and device)
@@ -54,14 +52,6 @@ V5_HD int64_t v5_split_warp_of(int64_t x, int64_t units, int64_t n_warps)
     return ((x + 1) * n_warps + units - 1) / units - 1;
 }
 
-/* the head start of a warp with units [a, b) (GLIM_CUDA_V5_PREFIX): up to `most` units from a, all in
- * a's tile, and at least one unit of that tile left after them (the span that adds them) */
-V5_HD int64_t v5_split_head(int64_t a, int64_t b, int64_t n_sb, int64_t most)
-{
-    int64_t tend = (a / n_sb + 1) * n_sb, left = (tend < b ? tend : b) - a - 1;
-    return left < most ? (left > 0 ? left : 0) : most;
-}
-
 /* most pieces a tile of n_sb units is cut into: every warp has at least units / n_warps units */
 V5_HD int v5_split_stride(int64_t n_sb, int64_t units, int64_t n_warps)
 {
@@ -96,27 +86,10 @@ V5_FN const uint8_t *v5_t16_record(const struct v5_part *P, int64_t rg, int64_t 
     return P->p + ((rg >> 4) * n_sb + sb) * bytes;
 }
 
-/* a T16 record's bytes read from global memory, or (in_smem) from the warp's shared-memory copy
- * of the record (GLIM_CUDA_V5_ASYNC); in_smem is a constant at every call */
-V5_FN uint4 v5_rec16(const uint8_t *p, int in_smem)
-{
-    return in_smem ? v5_lds16(p) : v5_ldw16(p);
-}
-
-V5_FN uint32_t v5_recu32(const uint8_t *p, int in_smem)
-{
-    return in_smem ? v5_ldsu32(p) : v5_ldu32(p);
-}
-
-V5_FN uint32_t v5_recu16(const uint8_t *p, int in_smem)
-{
-    return in_smem ? v5_ldsu16(p) : v5_ldu16(p);
-}
-
 /* a T16 record's run `run` (512 bytes): lane 4g + t's 16 bytes = 8 of row g, then 8 of row g + 8 */
-V5_FN void v5_t16_run(const uint8_t *b, int run, int g, int t, int in_smem, uint2 *row_g, uint2 *row_g8)
+V5_FN void v5_t16_run(const uint8_t *b, int run, int g, int t, uint2 *row_g, uint2 *row_g8)
 {
-    uint4 v = v5_rec16(b + 512 * run + 64 * g + 16 * t, in_smem);
+    uint4 v = v5_ldw16(b + 512 * run + 64 * g + 16 * t);
     row_g->x = v.x, row_g->y = v.y, row_g8->x = v.z, row_g8->y = v.w;
 }
 
@@ -124,20 +97,17 @@ V5_FN void v5_t16_run(const uint8_t *b, int run, int g, int t, int in_smem, uint
  * code run c (0..3) at 512c, lane 4g+t's 16 bytes = qs[32c + 8t, +8) of rows g and g + 8, then
  * the 16 rows' 144-byte-block headers (16 bytes each) at 2048. A warp's code load is 512
  * contiguous bytes (the row-major blocks touch 8 rows, half of them across two sectors). */
-V5_FN void v5_q4k_unpack_t16(const uint8_t *b, int g, int t, int in_smem, struct v5_q4k_raw *r)
-{
-    V5_UNROLL
-    for (int c = 0; c < 4; c++)
-        v5_t16_run(b, c, g, t, in_smem, &r->q[0][c], &r->q[1][c]);
-    r->h[0] = v5_rec16(b + 2048 + 16 * g, in_smem);
-    r->h[1] = v5_rec16(b + 2048 + 16 * (g + 8), in_smem);
-}
-
 V5_FN void v5_q4k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
                             struct v5_q4k_raw *r)
 {
     (void)rg8;
-    v5_q4k_unpack_t16(v5_t16_record(P, rg, n_sb, sb, 2304), (int)(rg & 15), t, 0, r);
+    int g = (int)(rg & 15);
+    const uint8_t *b = v5_t16_record(P, rg, n_sb, sb, 2304);
+    V5_UNROLL
+    for (int c = 0; c < 4; c++)
+        v5_t16_run(b, c, g, t, &r->q[0][c], &r->q[1][c]);
+    r->h[0] = v5_ldw16(b + 2048 + 16 * g);
+    r->h[1] = v5_ldw16(b + 2048 + 16 * (g + 8));
 }
 
 /* a row's share (sub-blocks t and t+4): d*sum(sc*dx*dot) - dmin*sum(m*dx*sum_x) */
@@ -275,25 +245,22 @@ V5_FN void v5_q6k_fetch(const struct v5_part *P, int64_t rg, int64_t rg8, int64_
  * 512u and qh half h at 2048 + 512h, lane 4g+t's 16 bytes = the 8 bytes at 32u + 8t (32h + 8t)
  * of rows g and g + 8; at 3072 + 16r row r's scales as {2t, 2t+1, 8+2t, 9+2t} for t = 0..3 (one
  * word per lane); at 3328 + 2r row r's d. */
-V5_FN void v5_q6k_unpack_t16(const uint8_t *b, int g, int t, int in_smem, struct v5_q6k_raw *r)
-{
-    V5_UNROLL
-    for (int u = 0; u < 4; u++)
-        v5_t16_run(b, u, g, t, in_smem, &r->ql[0][u], &r->ql[1][u]);
-    V5_UNROLL
-    for (int h = 0; h < 2; h++)
-        v5_t16_run(b, 4 + h, g, t, in_smem, &r->qh[0][h], &r->qh[1][h]);
-    r->sc[0] = v5_recu32(b + 3072 + 16 * g + 4 * t, in_smem);
-    r->sc[1] = v5_recu32(b + 3072 + 16 * (g + 8) + 4 * t, in_smem);
-    r->d[0] = v5_recu16(b + 3328 + 2 * g, in_smem);
-    r->d[1] = v5_recu16(b + 3328 + 2 * (g + 8), in_smem);
-}
-
 V5_FN void v5_q6k_fetch_t16(const struct v5_part *P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb, int t,
                             struct v5_q6k_raw *r)
 {
     (void)rg8;
-    v5_q6k_unpack_t16(v5_t16_record(P, rg, n_sb, sb, 3360), (int)(rg & 15), t, 0, r);
+    int g = (int)(rg & 15);
+    const uint8_t *b = v5_t16_record(P, rg, n_sb, sb, 3360);
+    V5_UNROLL
+    for (int u = 0; u < 4; u++)
+        v5_t16_run(b, u, g, t, &r->ql[0][u], &r->ql[1][u]);
+    V5_UNROLL
+    for (int h = 0; h < 2; h++)
+        v5_t16_run(b, 4 + h, g, t, &r->qh[0][h], &r->qh[1][h]);
+    r->sc[0] = v5_ldu32(b + 3072 + 16 * g + 4 * t);
+    r->sc[1] = v5_ldu32(b + 3072 + 16 * (g + 8) + 4 * t);
+    r->d[0] = v5_ldu16(b + 3328 + 2 * g);
+    r->d[1] = v5_ldu16(b + 3328 + 2 * (g + 8));
 }
 
 /* 4 signed 6-bit codes - 32 of one word: nibbles of ql (q < 2: low), bits 2q of qh */
