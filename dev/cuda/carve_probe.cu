@@ -1,8 +1,8 @@
 /*
  * carve_probe.cu — does a CTA that needs a larger shared-memory split than an SM has wait for that
- * SM to drain? The staged v5 (GLIM_CUDA_V5_STAGE) asks for ~152 KB an SM where every other decode
- * launch asks for the smallest split, and when it launches early (GLIM_CUDA_SHORT_EARLY) the short
- * attention kernel still runs on 32 SMs. Two kernels stand in for them:
+ * SM to drain? The staged v5 (GLIM_CUDA_V5_STAGE, measured and removed 2026-12-05) asked for ~152 KB
+ * an SM where every other decode launch asks for the smallest split, and when it launched early
+ * (GLIM_CUDA_SHORT_EARLY, removed too) the short attention kernel still ran on 32 SMs. Two kernels stand in for them:
  *   hold   32 CTAs of 256 threads with 4.5 KB of static shared memory, each spinning HOLD_US (the
  *          short kernel)
  *   stage  4 CTAs an SM of 128 threads with 37 KB of dynamic shared memory each, each spinning
@@ -25,13 +25,6 @@
 #define HOLD_US 40
 #define STAGE_US 20
 #define STAGE_SMEM (37 * 1024)
-
-static __device__ __forceinline__ unsigned smid(void)
-{
-    unsigned s;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-    return s;
-}
 
 static __device__ void spin_until(unsigned long long t)
 {

@@ -17,7 +17,7 @@
         }                                                                                             \
     } while (0)
 
-/* the global timer (ns) and an acquire load of a counter, for the device models */
+/* the global timer (ns), an acquire load of a counter and the SM id, for the device models */
 static __device__ __forceinline__ unsigned long long now_ns(void)
 {
     unsigned long long t;
@@ -30,6 +30,14 @@ static __device__ __forceinline__ unsigned ld_acq(const unsigned *p)
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
+}
+
+/* the SM a thread runs on */
+static __device__ __forceinline__ unsigned smid(void)
+{
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
 }
 
 /* qsort order of run times */

@@ -32,13 +32,6 @@
 #define BYTES (150u << 20)  /* the gate/up pair of the 30B preset, ~150 MB */
 #define MAX_SM 256
 
-static __device__ __forceinline__ unsigned smid(void)
-{
-    unsigned s;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-    return s;
-}
-
 /* ---- gpc: each CTA notes its SM and stays a while, so the clusters spread over the SMs */
 static __global__ void probe_kernel(unsigned *sm_of, unsigned spin_ns)
 {
