@@ -364,6 +364,133 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
+/* ---- GLIM_CUDA_V5_PIPE=1 (one-kind jobs; a measurement knob): warp w's units as one stream across
+ * its tiles in two register sets of U super-blocks a lane, the next set's loads issued before this
+ * set is decoded. Plain v5 fetches U, decodes them and only then fetches again, so a warp's bytes
+ * in flight fall to none while it decodes; here one set is always on its way. Same units and the
+ * same order of adds per tile: plain v5's bits. */
+struct v5_cur {
+    int64_t tile;   /* the set's tile */
+    int     s, e;   /* its first super-block in the tile; the end of the warp's span in this tile */
+};
+
+static __device__ __forceinline__ v5_cur v5_cur_at(const v5_job &job, int64_t x, int64_t b)
+{
+    v5_cur c;
+    c.tile = x / job.n_sb;
+    c.s = (int)(x - c.tile * job.n_sb);
+    int64_t rest = b - c.tile * job.n_sb;
+    c.e = (int)(rest < job.n_sb ? rest : job.n_sb);
+    return c;
+}
+
+/* the set after c (its tile may be past the warp's range: v5_cur_in says) */
+template <int U>
+static __device__ __forceinline__ v5_cur v5_cur_next(const v5_job &job, v5_cur c, int64_t b)
+{
+    c.s += U;
+    if (c.s >= c.e) {
+        c.tile++;
+        c.s = 0;
+        int64_t rest = b - c.tile * job.n_sb;
+        c.e = (int)(rest < job.n_sb ? rest : job.n_sb);
+    }
+    return c;
+}
+
+static __device__ __forceinline__ bool v5_cur_in(const v5_job &job, v5_cur c, int64_t b)
+{
+    return c.tile * job.n_sb + c.s < b;
+}
+
+template <class K, int U>
+static __device__ __forceinline__ void v5_pipe_fetch(const v5_job &job, v5_cur c, int g, int t, typename K::raw *r)
+{
+    v5_part P = v5_pick(job, c.tile);
+    int64_t r0 = (c.tile - P.tile0) * 16;
+    int64_t lg = v5_row_loaded(r0 + g, P.n, K::TILED), lg8 = v5_row_loaded(r0 + g + 8, P.n, K::TILED);
+    v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, c.s, c.e, t, r);
+}
+
+/* decode set c; at the end of the warp's span in its tile, store the tile's sums (or piece) */
+template <class K, int U>
+static __device__ __forceinline__ void v5_pipe_compute(const v5_job &job, v5_cur c, const typename K::raw *r,
+                                                       const int8_t *xq, const float2 *xd, int lane, float &acc_g,
+                                                       float &acc_g8, int64_t w)
+{
+    int g = lane >> 2, t = lane & 3;
+    v5_compute_set<K, U>(r, xq, xd, c.s, c.e, g, t, acc_g, acc_g8);
+    if (c.s + U < c.e)
+        return;
+    if (job.trace && lane == 0)
+        v5_stamp_w(job, w, 3);
+    v5_part P = v5_pick(job, c.tile);
+    int64_t w0 = v5_warp_of(job, c.tile * job.n_sb), w1 = v5_warp_of(job, (c.tile + 1) * job.n_sb - 1);
+    v5_store(job, P, c.tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (c.tile - P.tile0) * 16, lane, acc_g,
+             acc_g8);
+    acc_g = acc_g8 = 0.0f;
+}
+
+template <class K, int U>
+static __device__ __forceinline__ void v5_run_pipe(const v5_job &job, const int8_t *__restrict__ xq,
+                                                   const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
+{
+    int g = lane >> 2, t = lane & 3;
+    int64_t units = v5_units(job);
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    if (a >= b)
+        return;
+    typename K::raw ra[U], rb[U];
+    v5_cur c = v5_cur_at(job, a, b), n = v5_cur_next<U>(job, c, b);
+    v5_pipe_fetch<K, U>(job, c, g, t, ra);
+    if (v5_cur_in(job, n, b))
+        v5_pipe_fetch<K, U>(job, n, g, t, rb);
+    if (!waited) {   /* two sets on their way; x is the previous kernel's */
+        cuda_pdl_wait();
+        waited = true;
+        if (job.trace && lane == 0)
+            v5_stamp_w(job, w, 1);
+    }
+    float acc_g = 0.0f, acc_g8 = 0.0f;
+#pragma unroll 1
+    for (;;) {
+        v5_pipe_compute<K, U>(job, c, ra, xq, xd, lane, acc_g, acc_g8, w);
+        if (!v5_cur_in(job, n, b))
+            break;
+        c = n;
+        n = v5_cur_next<U>(job, c, b);
+        if (v5_cur_in(job, n, b))
+            v5_pipe_fetch<K, U>(job, n, g, t, ra);
+        v5_pipe_compute<K, U>(job, c, rb, xq, xd, lane, acc_g, acc_g8, w);
+        if (!v5_cur_in(job, n, b))
+            break;
+        c = n;
+        n = v5_cur_next<U>(job, c, b);
+        if (v5_cur_in(job, n, b))
+            v5_pipe_fetch<K, U>(job, n, g, t, rb);
+    }
+}
+
+template <class K, int U>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
+{
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31;
+    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
+    if (job.trace && lane == 0)
+        v5_stamp(job, 0);
+    bool waited = job.wait_first != 0;
+    if (waited)
+        cuda_pdl_wait();
+    v5_run_pipe<K, U>(job, xq, xd, w, lane, waited);
+    if (!waited)
+        cuda_pdl_wait();
+    if (job.trace && lane == 0)
+        v5_stamp(job, 2);
+}
+
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
 static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
@@ -523,7 +650,13 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
+    static int pipe_forced = -1;   /* GLIM_CUDA_V5_PIPE=U: one-kind jobs pipelined, sets of U (1, 2) */
+    int pipe = std::is_same<KA, KB>::value ? cuda_env_knob("GLIM_CUDA_V5_PIPE", &pipe_forced) : 0;
+    if (pipe == 1)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 1>, job, xq, xd, c->pdl_all));
+    else if (pipe == 2)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 2>, job, xq, xd, c->pdl_all));
+    else if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
