@@ -153,6 +153,12 @@ struct cuda_ctx {
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
     bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=0: stored) */
+    int             tail_pf;       /* GLIM_CUDA_TAIL_PF (bench knob): prefetch_later's weights (1: q/k/v/gate, 2: and Wo)
+                                    * pulled into L2 by the GLU-input (down) v5 launch's warps as each ends */
+    const void     *tpf_p[5];      /* ... the pending hint: device bytes and lengths */
+    size_t          tpf_n[5];
+    int             tpf_cnt;
+    bool            tpf_take;      /* the one-row GEMV launched next takes the hint (set by the GLU input) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; 0 off, 3 in graphs) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     bool            attn_short;    /* one decode token's attn_prep, attention and gate in one launch while the

@@ -126,6 +126,9 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
+    const char *pf_p[5];       /* GLIM_CUDA_TAIL_PF: bytes each warp pulls into L2 once its units are done */
+    unsigned long long pf_n[5];
+    int         n_pf;
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
@@ -273,6 +276,34 @@ static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
     v5_stamp_w(job, (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), which);
 }
 
+/* GLIM_CUDA_TAIL_PF: warp w's even share of the hinted bytes (job.pf_*, as one concatenation) asked of
+ * L2 by lane 0 in bulk prefetches, after the warp's own units: the HBM idles in a launch's tail while
+ * the slowest SMs finish, and the next layer's projections read these bytes after one norm */
+static __device__ __forceinline__ void v5_tail_pf(const v5_job &job, int64_t w, int lane)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (lane != 0)
+        return;
+    unsigned long long total = 0;
+    for (int i = 0; i < job.n_pf; i++)
+        total += job.pf_n[i];
+    int64_t nw = (int64_t)gridDim.x * V5_WARPS;
+    unsigned long long chunk = ((total + nw - 1) / nw + 255) & ~255ull;
+    unsigned long long lo = w * chunk, hi = lo + chunk, base = 0;
+    for (int i = 0; i < job.n_pf; i++) {
+        unsigned long long a = lo > base ? lo : base, b = hi < base + job.pf_n[i] ? hi : base + job.pf_n[i];
+        while (a + 16 <= b) {
+            unsigned len = (unsigned)((b - a) & ~15ull);
+            len = len > 65536u ? 65536u : len;
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(job.pf_p[i] + (a - base)), "r"(len)
+                         : "memory");
+            a += len;
+        }
+        base += job.pf_n[i];
+    }
+#endif
+}
+
 template <class K, int U>
 static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
                                                     int64_t sb1, int t, typename K::raw *r)
@@ -360,6 +391,8 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
+    if (job.n_pf)
+        v5_tail_pf(job, w, lane);
     if (job.trace && lane == 0)
         v5_stamp(job, 2);
 }
@@ -487,6 +520,8 @@ gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     v5_run_pipe<K, U>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();
+    if (job.n_pf)
+        v5_tail_pf(job, w, lane);
     if (job.trace && lane == 0)
         v5_stamp(job, 2);
 }
@@ -683,6 +718,13 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
+    if (c->tpf_take) {   /* the down projection after prefetch_later: its warps' tails pull the hint */
+        for (int i = 0; i < c->tpf_cnt; i++)
+            job.pf_p[i] = (const char *)c->tpf_p[i], job.pf_n[i] = c->tpf_n[i] & ~15ull;
+        job.n_pf = c->tpf_cnt;
+        c->tpf_take = false;
+        c->tpf_cnt = 0;
+    }
     v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
