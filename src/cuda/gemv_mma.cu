@@ -464,21 +464,51 @@ static __device__ __forceinline__ void v5_pipe_compute(const v5_job &job, v5_cur
     acc_g = acc_g8 = 0.0f;
 }
 
+/* one pipeline step: decode set c from r, move c on; false when the warp's units are done; else
+ * refill r with set f (when there is one) and move f on */
 template <class K, int U>
+static __device__ __forceinline__ bool v5_pipe_step(const v5_job &job, v5_cur &c, v5_cur &f, int64_t b,
+                                                    typename K::raw *r, const int8_t *__restrict__ xq,
+                                                    const float2 *__restrict__ xd, int lane, float &acc_g,
+                                                    float &acc_g8, int64_t w)
+{
+    v5_pipe_compute<K, U>(job, c, r, xq, xd, lane, acc_g, acc_g8, w);
+    c = v5_cur_next<U>(job, c, b);
+    if (!v5_cur_in(job, c, b))
+        return false;
+    if (v5_cur_in(job, f, b)) {
+        v5_pipe_fetch<K, U>(job, f, lane >> 2, lane & 3, r);
+        f = v5_cur_next<U>(job, f, b);
+    }
+    return true;
+}
+
+template <class K, int U>
+static __device__ __forceinline__ void v5_pipe_first(const v5_job &job, v5_cur &f, int64_t b, int lane,
+                                                     typename K::raw *r)
+{
+    if (v5_cur_in(job, f, b)) {
+        v5_pipe_fetch<K, U>(job, f, lane >> 2, lane & 3, r);
+        f = v5_cur_next<U>(job, f, b);
+    }
+}
+
+/* D (2 or 3) register sets of U super-blocks: while one set decodes, D - 1 are on their way */
+template <class K, int U, int D>
 static __device__ __forceinline__ void v5_run_pipe(const v5_job &job, const int8_t *__restrict__ xq,
                                                    const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
-    int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job);
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
     if (a >= b)
         return;
-    typename K::raw ra[U], rb[U];
-    v5_cur c = v5_cur_at(job, a, b), n = v5_cur_next<U>(job, c, b);
-    v5_pipe_fetch<K, U>(job, c, g, t, ra);
-    if (v5_cur_in(job, n, b))
-        v5_pipe_fetch<K, U>(job, n, g, t, rb);
-    if (!waited) {   /* two sets on their way; x is the previous kernel's */
+    typename K::raw r0[U], r1[U], r2[U];
+    v5_cur c = v5_cur_at(job, a, b), f = c;   /* the set to decode, the next set to fetch */
+    v5_pipe_first<K, U>(job, f, b, lane, r0);
+    v5_pipe_first<K, U>(job, f, b, lane, r1);
+    if (D > 2)
+        v5_pipe_first<K, U>(job, f, b, lane, r2);
+    if (!waited) {   /* the first sets are on their way; x is the previous kernel's */
         cuda_pdl_wait();
         waited = true;
         if (job.trace && lane == 0)
@@ -487,24 +517,16 @@ static __device__ __forceinline__ void v5_run_pipe(const v5_job &job, const int8
     float acc_g = 0.0f, acc_g8 = 0.0f;
 #pragma unroll 1
     for (;;) {
-        v5_pipe_compute<K, U>(job, c, ra, xq, xd, lane, acc_g, acc_g8, w);
-        if (!v5_cur_in(job, n, b))
-            break;
-        c = n;
-        n = v5_cur_next<U>(job, c, b);
-        if (v5_cur_in(job, n, b))
-            v5_pipe_fetch<K, U>(job, n, g, t, ra);
-        v5_pipe_compute<K, U>(job, c, rb, xq, xd, lane, acc_g, acc_g8, w);
-        if (!v5_cur_in(job, n, b))
-            break;
-        c = n;
-        n = v5_cur_next<U>(job, c, b);
-        if (v5_cur_in(job, n, b))
-            v5_pipe_fetch<K, U>(job, n, g, t, rb);
+        if (!v5_pipe_step<K, U>(job, c, f, b, r0, xq, xd, lane, acc_g, acc_g8, w))
+            return;
+        if (!v5_pipe_step<K, U>(job, c, f, b, r1, xq, xd, lane, acc_g, acc_g8, w))
+            return;
+        if (D > 2 && !v5_pipe_step<K, U>(job, c, f, b, r2, xq, xd, lane, acc_g, acc_g8, w))
+            return;
     }
 }
 
-template <class K, int U>
+template <class K, int U, int D>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -517,7 +539,7 @@ gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
-    v5_run_pipe<K, U>(job, xq, xd, w, lane, waited);
+    v5_run_pipe<K, U, D>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();
     if (job.n_pf)
@@ -685,12 +707,14 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    static int pipe_forced = -1;   /* GLIM_CUDA_V5_PIPE=U: one-kind jobs pipelined, sets of U (1, 2) */
+    static int pipe_forced = -1;   /* GLIM_CUDA_V5_PIPE: one-kind jobs pipelined: 1 two sets of one super-block a lane, 2 two of two, 3 three of one */
     int pipe = std::is_same<KA, KB>::value ? cuda_env_knob("GLIM_CUDA_V5_PIPE", &pipe_forced) : 0;
     if (pipe == 1)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 1>, job, xq, xd, c->pdl_all));
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 1, 2>, job, xq, xd, c->pdl_all));
     else if (pipe == 2)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 2>, job, xq, xd, c->pdl_all));
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 2, 2>, job, xq, xd, c->pdl_all));
+    else if (pipe == 3)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 1, 3>, job, xq, xd, c->pdl_all));
     else if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
