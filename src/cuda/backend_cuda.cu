@@ -1112,6 +1112,23 @@ extern "C" long backend_cuda_side_used(struct backend *be)
     return get_count(be, &cuda_ctx::side_used, 0);
 }
 
+/* GEMV v5's one-kind jobs pipelined across a warp's tiles: 0 off, 1 two register sets of one
+ * super-block a lane, 2 two of two, 3 three of one (gemv_mma.cu v5_run_pipe). GLIM_EINVAL if not a
+ * CUDA backend or out of range. */
+extern "C" int backend_cuda_set_v5_pipe(struct backend *be, int mode)
+{
+    if (!is_cuda(be) || mode < 0 || mode > 3)
+        return GLIM_EINVAL;
+    ctx_of(be)->v5_pipe = mode;
+    return GLIM_OK;
+}
+
+/* how many v5 launches ran pipelined (tests); -1 if not a CUDA backend */
+extern "C" long backend_cuda_v5_piped(struct backend *be)
+{
+    return get_count(be, &cuda_ctx::v5_piped, -1);
+}
+
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
  * GLIM_EINVAL if not a CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
@@ -1248,6 +1265,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
+    const char *f_pipe = getenv("GLIM_CUDA_V5_PIPE");
+    c->v5_pipe = f_pipe && f_pipe[0] >= '0' && f_pipe[0] <= '3' && !f_pipe[1] ? f_pipe[0] - '0' : 0;
     const char *f_tpf = getenv("GLIM_CUDA_TAIL_PF");
     c->tail_pf = f_tpf ? atoi(f_tpf) : 0;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");

@@ -707,8 +707,8 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    static int pipe_forced = -1;   /* GLIM_CUDA_V5_PIPE: one-kind jobs pipelined: 1 two sets of one super-block a lane, 2 two of two, 3 three of one */
-    int pipe = std::is_same<KA, KB>::value ? cuda_env_knob("GLIM_CUDA_V5_PIPE", &pipe_forced) : 0;
+    int pipe = std::is_same<KA, KB>::value ? c->v5_pipe : 0;   /* backend_cuda_set_v5_pipe */
+    c->v5_piped += pipe > 0;
     if (pipe == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 1, 2>, job, xq, xd, c->pdl_all));
     else if (pipe == 2)
