@@ -22,7 +22,6 @@
  * test_t16: Q4_K/Q6_K weights in 16-row tiles (backend_cuda_set_t16) give the row-major
  * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
  * v3, bf16 GEMM, get_rows, multi-part jobs, v4 refusing them), v5 within its 1e-5.
- * test_v5_pipe: v5 pipelined across a warp's tiles (backend_cuda_set_v5_pipe 1..3) gives plain v5's bits.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
  */
 #include "harness.h"
@@ -59,8 +58,6 @@ int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_to
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
-int backend_cuda_set_v5_pipe(struct backend *be_, int mode);   /* v5 pipelined: 0 off, 1..3 */
-long backend_cuda_v5_piped(struct backend *be_);               /* ... launches so */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
 int backend_cuda_set_gate_side(struct backend *be_, int ctas_per_sm);   /* the gate GEMV on a side stream */
@@ -1001,89 +998,6 @@ static void test_t16(void)
         check_t16_matmul_n(3, 1, v6, n_out, 3072, 1);
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-}
-
-/* v5 pipelined (backend_cuda_set_v5_pipe: the next register set's loads issued before this one
- * decodes, across a warp's tiles) against plain v5 on the same tiles, one activation row: the same
- * bits (same units, same order of adds), and the CPU reference's values. Parts of one kind only (a
- * mixed job keeps plain v5). */
-static void check_v5_pipe(int n, uint32_t type, const int64_t *ns, int64_t k)
-{
-    struct be_weight hw[4], tl[4];
-    const struct be_weight *wt[4];
-    float *dy[4], *a[4];
-    int ok = 0;
-    for (; ok < n; ok++) {
-        hw[ok] = make_weight(type, k, ns[ok]);
-        if (init_layout(&tl[ok], &hw[ok], true) != GLIM_OK) {
-            free((void *)hw[ok].host);
-            break;
-        }
-        wt[ok] = &tl[ok];
-        dy[ok] = be->i->alloc(be, (size_t)ns[ok] * sizeof(float));
-    }
-    float *x = rand_vec(k, 1.0f), *dx = to_dev(x, (size_t)k * sizeof(float));
-    if (ok == n) {
-        CHECK_EQ(backend_cuda_set_v5_pipe(be, 0), GLIM_OK);
-        long p0 = backend_cuda_v5_piped(be);
-        be->i->matmul_n(be, n, dy, wt, dx, 1);
-        CHECK_EQ(backend_cuda_v5_piped(be), p0);   /* off: never pipelined */
-        for (int i = 0; i < n; i++) {
-            a[i] = malloc((size_t)ns[i] * sizeof(float));
-            from_dev(a[i], dy[i], (size_t)ns[i] * sizeof(float));
-        }
-        for (int mode = 1; mode <= 3; mode++) {
-            p0 = backend_cuda_v5_piped(be);
-            CHECK_EQ(backend_cuda_set_v5_pipe(be, mode), GLIM_OK);
-            be->i->matmul_n(be, n, dy, wt, dx, 1);
-            CHECK_EQ(backend_cuda_set_v5_pipe(be, 0), GLIM_OK);
-            CHECK(backend_cuda_v5_piped(be) > p0);
-            for (int i = 0; i < n; i++) {
-                size_t yb = (size_t)ns[i] * sizeof(float);
-                float *b = malloc(yb), *ref = malloc(yb);
-                from_dev(b, dy[i], yb);
-                char what[160];
-                snprintf(what, sizeof what, "v5 pipelined %d part %d/%d %s k=%lld n=%lld", mode, i, n,
-                         quant_type_name(type), (long long)k, (long long)ns[i]);
-                if (memcmp(a[i], b, yb) != 0)
-                    fprintf(stderr, "FAIL %s: != plain v5\n", what);
-                CHECK(memcmp(a[i], b, yb) == 0);
-                cpu_ref_matmul(ref, &hw[i], x, 1);
-                if (ns[i] >= 16)
-                    CHECK(close_enough(b, ref, ns[i], 1e-2, what));
-                free(ref), free(b);
-            }
-        }
-        for (int i = 0; i < n; i++)
-            free(a[i]);
-    }
-    for (int i = 0; i < ok; i++) {
-        be->i->release(be, dy[i]), be->i->weight_clear(be, &tl[i]);
-        free((void *)hw[i].host);
-    }
-    be->i->release(be, dx);
-    free(x);
-}
-
-static void test_v5_pipe(void)
-{
-    if (backend_cuda_set_gemv(be, 5) != GLIM_OK) {   /* v5 needs sm_80 */
-        printf("  (no GEMV v5 on this GPU: pipelined v5 not tested)\n");
-        return;
-    }
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);   /* the default: one-row tiled parts go to v5 */
-    CHECK_EQ(backend_cuda_set_v5_pipe(be, -1), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_pipe(be, 4), GLIM_EINVAL);
-    const int64_t n_one[1] = {16}, n_small[1] = {53}, n_wo[1] = {6656}, n_long[1] = {40}, n_mid[1] = {4224 + 5};
-    const int64_t n_qk[2] = {512, 256 + 9}, n_ffn[2] = {6656 + 7, 6656 + 9}, n_three[3] = {48, 17, 96};
-    check_v5_pipe(1, GLIM_TYPE_Q4_K, n_one, 256);       /* one unit: one set, nothing to pipeline */
-    check_v5_pipe(1, GLIM_TYPE_Q6_K, n_small, 1024);    /* ragged last tile */
-    check_v5_pipe(1, GLIM_TYPE_Q4_K, n_wo, 4096);       /* Wo of the 30B: ~3 units a warp, ranges across tiles */
-    check_v5_pipe(2, GLIM_TYPE_Q4_K, n_qk, 6656);       /* two parts: a warp's sets cross a part's end */
-    check_v5_pipe(3, GLIM_TYPE_Q6_K, n_three, 768);     /* three parts, ragged */
-    check_v5_pipe(1, GLIM_TYPE_Q4_K, n_long, 19968);    /* long rows: a tile cut among many warps (merged pieces) */
-    check_v5_pipe(1, GLIM_TYPE_Q6_K, n_mid, 6656);      /* Q6_K */
-    check_v5_pipe(2, GLIM_TYPE_Q4_K, n_ffn, 6656);      /* FFN gate/up-like: many units a warp */
 }
 
 /* matmul_glu: y = (x * act(g)) . W^T against the CPU reference (mul_sigmoid / swiglu, matmul) */
@@ -2628,7 +2542,6 @@ int main(void)
     RUN(test_matmul_glu);
     RUN(test_k45_aux);
     RUN(test_t16);
-    RUN(test_v5_pipe);
     RUN(test_glu_fuse);
     RUN(test_glu_gated);
     RUN(test_matmul_exact);

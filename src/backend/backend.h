@@ -213,10 +213,6 @@ struct backend_i {
      * attention that follows; called between a matmul_attn_prep and that attention), so a backend
      * may start moving its bytes nearer beside the work in flight. NULL = not offered. */
     void (*prefetch)(struct backend *be, const struct be_weight *w);
-    /* optional hint, no effect on any result: ws[0..n) are read after the next few matmuls (the
-     * next layer's projections, given before this layer's FFN), so a backend may pull them
-     * nearer at the end of its last large matmul before them. NULL = not offered. */
-    void (*prefetch_later)(struct backend *be, const struct be_weight *const *ws, int n);
 
     /* ---- optional: the greedy pick on the device ----
      * out[r] = the index of the largest x[r][0..n), r < n_rows (out: device memory), in the

@@ -467,20 +467,6 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
  * loses in graphs too (H100: 143.80 vs 144.70 off, 146.41 in graphs vs 147.58). Only a weight kept in
  * its file's layout, whose device copy is w->nbytes long. (The next layer's q/k/v kept in L2 through
  * the FFN with an evict-last policy gave nothing: H100 140.43 / 140.06 vs 140.06-140.45 t/s.) */
-/* GLIM_CUDA_TAIL_PF: keep the hint for the next down projection's v5 launch (gemv_mma.cu v5_tail_pf) */
-static void be_prefetch_later(struct backend *be, const struct be_weight *const *ws, int n)
-{
-    struct cuda_ctx *c = ctx_raw(be);
-    c->tpf_cnt = 0;
-    if (c->tail_pf <= 0 || c->cc_major < 9)
-        return;
-    for (int i = 0; i < n && i < (c->tail_pf >= 2 ? 5 : 4) && c->tpf_cnt < 5; i++)
-        if (ws[i] && ws[i]->dev && !ws[i]->aux) {
-            c->tpf_p[c->tpf_cnt] = ws[i]->dev;
-            c->tpf_n[c->tpf_cnt++] = ws[i]->nbytes;
-        }
-}
-
 static void be_prefetch(struct backend *be, const struct be_weight *w)
 {
     struct cuda_ctx *c = ctx_raw(be);   /* a hint: the deferred attn_prep may wait across it */
@@ -889,7 +875,6 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
         o.prefetch = be_prefetch;
-        o.prefetch_later = be_prefetch_later;
         o.matmul_ffn = be_matmul_ffn;
         o.add_rmsnorm_ffn = be_add_rmsnorm_ffn;
         o.add_rmsnorm_attn = be_add_rmsnorm_attn;
@@ -1112,23 +1097,6 @@ extern "C" long backend_cuda_side_used(struct backend *be)
     return get_count(be, &cuda_ctx::side_used, 0);
 }
 
-/* GEMV v5's one-kind jobs pipelined across a warp's tiles: 0 off, 1 two register sets of one
- * super-block a lane, 2 two of two, 3 three of one (gemv_mma.cu v5_run_pipe). GLIM_EINVAL if not a
- * CUDA backend or out of range. */
-extern "C" int backend_cuda_set_v5_pipe(struct backend *be, int mode)
-{
-    if (!is_cuda(be) || mode < 0 || mode > 3)
-        return GLIM_EINVAL;
-    ctx_of(be)->v5_pipe = mode;
-    return GLIM_OK;
-}
-
-/* how many v5 launches ran pipelined (tests); -1 if not a CUDA backend */
-extern "C" long backend_cuda_v5_piped(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::v5_piped, -1);
-}
-
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
  * GLIM_EINVAL if not a CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
@@ -1265,10 +1233,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
-    const char *f_pipe = getenv("GLIM_CUDA_V5_PIPE");
-    c->v5_pipe = f_pipe && f_pipe[0] >= '0' && f_pipe[0] <= '3' && !f_pipe[1] ? f_pipe[0] - '0' : 0;
-    const char *f_tpf = getenv("GLIM_CUDA_TAIL_PF");
-    c->tail_pf = f_tpf ? atoi(f_tpf) : 0;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

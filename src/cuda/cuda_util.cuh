@@ -153,14 +153,6 @@ struct cuda_ctx {
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
     bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=0: stored) */
-    int             v5_pipe;       /* GLIM_CUDA_V5_PIPE / backend_cuda_set_v5_pipe: one-kind v5 jobs pipelined (gemv_mma.cu) */
-    long            v5_piped;      /* ... launches so (tests) */
-    int             tail_pf;       /* GLIM_CUDA_TAIL_PF (bench knob): prefetch_later's weights (1: q/k/v/gate, 2: and Wo)
-                                    * pulled into L2 by the GLU-input (down) v5 launch's warps as each ends */
-    const void     *tpf_p[5];      /* ... the pending hint: device bytes and lengths */
-    size_t          tpf_n[5];
-    int             tpf_cnt;
-    bool            tpf_take;      /* the one-row GEMV launched next takes the hint (set by the GLU input) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; 0 off, 3 in graphs) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     bool            attn_short;    /* one decode token's attn_prep, attention and gate in one launch while the
@@ -284,8 +276,6 @@ extern "C" int backend_cuda_get_gemv(struct backend *be);                       
 extern "C" int backend_cuda_set_t16(struct backend *be, bool on);
 extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matmul_pair_glu fuses SwiGLU */
 extern "C" long backend_cuda_glu_used(struct backend *be);
-extern "C" int backend_cuda_set_v5_pipe(struct backend *be, int mode);   /* 0 off, 1..3 (gemv_mma.cu) */
-extern "C" long backend_cuda_v5_piped(struct backend *be);
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
 extern "C" long backend_cuda_prep_used(struct backend *be);
 /* gemv_mma.cu: the v5 trace (GLIM_CUDA_V5_TRACE=1, diagnosis): its buffer, and printing it */

@@ -588,8 +588,6 @@ void cuda_matmul_glu(struct cuda_ctx *c, float *y, const struct be_weight *w, fl
         return;
     if (n_rows <= GEMV_MAX_ROWS && !c->exact && cuda_q8_supported(w->dev_type)) {
         cuda_matmul_q8_n(c, 1, &y, &w, x, n_rows, g, act);   /* the gate is applied while quantizing */
-        c->tpf_take = false;
-        c->tpf_cnt = 0;
         forget_if_overlap(c, y, (int64_t)n_rows * w->n);
         return;
     }

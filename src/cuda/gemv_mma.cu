@@ -126,10 +126,7 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    const char *pf_p[5];       /* GLIM_CUDA_TAIL_PF: bytes each warp pulls into L2 once its units are done */
-    unsigned long long pf_n[5];
-    int         n_pf;
-    int         sweep;         /* GLIM_CUDA_V5_SWEEP=1 (traffic probe, wrong values): unit x of warp w read from
+    int       sweep;           /* GLIM_CUDA_V5_SWEEP=1 (traffic probe, wrong values): unit x of warp w read from
                                 * unit (x - first of w) * n_warps + w, so the grid's loads sweep one front */
 };
 
@@ -278,34 +275,6 @@ static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
     v5_stamp_w(job, (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), which);
 }
 
-/* GLIM_CUDA_TAIL_PF: warp w's even share of the hinted bytes (job.pf_*, as one concatenation) asked of
- * L2 by lane 0 in bulk prefetches, after the warp's own units: the HBM idles in a launch's tail while
- * the slowest SMs finish, and the next layer's projections read these bytes after one norm */
-static __device__ __forceinline__ void v5_tail_pf(const v5_job &job, int64_t w, int lane)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (lane != 0)
-        return;
-    unsigned long long total = 0;
-    for (int i = 0; i < job.n_pf; i++)
-        total += job.pf_n[i];
-    int64_t nw = (int64_t)gridDim.x * V5_WARPS;
-    unsigned long long chunk = ((total + nw - 1) / nw + 255) & ~255ull;
-    unsigned long long lo = w * chunk, hi = lo + chunk, base = 0;
-    for (int i = 0; i < job.n_pf; i++) {
-        unsigned long long a = lo > base ? lo : base, b = hi < base + job.pf_n[i] ? hi : base + job.pf_n[i];
-        while (a + 16 <= b) {
-            unsigned len = (unsigned)((b - a) & ~15ull);
-            len = len > 65536u ? 65536u : len;
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(job.pf_p[i] + (a - base)), "r"(len)
-                         : "memory");
-            a += len;
-        }
-        base += job.pf_n[i];
-    }
-#endif
-}
-
 template <class K, int U>
 static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
                                                     int64_t sb1, int t, typename K::raw *r)
@@ -326,11 +295,11 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
             K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
-/* GLIM_CUDA_V5_SWEEP (traffic probe): the units [x, x + U) of warp w (first unit a) read from the
+/* GLIM_CUDA_V5_SWEEP (traffic probe): the units [x, x + n) of warp w (first unit a) read from the
  * swept places instead; the values are wrong */
 template <class K, int U>
 static __device__ __forceinline__ void v5_fetch_swept(const v5_job &job, int64_t x, int64_t a, int64_t w, int n,
-                                                   int g, int t, typename K::raw *r)
+                                                      int g, int t, typename K::raw *r)
 {
     int64_t units = v5_units(job);
 #pragma unroll
@@ -417,159 +386,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
-    if (job.n_pf)
-        v5_tail_pf(job, w, lane);
-    if (job.trace && lane == 0)
-        v5_stamp(job, 2);
-}
-
-/* ---- GLIM_CUDA_V5_PIPE=1 (one-kind jobs; a measurement knob): warp w's units as one stream across
- * its tiles in two register sets of U super-blocks a lane, the next set's loads issued before this
- * set is decoded. Plain v5 fetches U, decodes them and only then fetches again, so a warp's bytes
- * in flight fall to none while it decodes; here one set is always on its way. Same units and the
- * same order of adds per tile: plain v5's bits. */
-struct v5_cur {
-    int64_t tile;   /* the set's tile */
-    int     s, e;   /* its first super-block in the tile; the end of the warp's span in this tile */
-};
-
-static __device__ __forceinline__ v5_cur v5_cur_at(const v5_job &job, int64_t x, int64_t b)
-{
-    v5_cur c;
-    c.tile = x / job.n_sb;
-    c.s = (int)(x - c.tile * job.n_sb);
-    int64_t rest = b - c.tile * job.n_sb;
-    c.e = (int)(rest < job.n_sb ? rest : job.n_sb);
-    return c;
-}
-
-/* the set after c (its tile may be past the warp's range: v5_cur_in says) */
-template <int U>
-static __device__ __forceinline__ v5_cur v5_cur_next(const v5_job &job, v5_cur c, int64_t b)
-{
-    c.s += U;
-    if (c.s >= c.e) {
-        c.tile++;
-        c.s = 0;
-        int64_t rest = b - c.tile * job.n_sb;
-        c.e = (int)(rest < job.n_sb ? rest : job.n_sb);
-    }
-    return c;
-}
-
-static __device__ __forceinline__ bool v5_cur_in(const v5_job &job, v5_cur c, int64_t b)
-{
-    return c.tile * job.n_sb + c.s < b;
-}
-
-template <class K, int U>
-static __device__ __forceinline__ void v5_pipe_fetch(const v5_job &job, v5_cur c, int g, int t, typename K::raw *r)
-{
-    v5_part P = v5_pick(job, c.tile);
-    int64_t r0 = (c.tile - P.tile0) * 16;
-    int64_t lg = v5_row_loaded(r0 + g, P.n, K::TILED), lg8 = v5_row_loaded(r0 + g + 8, P.n, K::TILED);
-    v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, c.s, c.e, t, r);
-}
-
-/* decode set c; at the end of the warp's span in its tile, store the tile's sums (or piece) */
-template <class K, int U>
-static __device__ __forceinline__ void v5_pipe_compute(const v5_job &job, v5_cur c, const typename K::raw *r,
-                                                       const int8_t *xq, const float2 *xd, int lane, float &acc_g,
-                                                       float &acc_g8, int64_t w)
-{
-    int g = lane >> 2, t = lane & 3;
-    v5_compute_set<K, U>(r, xq, xd, c.s, c.e, g, t, acc_g, acc_g8);
-    if (c.s + U < c.e)
-        return;
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 3);
-    v5_part P = v5_pick(job, c.tile);
-    int64_t w0 = v5_warp_of(job, c.tile * job.n_sb), w1 = v5_warp_of(job, (c.tile + 1) * job.n_sb - 1);
-    v5_store(job, P, c.tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, (c.tile - P.tile0) * 16, lane, acc_g,
-             acc_g8);
-    acc_g = acc_g8 = 0.0f;
-}
-
-/* one pipeline step: decode set c from r, move c on; false when the warp's units are done; else
- * refill r with set f (when there is one) and move f on */
-template <class K, int U>
-static __device__ __forceinline__ bool v5_pipe_step(const v5_job &job, v5_cur &c, v5_cur &f, int64_t b,
-                                                    typename K::raw *r, const int8_t *__restrict__ xq,
-                                                    const float2 *__restrict__ xd, int lane, float &acc_g,
-                                                    float &acc_g8, int64_t w)
-{
-    v5_pipe_compute<K, U>(job, c, r, xq, xd, lane, acc_g, acc_g8, w);
-    c = v5_cur_next<U>(job, c, b);
-    if (!v5_cur_in(job, c, b))
-        return false;
-    if (v5_cur_in(job, f, b)) {
-        v5_pipe_fetch<K, U>(job, f, lane >> 2, lane & 3, r);
-        f = v5_cur_next<U>(job, f, b);
-    }
-    return true;
-}
-
-template <class K, int U>
-static __device__ __forceinline__ void v5_pipe_first(const v5_job &job, v5_cur &f, int64_t b, int lane,
-                                                     typename K::raw *r)
-{
-    if (v5_cur_in(job, f, b)) {
-        v5_pipe_fetch<K, U>(job, f, lane >> 2, lane & 3, r);
-        f = v5_cur_next<U>(job, f, b);
-    }
-}
-
-/* D (2 or 3) register sets of U super-blocks: while one set decodes, D - 1 are on their way */
-template <class K, int U, int D>
-static __device__ __forceinline__ void v5_run_pipe(const v5_job &job, const int8_t *__restrict__ xq,
-                                                   const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
-{
-    int64_t units = v5_units(job);
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    if (a >= b)
-        return;
-    typename K::raw r0[U], r1[U], r2[U];
-    v5_cur c = v5_cur_at(job, a, b), f = c;   /* the set to decode, the next set to fetch */
-    v5_pipe_first<K, U>(job, f, b, lane, r0);
-    v5_pipe_first<K, U>(job, f, b, lane, r1);
-    if (D > 2)
-        v5_pipe_first<K, U>(job, f, b, lane, r2);
-    if (!waited) {   /* the first sets are on their way; x is the previous kernel's */
-        cuda_pdl_wait();
-        waited = true;
-        if (job.trace && lane == 0)
-            v5_stamp_w(job, w, 1);
-    }
-    float acc_g = 0.0f, acc_g8 = 0.0f;
-#pragma unroll 1
-    for (;;) {
-        if (!v5_pipe_step<K, U>(job, c, f, b, r0, xq, xd, lane, acc_g, acc_g8, w))
-            return;
-        if (!v5_pipe_step<K, U>(job, c, f, b, r1, xq, xd, lane, acc_g, acc_g8, w))
-            return;
-        if (D > 2 && !v5_pipe_step<K, U>(job, c, f, b, r2, xq, xd, lane, acc_g, acc_g8, w))
-            return;
-    }
-}
-
-template <class K, int U, int D>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5p_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
-{
-    if (trig)
-        cuda_pdl_trigger();
-    int lane = threadIdx.x & 31;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
-    if (job.trace && lane == 0)
-        v5_stamp(job, 0);
-    bool waited = job.wait_first != 0;
-    if (waited)
-        cuda_pdl_wait();
-    v5_run_pipe<K, U, D>(job, xq, xd, w, lane, waited);
-    if (!waited)
-        cuda_pdl_wait();
-    if (job.n_pf)
-        v5_tail_pf(job, w, lane);
     if (job.trace && lane == 0)
         v5_stamp(job, 2);
 }
@@ -733,15 +549,7 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    int pipe = std::is_same<KA, KB>::value ? c->v5_pipe : 0;   /* backend_cuda_set_v5_pipe */
-    c->v5_piped += pipe > 0;
-    if (pipe == 1)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 1, 2>, job, xq, xd, c->pdl_all));
-    else if (pipe == 2)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 2, 2>, job, xq, xd, c->pdl_all));
-    else if (pipe == 3)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5p_kernel<KA, 1, 3>, job, xq, xd, c->pdl_all));
-    else if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
+    if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
@@ -770,13 +578,6 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     static int sweep_forced = -1;
     job.sweep = cuda_env_knob("GLIM_CUDA_V5_SWEEP", &sweep_forced) > 0;
-    if (c->tpf_take) {   /* the down projection after prefetch_later: its warps' tails pull the hint */
-        for (int i = 0; i < c->tpf_cnt; i++)
-            job.pf_p[i] = (const char *)c->tpf_p[i], job.pf_n[i] = c->tpf_n[i] & ~15ull;
-        job.n_pf = c->tpf_cnt;
-        c->tpf_take = false;
-        c->tpf_cnt = 0;
-    }
     v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];

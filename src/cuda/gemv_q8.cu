@@ -457,7 +457,6 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
         *xd_out = (const float2 *)((const uint8_t *)c->glu_q.p + k);
         c->glu_x = NULL;
         c->glu_used++;
-        c->tpf_take = c->tpf_cnt > 0;   /* the down projection: its tail may pull the next layer's weights */
         return true;
     }
     if (g && act == BE_GLU_SIGMOID && c->att_x == x && c->att_g == g && c->att_k == k && nr == 1 &&

@@ -207,11 +207,6 @@ static int mg_body(struct glim_model *m, struct kv_cache *kv, const struct fwd_b
         if ((rc = arch_tap(m, b, il, s, err)))   /* x entering layer il (h is its norm) */
             return rc;
         attention_block(m, kv, il, T, b->pos0, s, pre);
-        if (il + 1 < hp->n_layer && be->i->prefetch_later) {   /* the next layer's projections */
-            const struct model_layer *N = &m->layers[il + 1];
-            const struct be_weight *nx[5] = {&N->wq, &N->wk, &N->wv, &N->attn_gate, &N->wo};
-            be->i->prefetch_later(be, nx, 5);
-        }
         norm_ffn(m, il, T, s);
         bool last = il + 1 == hp->n_layer;
         pend = residual(m, s, &L->post_ffw_norm, last ? NULL : &m->layers[il + 1].attn_norm);
