@@ -126,8 +126,6 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    int       sweep;           /* GLIM_CUDA_V5_SWEEP=1 (traffic probe, wrong values): unit x of warp w read from
-                                * unit (x - first of w) * n_warps + w, so the grid's loads sweep one front */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
@@ -295,42 +293,18 @@ static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, 
             K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
-/* GLIM_CUDA_V5_SWEEP (traffic probe): the units [x, x + n) of warp w (first unit a) read from the
- * swept places instead; the values are wrong */
-template <class K, int U>
-static __device__ __forceinline__ void v5_fetch_swept(const v5_job &job, int64_t x, int64_t a, int64_t w, int n,
-                                                      int g, int t, typename K::raw *r)
-{
-    int64_t units = v5_units(job);
-#pragma unroll
-    for (int u = 0; u < U; u++)
-        if (u < n) {
-            int64_t v = (x + u - a) * job.n_warps + w;
-            v = v < units ? v : x + u;
-            int64_t tv = v / job.n_sb;
-            v5_part Q = v5_pick(job, tv);
-            int64_t r0 = (tv - Q.tile0) * 16;
-            K::fetch(Q, v5_row_loaded(r0 + g, Q.n, K::TILED), v5_row_loaded(r0 + g + 8, Q.n, K::TILED), job.n_sb,
-                     v - tv * job.n_sb, t, r[u]);
-        }
-}
-
 /* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
 template <class K, int U>
 static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
                                                int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
-                                               bool &waited, float &acc_g, float &acc_g8, int64_t w, int64_t x0,
-                                               int64_t a)
+                                               bool &waited, float &acc_g, float &acc_g8, int64_t w)
 {
     int64_t rg = r0 + g, rg8 = r0 + g + 8;
     int64_t lg = v5_row_loaded(rg, P.n, K::TILED), lg8 = v5_row_loaded(rg8, P.n, K::TILED);
 #pragma unroll 1
     for (int64_t s = s0; s < sb1; s += U) {
         typename K::raw raw[U];
-        if (job.sweep)
-            v5_fetch_swept<K, U>(job, x0 + (s - s0), a, w, (int)(sb1 - s < U ? sb1 - s : U), g, t, raw);
-        else
-            v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
+        v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
         if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
             cuda_pdl_wait();
             waited = true;
@@ -359,9 +333,9 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, x, a);
+            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         else
-            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w, x, a);
+            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         if (job.trace && lane == 0)
             v5_stamp_w(job, w, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
@@ -576,8 +550,6 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    static int sweep_forced = -1;
-    job.sweep = cuda_env_knob("GLIM_CUDA_V5_SWEEP", &sweep_forced) > 0;
     v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
