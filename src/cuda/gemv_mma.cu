@@ -357,7 +357,7 @@ static __device__ __forceinline__ void v5_pool(const v5_job &job, const int8_t *
 {
     int64_t units = v5_units(job), C = job.pool_c, G = job.pool_g, nw = (int64_t)gridDim.x * V5_WARPS;
     int64_t gi = w % G, n_chunks = (units - job.p0 + C - 1) / C;
-    int64_t per = gi < n_chunks ? (n_chunks - gi + G - 1) / G : 0, last = per + (nw - gi + G - 1) / G - 1;
+    int64_t per = v5_pool_per(n_chunks, gi, (int)G), last = v5_pool_last(per, nw, gi, (int)G);
     unsigned *cnt = job.pool_cnt + gi;
     unsigned k = 0;
     if (lane == 0)
@@ -371,10 +371,9 @@ static __device__ __forceinline__ void v5_pool(const v5_job &job, const int8_t *
         int64_t x = job.p0 + ((int64_t)k * G + gi) * C, e = x + C < units ? x + C : units;
 #pragma unroll 1
         while (x < e) {
-            int64_t tile = x / job.n_sb, t0 = tile * job.n_sb, tend = t0 + job.n_sb, se = tend < e ? tend : e;
-            int64_t c0 = (t0 - job.p0) / C;   /* the tile's first chunk */
-            v5_segment<KA, UA, KB, UB>(job, x, se, (int)((x - job.p0) / C - c0),
-                                       (int)((tend - 1 - job.p0) / C - c0 + 1), xq, xd, w, lane, waited);
+            int64_t tend = (x / job.n_sb + 1) * job.n_sb, se = tend < e ? tend : e;
+            int pieces, piece = v5_pool_piece(x, job.p0, job.n_sb, (int)C, &pieces);
+            v5_segment<KA, UA, KB, UB>(job, x, se, piece, pieces, xq, xd, w, lane, waited);
             x = se;
         }
         k = __shfl_sync(0xffffffffu, next, 0);
@@ -428,14 +427,14 @@ static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piec
     job.p0 = units;
     job.pool_c = job.pool_g = 0;
     if (pool && c->v5_pool_pct > 0) {   /* the last pct of the units (from a tile boundary) as the pool */
-        int64_t p0 = units * (100 - c->v5_pool_pct) / 100 / job.n_sb * job.n_sb;
-        if (p0 >= 4 * warps && p0 < units)   /* at least 4 units a warp before it */
-            job.p0 = p0, job.pool_c = c->v5_pool_c, job.pool_g = c->v5_pool_g;
+        job.p0 = v5_pool_p0(units, job.n_sb, c->v5_pool_pct, warps);
+        if (job.p0 < units)
+            job.pool_c = c->v5_pool_c, job.pool_g = c->v5_pool_g;
     }
     job.n_warps = warps < job.p0 ? warps : job.p0;
     job.stride = v5_split_stride(job.n_sb, job.p0, job.n_warps);
-    if (job.p0 < units) {   /* a tile's chunks: at most ceil(n_sb / C) + 1 */
-        int most = (int)((job.n_sb + job.pool_c - 1) / job.pool_c + 1);
+    if (job.p0 < units) {
+        int most = v5_pool_stride(job.n_sb, job.pool_c);
         job.stride = job.stride > most ? job.stride : most;
     }
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
