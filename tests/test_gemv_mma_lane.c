@@ -488,6 +488,7 @@ static void check_pool(int64_t n_tiles, int64_t n_sb, int64_t warps, int pct, in
 {
     int64_t units = n_tiles * n_sb, p0 = v5_pool_p0(units, n_sb, pct, warps);
     int64_t n_warps = warps < p0 ? warps : p0, grid = (n_warps + 3) / 4 * 4;
+    g = v5_pool_groups(g, grid);
     int stride = v5_split_stride(n_sb, p0, n_warps);
     if (p0 < units && v5_pool_stride(n_sb, c) > stride)
         stride = v5_pool_stride(n_sb, c);
@@ -520,7 +521,7 @@ static void check_pool(int64_t n_tiles, int64_t n_sb, int64_t warps, int pct, in
         int64_t n_chunks = (units - p0 + c - 1) / c;
         for (int64_t gi = 0; gi < g && ok; gi++) {
             int64_t per = v5_pool_per(n_chunks, gi, g), nwg = gi < grid ? (grid - gi + g - 1) / g : 0;
-            ok = ok && (nwg == 0 || v5_pool_last(per, grid, gi, g) == per + nwg - 1);
+            ok = ok && nwg > 0 && v5_pool_last(per, grid, gi, g) == per + nwg - 1;   /* a warp asks every counter */
             for (int64_t k = 0; k < per && ok; k++) {
                 int64_t x = p0 + (k * g + gi) * c, e = x + c < units ? x + c : units;
                 ok = ok && x < units;
@@ -552,6 +553,7 @@ static void test_pool(void)
     check_pool(416, 78, 2112, 20, 2, 8);        /* FFN down */
     check_pool(12628, 26, 2112, 10, 3, 7);      /* output head */
     check_pool(416, 16, 2112, 20, 2, 8);        /* Wo: too few units a warp, no pool */
+    check_pool(300, 26, 6, 30, 2, 64);          /* a small GPU: 8 warps in the grid, 64 counters asked */
     CHECK_EQ(v5_pool_p0(416 * 16, 16, 20, 2112), 416 * 16);
     CHECK_EQ(v5_pool_p0(2 * 1248 * 26, 26, 0, 2112), 2 * 1248 * 26);
     unsigned r = 777;

@@ -433,7 +433,8 @@ static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piec
     }
     job.n_warps = warps < job.p0 ? warps : job.p0;
     job.stride = v5_split_stride(job.n_sb, job.p0, job.n_warps);
-    if (job.p0 < units) {
+    if (job.p0 < units) {   /* the grid's warps: whole CTAs */
+        job.pool_g = v5_pool_groups(job.pool_g, (job.n_warps + V5_WARPS - 1) / V5_WARPS * V5_WARPS);
         int most = v5_pool_stride(job.n_sb, job.pool_c);
         job.stride = job.stride > most ? job.stride : most;
     }

@@ -69,6 +69,13 @@ V5_HD int64_t v5_pool_p0(int64_t units, int64_t n_sb, int pct, int64_t warps)
     return pct > 0 && p0 >= 4 * warps && p0 < units ? p0 : units;
 }
 
+/* the counters a grid of nw warps uses: at most one per warp (a counter no warp asks would leave
+ * its chunks unclaimed) */
+V5_HD int v5_pool_groups(int g, int64_t nw)
+{
+    return g < nw ? g : (int)nw;
+}
+
 /* most pieces a tile of n_sb units is cut into by chunks of c */
 V5_HD int v5_pool_stride(int64_t n_sb, int c)
 {
