@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define UNIT 2304
+#include "load_shape.cuh"
 
 template <int U>
 __global__ void __launch_bounds__(128, 4) probe(const uint8_t *buf, int64_t units, int sweep, int spin, unsigned *sink)
@@ -32,24 +32,11 @@ __global__ void __launch_bounds__(128, 4) probe(const uint8_t *buf, int64_t unit
             int64_t j = x + u < b ? x + u : b - 1;
             int64_t v = sweep ? (j - a) * W + w : j;
             v = v < units ? v : j;
-            const uint8_t *p = buf + v * UNIT;
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                q[u][c] = __ldcs((const uint4 *)(p + 512 * c + 16 * lane));
-            h[u] = __ldcs((const uint2 *)(p + 2048 + 8 * lane));
+            unit_load(buf + v * UNIT, lane, q[u], h[u]);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc ^= q[u][c].x + q[u][c].y * 3 + q[u][c].z * 5 + q[u][c].w * 7;
-            acc ^= h[u].x + h[u].y;
-            if (spin) {
-                long long t0 = clock64();
-                while (clock64() - t0 < spin)
-                    acc = acc * 1664525u + 1013904223u;
-            }
-        }
+        for (int u = 0; u < U; u++)
+            acc = unit_use(q[u], h[u], spin, acc);
     }
     if (acc == 0x12345678u)
         sink[0] = acc;

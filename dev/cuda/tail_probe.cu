@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <vector>
 
-#define UNIT 2304
+#include "load_shape.cuh"
+
 #define U 2
 
 static __device__ __forceinline__ unsigned long long gtimer(void)
@@ -41,24 +42,11 @@ static __device__ __forceinline__ unsigned stream(const uint8_t *buf, int64_t x,
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int64_t j = x + u < e ? x + u : e - 1;
-            const uint8_t *p = buf + j * UNIT;
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                q[u][c] = __ldcs((const uint4 *)(p + 512 * c + 16 * lane));
-            h[u] = __ldcs((const uint2 *)(p + 2048 + 8 * lane));
+            unit_load(buf + j * UNIT, lane, q[u], h[u]);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc ^= q[u][c].x + q[u][c].y * 3 + q[u][c].z * 5 + q[u][c].w * 7;
-            acc ^= h[u].x + h[u].y;
-            if (spin) {
-                long long t0 = clock64();
-                while (clock64() - t0 < spin)
-                    acc = acc * 1664525u + 1013904223u;
-            }
-        }
+        for (int u = 0; u < U; u++)
+            acc = unit_use(q[u], h[u], spin, acc);
     }
     return acc;
 }
