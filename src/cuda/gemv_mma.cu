@@ -325,9 +325,10 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
  * in flight per lane */
 /* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
  * their code is in git history at 8be8ec1) */
-/* units [x, e) of one tile: its rows' sums over them, stored as piece `piece` of `pieces` */
-template <class KA, int UA, class KB, int UB>
-static __device__ __forceinline__ void v5_segment(const v5_job &job, int64_t x, int64_t e, int piece, int pieces,
+/* units [x, e) of one tile: its rows' sums over them, stored as piece pp.x of pp.y, pp = piece(tile)
+ * (asked after the sums, so its arithmetic holds no registers across them) */
+template <class KA, int UA, class KB, int UB, class PIECE>
+static __device__ __forceinline__ void v5_segment(const v5_job &job, int64_t x, int64_t e, PIECE piece,
                                                   const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
                                                   int64_t w, int lane, bool &waited)
 {
@@ -342,7 +343,8 @@ static __device__ __forceinline__ void v5_segment(const v5_job &job, int64_t x, 
         v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
     if (job.trace && lane == 0)
         v5_stamp_w(job, w, 3);
-    v5_store(job, P, tile, piece, pieces, job.stride, r0, lane, acc_g, acc_g8);
+    int2 pp = piece(tile);
+    v5_store(job, P, tile, pp.x, pp.y, job.stride, r0, lane, acc_g, acc_g8);
 }
 
 /* The pool (job.p0 < units): chunks of pool_c units claimed until none is left. p0 is a tile
@@ -372,8 +374,11 @@ static __device__ __forceinline__ void v5_pool(const v5_job &job, const int8_t *
 #pragma unroll 1
         while (x < e) {
             int64_t tend = (x / job.n_sb + 1) * job.n_sb, se = tend < e ? tend : e;
-            int pieces, piece = v5_pool_piece(x, job.p0, job.n_sb, (int)C, &pieces);
-            v5_segment<KA, UA, KB, UB>(job, x, se, piece, pieces, xq, xd, w, lane, waited);
+            auto piece = [&](int64_t) {
+                int pieces, i = v5_pool_piece(x, job.p0, job.n_sb, (int)C, &pieces);
+                return make_int2(i, pieces);
+            };
+            v5_segment<KA, UA, KB, UB>(job, x, se, piece, xq, xd, w, lane, waited);
             x = se;
         }
         k = __shfl_sync(0xffffffffu, next, 0);
@@ -386,13 +391,15 @@ template <class KA, int UA, class KB, int UB, bool POOL>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
                                               const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
-    int64_t a = w < job.n_warps ? v5_split_lo(w, job.p0, job.n_warps) : job.p0;
-    int64_t b = w < job.n_warps ? v5_split_lo(w + 1, job.p0, job.n_warps) : job.p0;
+    int64_t a = v5_split_lo(w, job.p0, job.n_warps), b = v5_split_lo(w + 1, job.p0, job.n_warps);
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
-        int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        v5_segment<KA, UA, KB, UB>(job, x, e, (int)(w - w0), (int)(w1 - w0 + 1), xq, xd, w, lane, waited);
+        auto piece = [&](int64_t t) {   /* the warps that meet the tile */
+            int64_t w0 = v5_warp_of(job, t * job.n_sb), w1 = v5_warp_of(job, (t + 1) * job.n_sb - 1);
+            return make_int2((int)(w - w0), (int)(w1 - w0 + 1));
+        };
+        v5_segment<KA, UA, KB, UB>(job, x, e, piece, xq, xd, w, lane, waited);
         x = e;
     }
     if (POOL)   /* a kernel of its own: the pool's code in the plain one costs it registers */
