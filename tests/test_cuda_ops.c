@@ -22,8 +22,6 @@
  * test_t16: Q4_K/Q6_K weights in 16-row tiles (backend_cuda_set_t16) give the row-major
  * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
  * v3, bf16 GEMM, get_rows, multi-part jobs, v4 refusing them), v5 within its 1e-5.
- * test_v5_pool: v5 with the last part of a job in chunks any warp claims (backend_cuda_set_v5_pool)
- * within 1e-5 of plain v5, the same bits run after run, and the CPU reference's values.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
  */
 #include "harness.h"
@@ -60,8 +58,6 @@ int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_to
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
-int backend_cuda_set_v5_pool(struct backend *be_, int pct, int chunk, int groups);   /* v5's pool, pct 0: off */
-long backend_cuda_v5_pooled(struct backend *be_);                                    /* launches with one */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
 int backend_cuda_set_gate_side(struct backend *be_, int ctas_per_sm);   /* the gate GEMV on a side stream */
@@ -1002,104 +998,6 @@ static void test_t16(void)
         check_t16_matmul_n(3, 1, v6, n_out, 3072, 1);
     }
     CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
-}
-
-/* v5 with a pool (backend_cuda_set_v5_pool: the last pct of the units as chunks claimed by whichever
- * warp is free) against plain v5 on the same tiles, one activation row: another grouping of the same
- * products, so within 1e-5; three pooled runs give the same bits (the chunks' sums are added in
- * chunk order whoever ran them, and each launch's last claim resets its counter: a counter left
- * over would make the next launch skip chunks); within the CPU reference's 1e-2. must_pool: the job
- * is large enough for a pool on any GPU of up to 160 SMs. */
-static void check_v5_pool(int n, uint32_t type, const int64_t *ns, int64_t k, int pct, int chunk, int groups,
-                          bool must_pool)
-{
-    struct be_weight hw[4], tl[4];
-    const struct be_weight *wt[4];
-    float *dy[4], *a[4];
-    int ok = 0;
-    for (; ok < n; ok++) {
-        hw[ok] = make_weight(type, k, ns[ok]);
-        if (init_layout(&tl[ok], &hw[ok], true) != GLIM_OK) {
-            free((void *)hw[ok].host);
-            break;
-        }
-        wt[ok] = &tl[ok];
-        dy[ok] = be->i->alloc(be, (size_t)ns[ok] * sizeof(float));
-    }
-    float *x = rand_vec(k, 1.0f), *dx = to_dev(x, (size_t)k * sizeof(float));
-    if (ok == n) {
-        CHECK_EQ(backend_cuda_set_v5_pool(be, 0, 0, 0), GLIM_OK);
-        long p0 = backend_cuda_v5_pooled(be);
-        be->i->matmul_n(be, n, dy, wt, dx, 1);
-        CHECK_EQ(backend_cuda_v5_pooled(be), p0);   /* off: never pooled */
-        for (int i = 0; i < n; i++) {
-            a[i] = malloc((size_t)ns[i] * sizeof(float));
-            from_dev(a[i], dy[i], (size_t)ns[i] * sizeof(float));
-        }
-        float *first[4] = {0};
-        CHECK_EQ(backend_cuda_set_v5_pool(be, pct, chunk, groups), GLIM_OK);
-        for (int run = 0; run < 3; run++) {
-            p0 = backend_cuda_v5_pooled(be);
-            be->i->matmul_n(be, n, dy, wt, dx, 1);
-            if (must_pool)
-                CHECK(backend_cuda_v5_pooled(be) > p0);
-            for (int i = 0; i < n; i++) {
-                size_t yb = (size_t)ns[i] * sizeof(float);
-                float *b = malloc(yb);
-                from_dev(b, dy[i], yb);
-                char what[160];
-                snprintf(what, sizeof what, "v5 pool %d%%/%d/%d run %d part %d/%d %s k=%lld n=%lld", pct, chunk,
-                         groups, run, i, n, quant_type_name(type), (long long)k, (long long)ns[i]);
-                if (!first[i]) {
-                    first[i] = b;
-                    float *ref = malloc(yb);
-                    cpu_ref_matmul(ref, &hw[i], x, 1);
-                    if (ns[i] >= 16)
-                        CHECK(close_enough(b, ref, ns[i], 1e-2, what));
-                    CHECK(close_enough(b, a[i], ns[i], 1e-5, what));   /* plain v5, other sum groups */
-                    free(ref);
-                    continue;
-                }
-                if (memcmp(first[i], b, yb) != 0)
-                    fprintf(stderr, "FAIL %s: != the first pooled run\n", what);
-                CHECK(memcmp(first[i], b, yb) == 0);
-                free(b);
-            }
-        }
-        CHECK_EQ(backend_cuda_set_v5_pool(be, 0, 0, 0), GLIM_OK);
-        for (int i = 0; i < n; i++)
-            free(a[i]), free(first[i]);
-    }
-    for (int i = 0; i < ok; i++) {
-        be->i->release(be, dy[i]), be->i->weight_clear(be, &tl[i]);
-        free((void *)hw[i].host);
-    }
-    be->i->release(be, dx);
-    free(x);
-}
-
-static void test_v5_pool(void)
-{
-    if (backend_cuda_set_gemv(be, 5) != GLIM_OK) {   /* v5 needs sm_80 */
-        printf("  (no GEMV v5 on this GPU: v5's pool not tested)\n");
-        return;
-    }
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);   /* the default: one-row tiled parts go to v5 */
-    CHECK_EQ(backend_cuda_set_v5_pool(be, -1, 2, 8), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_pool(be, 51, 2, 8), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_pool(be, 20, 0, 8), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_pool(be, 20, 2, 0), GLIM_EINVAL);
-    CHECK_EQ(backend_cuda_set_v5_pool(be, 20, 2, 65), GLIM_EINVAL);
-    const int64_t n_ffn[2] = {19968, 19968 + 9}, n_down[1] = {6656 + 5}, n_head[1] = {32000 + 3}, n_wo[1] = {6656};
-    const int64_t n_small[1] = {53};
-    check_v5_pool(2, GLIM_TYPE_Q4_K, n_ffn, 6656, 20, 2, 8, true);     /* gate/up: the pool in up's last tiles */
-    check_v5_pool(2, GLIM_TYPE_Q4_K, n_ffn, 6656, 30, 4, 32, true);
-    check_v5_pool(2, GLIM_TYPE_Q4_K, n_ffn, 6656, 10, 3, 7, true);     /* chunks across tiles (26 units a tile) */
-    check_v5_pool(1, GLIM_TYPE_Q6_K, n_down, 19968, 20, 2, 8, true);   /* down: 78 units a tile, ragged rows */
-    check_v5_pool(1, GLIM_TYPE_Q4_K, n_down, 19968, 50, 64, 1, true);  /* one counter, chunks of most of a tile */
-    check_v5_pool(1, GLIM_TYPE_Q6_K, n_head, 3072, 20, 2, 64, true);   /* a head: many tiles of 12 units */
-    check_v5_pool(1, GLIM_TYPE_Q4_K, n_wo, 4096, 20, 2, 8, false);     /* ~3 units a warp: no pool (too small) */
-    check_v5_pool(1, GLIM_TYPE_Q6_K, n_small, 1024, 50, 1, 4, false);
 }
 
 /* matmul_glu: y = (x * act(g)) . W^T against the CPU reference (mul_sigmoid / swiglu, matmul) */
@@ -2644,7 +2542,6 @@ int main(void)
     RUN(test_matmul_glu);
     RUN(test_k45_aux);
     RUN(test_t16);
-    RUN(test_v5_pool);
     RUN(test_glu_fuse);
     RUN(test_glu_gated);
     RUN(test_matmul_exact);

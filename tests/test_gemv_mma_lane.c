@@ -481,92 +481,6 @@ static void test_split(void)
     }
 }
 
-/* v5's pool (v5_pool_*, gemv_mma.cu v5_pool): the warps' ranges over [0, p0) and the chunks over
- * [p0, units) cover every unit once; each tile's pieces (ranges' or chunks') are numbered 0 ..
- * pieces - 1, once each, below the stride; the counters' claims end at v5_pool_last. */
-static void check_pool(int64_t n_tiles, int64_t n_sb, int64_t warps, int pct, int c, int g)
-{
-    int64_t units = n_tiles * n_sb, p0 = v5_pool_p0(units, n_sb, pct, warps);
-    int64_t n_warps = warps < p0 ? warps : p0, grid = (n_warps + 3) / 4 * 4;
-    g = v5_pool_groups(g, grid);
-    int stride = v5_split_stride(n_sb, p0, n_warps);
-    if (p0 < units && v5_pool_stride(n_sb, c) > stride)
-        stride = v5_pool_stride(n_sb, c);
-    bool ok = p0 == units || (p0 % n_sb == 0 && p0 >= 4 * warps && p0 < units);
-    char *unit_seen = calloc((size_t)units, 1), *piece_seen = calloc((size_t)n_tiles * stride, 1);
-    int *pieces_of = calloc((size_t)n_tiles, sizeof(int));
-    /* a segment [x, e) of one tile as piece `piece` of `pieces` */
-#define SEG(x_, e_, piece_, pieces_)                                                                            \
-    do {                                                                                                       \
-        int64_t t_ = (x_) / n_sb;                                                                              \
-        ok = ok && (e_) > (x_) && ((e_) - 1) / n_sb == t_ && (piece_) >= 0 && (piece_) < (pieces_) &&          \
-             (pieces_) <= stride && (!pieces_of[t_] || pieces_of[t_] == (pieces_)) &&                          \
-             !piece_seen[t_ * stride + (piece_)];                                                              \
-        if (ok) {                                                                                              \
-            pieces_of[t_] = (pieces_), piece_seen[t_ * stride + (piece_)] = 1;                                 \
-            for (int64_t u_ = (x_); u_ < (e_); u_++)                                                           \
-                ok = ok && !unit_seen[u_]++;                                                                   \
-        }                                                                                                      \
-    } while (0)
-    for (int64_t w = 0; w < n_warps && ok; w++) {   /* the ranges, as v5_run walks them */
-        int64_t a = v5_split_lo(w, p0, n_warps), b = v5_split_lo(w + 1, p0, n_warps);
-        for (int64_t x = a; x < b && ok;) {
-            int64_t tile = x / n_sb, tend = (tile + 1) * n_sb, e = tend < b ? tend : b;
-            int64_t w0 = v5_split_warp_of(tile * n_sb, p0, n_warps), w1 = v5_split_warp_of(tend - 1, p0, n_warps);
-            SEG(x, e, (int)(w - w0), (int)(w1 - w0 + 1));
-            x = e;
-        }
-    }
-    if (p0 < units) {   /* the chunks, as v5_pool walks them (whichever warp claims them) */
-        int64_t n_chunks = (units - p0 + c - 1) / c;
-        for (int64_t gi = 0; gi < g && ok; gi++) {
-            int64_t per = v5_pool_per(n_chunks, gi, g), nwg = gi < grid ? (grid - gi + g - 1) / g : 0;
-            ok = ok && nwg > 0 && v5_pool_last(per, grid, gi, g) == per + nwg - 1;   /* a warp asks every counter */
-            for (int64_t k = 0; k < per && ok; k++) {
-                int64_t x = p0 + (k * g + gi) * c, e = x + c < units ? x + c : units;
-                ok = ok && x < units;
-                while (x < e && ok) {
-                    int64_t tend = (x / n_sb + 1) * n_sb, se = tend < e ? tend : e;
-                    int pieces, piece = v5_pool_piece(x, p0, n_sb, c, &pieces);
-                    SEG(x, se, piece, pieces);
-                    x = se;
-                }
-            }
-        }
-    }
-#undef SEG
-    for (int64_t u = 0; u < units && ok; u++)
-        ok = unit_seen[u] == 1;
-    for (int64_t t = 0; t < n_tiles && ok; t++)
-        for (int i = 0; i < pieces_of[t] && ok; i++)
-            ok = piece_seen[t * stride + i];
-    if (!ok)
-        fprintf(stderr, "FAIL pool tiles=%lld n_sb=%lld warps=%lld pct=%d c=%d g=%d (p0 %lld)\n", (long long)n_tiles,
-                (long long)n_sb, (long long)warps, pct, c, g, (long long)p0);
-    CHECK(ok);
-    free(unit_seen), free(piece_seen), free(pieces_of);
-}
-
-static void test_pool(void)
-{
-    check_pool(2 * 1248, 26, 2112, 20, 2, 8);   /* FFN gate/up: a pool */
-    check_pool(416, 78, 2112, 20, 2, 8);        /* FFN down */
-    check_pool(12628, 26, 2112, 10, 3, 7);      /* output head */
-    check_pool(416, 16, 2112, 20, 2, 8);        /* Wo: too few units a warp, no pool */
-    check_pool(300, 26, 6, 30, 2, 64);          /* a small GPU: 8 warps in the grid, 64 counters asked */
-    CHECK_EQ(v5_pool_p0(416 * 16, 16, 20, 2112), 416 * 16);
-    CHECK_EQ(v5_pool_p0(2 * 1248 * 26, 26, 0, 2112), 2 * 1248 * 26);
-    unsigned r = 777;
-    for (int i = 0; i < 3000; i++) {
-        r = r * 1103515245u + 12345u;
-        int64_t tiles = 1 + (r >> 8) % 400, n_sb = 1 + (r >> 4) % 80;
-        r = r * 1103515245u + 12345u;
-        int64_t warps = 1 + (r >> 8) % 600;
-        r = r * 1103515245u + 12345u;
-        check_pool(tiles, n_sb, warps, 1 + (int)((r >> 8) % 50), 1 + (int)((r >> 16) % 64), 1 + (int)((r >> 4) % 64));
-    }
-}
-
 /* the threaded repack writes what the one-thread repack writes (every byte, padding included) */
 static void test_t16_threads(void)
 {
@@ -594,7 +508,6 @@ int main(void)
     RUN(test_q6k_tiles);
     RUN(test_t16_fetch);
     RUN(test_split);
-    RUN(test_pool);
     RUN(test_rows);
     RUN(test_t16_threads);
     return DONE();

@@ -27,9 +27,11 @@
  * memory (2 dp4a a word). Modes: full; stream (no waits, no chain tasks: the bytes alone); chain
  * (no pages: the dependency chain alone). Times from the global timer, first CTA in to last out,
  * median of 10 runs; LAYERS layers of distinct weights (from DRAM, not L2). Configurations
- * (argv, "page_kb,ring,inflight,piece_kb" each) vary the ring. A benchmark: prints, never asserts.
+ * (argv, "page_kb,ring,inflight,piece_kb,variant" each) vary the ring; variant 4 gives the consumers
+ * GEMV v5's Q4_K arithmetic (pages of whole 2304-byte tile records). A benchmark: prints, never asserts.
  *
- * Build and run (GPU machine): nvcc -arch=sm_90 -O3 -o /tmp/mega_model dev/cuda/mega_model.cu && /tmp/mega_model
+ * Build and run (GPU machine, repository root; -DCW=16 for 16 consumer warps):
+ *   nvcc -arch=sm_90 -O3 -Iinclude -Isrc -o /tmp/mega_model dev/cuda/mega_model.cu && /tmp/mega_model
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -38,9 +40,39 @@
 #include <stdlib.h>
 
 #include "../../src/cuda/tma.cuh"
+#include "cuda/gemv_slots.cuh"   /* ldw16, h2f8, i2f: v5's own primitives for variant 4 */
 #include "cuda_check.h"
 
-#define CW 8                  /* consumer warps a CTA */
+/* variant 4: the consumers decode every page as GEMV v5's Q4_K tile records (2304 bytes: four
+ * 512-byte code runs, then 16 headers) with v5's own lane code (gemv_mma_lane.h), so the ring is
+ * priced with the engine's arithmetic instead of the synthetic use of each word */
+#define V5_FN static __device__ __forceinline__
+#define V5_HD static __host__ __device__ __forceinline__
+#define V5_UNROLL _Pragma("unroll")
+#define v5_ldw16(p) (*(const uint4 *)(p))   /* records are in shared memory here */
+#define v5_ldw8(p) (*(const uint2 *)(p))
+#define v5_ldx8(p) __ldg((const uint2 *)(p))
+#define v5_ldxd(p) __ldg(p)
+#define v5_ldu16(p) ((uint32_t) * (const unsigned short *)(p))
+#define v5_ldu32(p) (*(const uint32_t *)(p))
+#define v5_h2f(b) h2f8(b)
+#define v5_i2f(v) i2f(v)
+#define v5_i2f_rn(v) __int2float_rn(v)
+static __device__ __forceinline__ void v5_mma(int *c, int sgn, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1)
+{
+    (void)sgn;   /* Q4_K only: unsigned codes */
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#include "cuda/gemv_mma_lane.h"
+#define REC 2304              /* a Q4_K tile record */
+
+#ifndef CW
+#define CW 8                  /* consumer warps a CTA (-DCW=16 to vary) */
+#endif
 #define NT ((CW + 1) * 32)    /* and the loader warp */
 #define E 6656                /* hidden size */
 #define QD 4096               /* attention width: 32 heads x 128 */
@@ -67,6 +99,7 @@ struct mm {
     double *slots;            /* [LAYERS][4][NORM_CTAS] */
     float *x, *o, *h, *attn, *q;
     const int8_t *act;        /* activation bytes the tasks copy in (FF) */
+    const float2 *xd;         /* variant 4: their block scales (FF / 32) */
     const __half *kv;
     unsigned long long *t;    /* [0] first in, [1] last out, then per layer and task: CTA 0 ready, done,
                                * its first and last page landed */
@@ -334,6 +367,7 @@ static __global__ void __launch_bounds__(NT, 1) mega_kernel(mm m)
     }
     bool chain = m.mode != 1, pages = m.mode != 2;
     int n_cta = gridDim.x, acc = 0;
+    float fa = 0.0f, fb = 0.0f;   /* variant 4's sums */
     unsigned seq = 0;
     for (int l = 0; l < LAYERS; l++)
         for (int k = 0; k < T_N; k++) {
@@ -371,6 +405,7 @@ static __global__ void __launch_bounds__(NT, 1) mega_kernel(mm m)
                 }
                 const int *xw = (const int *)xs;
                 int part = m.page / CW / 16;   /* uint4 a warp a page */
+                int recs = m.page / CW / REC, n_sb = n_act / 256, g = lane >> 2, t = lane & 3;   /* variant 4 */
                 for (int p = 0; p < m.pages[k]; p++, seq++) {
                     if (!pages)
                         continue;
@@ -379,7 +414,16 @@ static __global__ void __launch_bounds__(NT, 1) mega_kernel(mm m)
                     if (stamp && (p == 0 || p == m.pages[k] - 1))
                         st[p == 0 ? 2 : 3] = now_ns();
                     const uint4 *pg = (const uint4 *)(ring + (size_t)slot * m.page) + warp * part;
-                    for (int i = lane; i < part; i += 32) {
+                    if (m.var & 4) {
+                        const uint8_t *b = (const uint8_t *)pg;
+                        for (int r = 0; r < recs; r++, b += REC) {
+                            v5_part P = {b, NULL, 16, 0, 0};
+                            v5_q4k_raw raw;
+                            v5_q4k_fetch_t16(&P, g, g + 8, 1, 0, t, &raw);
+                            v5_q4k_compute(&raw, m.act, m.xd, (p * recs + r) % n_sb, g, t, &fa, &fb);
+                        }
+                    }
+                    for (int i = lane; i < part && !(m.var & 4); i += 32) {
                         uint4 wv = pg[i];
                         int a = xw[(i + p * 13 + warp * 32) & 1023];   /* 4 KB of it */
                         acc = nib2(wv.x, a, acc);
@@ -400,7 +444,7 @@ static __global__ void __launch_bounds__(NT, 1) mega_kernel(mm m)
         }
     if (threadIdx.x == 0)
         atomicMax(&m.t[1], now_ns());
-    if (acc == 0x7fffffff)
+    if (acc == 0x7fffffff || fa + fb == 1234.5f)
         m.sink[0] = 1;   /* keeps the arithmetic */
 }
 
@@ -435,6 +479,11 @@ int main(int argc, char **argv)
     int8_t *act;
     CHECK(cudaMalloc(&act, XS_BYTES));
     CHECK(cudaMemset(act, 1, XS_BYTES));
+    float2 *xd, hxd[FF / 32];
+    for (int i = 0; i < FF / 32; i++)
+        hxd[i] = make_float2(0.01f, 0.32f);
+    CHECK(cudaMalloc(&xd, sizeof hxd));
+    CHECK(cudaMemcpy(xd, hxd, sizeof hxd, cudaMemcpyHostToDevice));
     __half *kv;
     CHECK(cudaMalloc(&kv, (size_t)2 * KEYS * 256 * 2));
     CHECK(cudaMemset(kv, 0, (size_t)2 * KEYS * 256 * 2));
@@ -454,9 +503,9 @@ int main(int argc, char **argv)
         const char *cfg = argc > 1 ? argv[c + 1] : defs[c];
         int page_kb = 32, ring = 6, inflight = 6, piece_kb = 16, var = 3;
         if (sscanf(cfg, "%d,%d,%d,%d,%d", &page_kb, &ring, &inflight, &piece_kb, &var) != 5 || ring > MAXP || ring < 2 ||
-            page_kb % piece_kb || page_kb * 1024 % (CW * 16)) {
-            printf("config %s: want page_kb,ring,inflight,piece_kb,variant (ring 2..%d, page a multiple of piece)\n", cfg,
-                   MAXP);
+            page_kb % piece_kb || page_kb * 1024 % (CW * 16) || (var & 4 && page_kb * 1024 % (CW * REC))) {
+            printf("config %s: want page_kb,ring,inflight,piece_kb,variant (ring 2..%d, page a multiple of piece; "
+                   "variant 4: of %d KB)\n", cfg, MAXP, CW * REC / 1024);
             continue;
         }
         mm m = {};
@@ -469,7 +518,7 @@ int main(int argc, char **argv)
             m.w[k] = wbuf[k];
             bytes += (double)m.pages[k] * m.page * n_sm * LAYERS;
         }
-        m.cnt = cnt, m.slots = slots, m.act = act, m.kv = kv, m.t = t, m.sink = sink;
+        m.cnt = cnt, m.slots = slots, m.act = act, m.xd = xd, m.kv = kv, m.t = t, m.sink = sink;
         m.x = fb, m.o = fb + E, m.h = fb + 2 * E, m.attn = fb + 3 * E, m.q = fb + 3 * E + QD;
         size_t smem = (size_t)ring * m.page;
         CHECK(cudaFuncSetAttribute(mega_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -479,8 +528,9 @@ int main(int argc, char **argv)
             printf("config %s: does not fit an SM (%zu B of ring)\n", cfg, smem);
             continue;
         }
-        printf("\nring %d x %d KB (in flight %d, copies of %d KB), norm %s: %.1f MB a layer\n", ring,
-               page_kb, inflight, piece_kb, var & 1 ? "on one CTA" : "over 8 CTAs",
+        printf("\nring %d x %d KB (in flight %d, copies of %d KB), norm %s, %d consumer warps, %s: %.1f MB a layer\n",
+               ring, page_kb, inflight, piece_kb, var & 1 ? "on one CTA" : "over 8 CTAs", CW,
+               var & 4 ? "v5's Q4_K arithmetic" : "synthetic arithmetic",
                bytes / LAYERS / 1e6);
         const char *names[3] = {"full", "stream only", "chain only"};
         double per_layer[3] = {0, 0, 0};

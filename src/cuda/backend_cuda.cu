@@ -1097,29 +1097,6 @@ extern "C" long backend_cuda_side_used(struct backend *be)
     return get_count(be, &cuda_ctx::side_used, 0);
 }
 
-/* GEMV v5's pool for one-row jobs: the last pct (1..50) of a job's units, from a tile boundary, as
- * chunks of `chunk` (1..64) units that warps done with their ranges claim from `groups`
- * (1..CUDA_V5_POOL_G_MAX) counters (gemv_mma.cu v5_pool); pct 0: off. GLIM_EINVAL if not a CUDA
- * backend or out of range. */
-static bool v5_pool_set(struct cuda_ctx *c, int pct, int chunk, int groups)
-{
-    if (pct < 0 || pct > 50 || (pct && (chunk < 1 || chunk > 64 || groups < 1 || groups > CUDA_V5_POOL_G_MAX)))
-        return false;
-    c->v5_pool_pct = pct, c->v5_pool_c = pct ? chunk : 0, c->v5_pool_g = pct ? groups : 0;
-    return true;
-}
-
-extern "C" int backend_cuda_set_v5_pool(struct backend *be, int pct, int chunk, int groups)
-{
-    return is_cuda(be) && v5_pool_set(ctx_of(be), pct, chunk, groups) ? GLIM_OK : GLIM_EINVAL;
-}
-
-/* how many v5 launches had a pool (tests); -1 if not a CUDA backend */
-extern "C" long backend_cuda_v5_pooled(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::v5_pooled, -1);
-}
-
 /* Persistent GEMV v3 for one-kind jobs with ctas_per_sm CTAs per SM (1..8), or off (0).
  * GLIM_EINVAL if not a CUDA backend or out of range. */
 extern "C" int backend_cuda_set_gemv_persist(struct backend *be, int ctas_per_sm)
@@ -1256,10 +1233,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
-    const char *f_pool = getenv("GLIM_CUDA_V5_POOL");   /* "pct:chunk:groups" (bench knob; off by default) */
-    int pp = 0, pc = 0, pg = 0;
-    if (f_pool && sscanf(f_pool, "%d:%d:%d", &pp, &pc, &pg) == 3)
-        v5_pool_set(c, pp, pc, pg);   /* out of range: off */
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

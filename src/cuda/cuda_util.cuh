@@ -78,8 +78,6 @@ struct cuda_buf {
 
 #define V5_TRACE_CAP 512   /* v5 launches the trace keeps (a decode step of the 30B preset: 105) */
 
-#define CUDA_V5_POOL_G_MAX 64   /* counters of v5's pool, after the tile counts in v5_cnt */
-
 struct cuda_ctx {
     int            device;
     cudaStream_t   stream;
@@ -155,10 +153,6 @@ struct cuda_ctx {
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
     bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=0: stored) */
-    int             v5_pool_pct;   /* GLIM_CUDA_V5_POOL / backend_cuda_set_v5_pool: the last pct of a one-row v5 job's */
-    int             v5_pool_c;     /* ... units as chunks of c units claimed from g counters (gemv_mma.cu v5_pool); 0: off */
-    int             v5_pool_g;
-    long            v5_pooled;     /* v5 launches with a pool (tests) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; 0 off, 3 in graphs) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     bool            attn_short;    /* one decode token's attn_prep, attention and gate in one launch while the
@@ -282,8 +276,6 @@ extern "C" int backend_cuda_get_gemv(struct backend *be);                       
 extern "C" int backend_cuda_set_t16(struct backend *be, bool on);
 extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matmul_pair_glu fuses SwiGLU */
 extern "C" long backend_cuda_glu_used(struct backend *be);
-extern "C" int backend_cuda_set_v5_pool(struct backend *be, int pct, int chunk, int groups);   /* pct 0: off */
-extern "C" long backend_cuda_v5_pooled(struct backend *be);
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
 extern "C" long backend_cuda_prep_used(struct backend *be);
 /* gemv_mma.cu: the v5 trace (GLIM_CUDA_V5_TRACE=1, diagnosis): its buffer, and printing it */

@@ -126,16 +126,10 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    /* the pool (backend_cuda_set_v5_pool, one-row jobs): units [0, p0) are split over the warps as
-     * below, [p0, units) are chunks of pool_c units that any warp done with its range claims, chunk
-     * j through counter pool_cnt[j % pool_g] (warp w asks counter w % pool_g). p0 = units: none. */
-    int64_t   p0;
-    int       pool_c, pool_g;
-    unsigned *pool_cnt;        /* [pool_g] claims; the last claim of a launch resets its counter */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
- * super-block and no warp idles on a wave tail; the pool's chunks come after */
+ * super-block and no warp idles on a wave tail */
 static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
 {
     return job.n_tiles * job.n_sb;
@@ -143,7 +137,7 @@ static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
 
 static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t x)
 {
-    return v5_split_warp_of(x, job.p0, job.n_warps);
+    return v5_split_warp_of(x, v5_units(job), job.n_warps);
 }
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
@@ -325,88 +319,32 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
  * in flight per lane */
 /* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
  * their code is in git history at 8be8ec1) */
-/* units [x, e) of one tile: its rows' sums over them, stored as piece pp.x of pp.y, pp = piece(tile)
- * (asked after the sums, so its arithmetic holds no registers across them) */
-template <class KA, int UA, class KB, int UB, class PIECE>
-static __device__ __forceinline__ void v5_segment(const v5_job &job, int64_t x, int64_t e, PIECE piece,
-                                                  const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
-                                                  int64_t w, int lane, bool &waited)
-{
-    int g = lane >> 2, t = lane & 3;
-    int64_t tile = x / job.n_sb;
-    v5_part P = v5_pick(job, tile);
-    int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
-    float acc_g = 0.0f, acc_g8 = 0.0f;
-    if (!std::is_same<KA, KB>::value && P.kind)
-        v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-    else
-        v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
-    if (job.trace && lane == 0)
-        v5_stamp_w(job, w, 3);
-    int2 pp = piece(tile);
-    v5_store(job, P, tile, pp.x, pp.y, job.stride, r0, lane, acc_g, acc_g8);
-}
-
-/* The pool (job.p0 < units): chunks of pool_c units claimed until none is left. p0 is a tile
- * boundary, so a tile is either split over warps' ranges or over chunks: its pieces are the
- * chunks' parts in it, in chunk order, whichever warp ran each, and the last to arrive adds them
- * in that order (the bits do not depend on timing). The claim of the next chunk is on its way
- * while a chunk streams. Every warp of the grid ends with one claim past the last chunk, so the
- * counter's last claim of the launch is known and resets it for the next one. */
 template <class KA, int UA, class KB, int UB>
-static __device__ __forceinline__ void v5_pool(const v5_job &job, const int8_t *__restrict__ xq,
-                                               const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
-{
-    int64_t units = v5_units(job), C = job.pool_c, G = job.pool_g, nw = (int64_t)gridDim.x * V5_WARPS;
-    int64_t gi = w % G, n_chunks = (units - job.p0 + C - 1) / C;
-    int64_t per = v5_pool_per(n_chunks, gi, (int)G), last = v5_pool_last(per, nw, gi, (int)G);
-    unsigned *cnt = job.pool_cnt + gi;
-    unsigned k = 0;
-    if (lane == 0)
-        k = atomicAdd(cnt, 1u);
-    k = __shfl_sync(0xffffffffu, k, 0);
-#pragma unroll 1
-    while ((int64_t)k < per) {
-        unsigned next = 0;
-        if (lane == 0)
-            next = atomicAdd(cnt, 1u);
-        int64_t x = job.p0 + ((int64_t)k * G + gi) * C, e = x + C < units ? x + C : units;
-#pragma unroll 1
-        while (x < e) {
-            int64_t tend = (x / job.n_sb + 1) * job.n_sb, se = tend < e ? tend : e;
-            auto piece = [&](int64_t) {
-                int pieces, i = v5_pool_piece(x, job.p0, job.n_sb, (int)C, &pieces);
-                return make_int2(i, pieces);
-            };
-            v5_segment<KA, UA, KB, UB>(job, x, se, piece, xq, xd, w, lane, waited);
-            x = se;
-        }
-        k = __shfl_sync(0xffffffffu, next, 0);
-    }
-    if (lane == 0 && (int64_t)k == last)
-        atomicExch(cnt, 0u);   /* the launch's last claim on this counter */
-}
-
-template <class KA, int UA, class KB, int UB, bool POOL>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
                                               const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
-    int64_t a = v5_split_lo(w, job.p0, job.n_warps), b = v5_split_lo(w + 1, job.p0, job.n_warps);
+    int g = lane >> 2, t = lane & 3;
+    int64_t units = v5_units(job);
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / job.n_sb, tend = (tile + 1) * job.n_sb, e = tend < b ? tend : b;
-        auto piece = [&](int64_t t) {   /* the warps that meet the tile */
-            int64_t w0 = v5_warp_of(job, t * job.n_sb), w1 = v5_warp_of(job, (t + 1) * job.n_sb - 1);
-            return make_int2((int)(w - w0), (int)(w1 - w0 + 1));
-        };
-        v5_segment<KA, UA, KB, UB>(job, x, e, piece, xq, xd, w, lane, waited);
+        v5_part P = v5_pick(job, tile);
+        int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
+        float acc_g = 0.0f, acc_g8 = 0.0f;
+        if (!std::is_same<KA, KB>::value && P.kind)
+            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
+        else
+            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
+        if (job.trace && lane == 0)
+            v5_stamp_w(job, w, 3);
+        int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
     }
-    if (POOL)   /* a kernel of its own: the pool's code in the plain one costs it registers */
-        v5_pool<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
 }
 
-template <class KA, int UA, class KB, int UB, bool POOL = false>
+template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -419,7 +357,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
-    v5_run<KA, UA, KB, UB, POOL>(job, xq, xd, w, lane, waited);
+    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
@@ -428,30 +366,16 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
 
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
-static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16, bool pool = false)
+static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
 {
     int64_t units = job.n_tiles * job.n_sb;
-    job.p0 = units;
-    job.pool_c = job.pool_g = 0;
-    if (pool && c->v5_pool_pct > 0) {   /* the last pct of the units (from a tile boundary) as the pool */
-        job.p0 = v5_pool_p0(units, job.n_sb, c->v5_pool_pct, warps);
-        if (job.p0 < units)
-            job.pool_c = c->v5_pool_c, job.pool_g = c->v5_pool_g;
-    }
-    job.n_warps = warps < job.p0 ? warps : job.p0;
-    job.stride = v5_split_stride(job.n_sb, job.p0, job.n_warps);
-    if (job.p0 < units) {   /* the grid's warps: whole CTAs */
-        job.pool_g = v5_pool_groups(job.pool_g, (job.n_warps + V5_WARPS - 1) / V5_WARPS * V5_WARPS);
-        int most = v5_pool_stride(job.n_sb, job.pool_c);
-        job.stride = job.stride > most ? job.stride : most;
-    }
+    job.n_warps = warps < units ? warps : units;
+    job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
-    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) ||
-        !cuda_buf_counts(c, &c->v5_cnt, ((size_t)job.n_tiles + CUDA_V5_POOL_G_MAX) * 4))
+    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_counts(c, &c->v5_cnt, (size_t)job.n_tiles * 4))
         return false;
     job.part = (float *)c->v5_part.p;
     job.cnt = (unsigned *)c->v5_cnt.p;
-    job.pool_cnt = job.cnt + job.n_tiles;
     return true;
 }
 
@@ -599,14 +523,7 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    bool pool = job.p0 < (int64_t)job.n_tiles * job.n_sb;   /* v5_plan made one (backend_cuda_set_v5_pool) */
-    if (pool && !std::is_same<KA, KB>::value)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1, true>, job, xq, xd, c->pdl_all));
-    else if (pool && (u ? u : KA::U_DEF) == 1)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1, true>, job, xq, xd, c->pdl_all));
-    else if (pool)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2, true>, job, xq, xd, c->pdl_all));
-    else if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
+    if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
@@ -628,9 +545,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
-    if (!v5_plan(c, job, warps, 16, true))
+    if (!v5_plan(c, job, warps))
         return 0;   /* recorded in the context; these parts go to v3 */
-    c->v5_pooled += job.p0 < job.n_tiles * job.n_sb;
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);

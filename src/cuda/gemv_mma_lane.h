@@ -59,49 +59,6 @@ V5_HD int v5_split_stride(int64_t n_sb, int64_t units, int64_t n_warps)
     return (int)((n_sb + m - 1) / m) + 2;
 }
 
-/* ---- the pool (gemv_mma.cu v5_pool): units [p0, units) in chunks of c units; chunk j is claimed
- * through counter j % g. p0: the first unit of the last pct percent, rounded down to a tile
- * boundary (so a tile is either in the warps' ranges or in chunks); units when that leaves fewer
- * than 4 units a warp before it (no pool). */
-V5_HD int64_t v5_pool_p0(int64_t units, int64_t n_sb, int pct, int64_t warps)
-{
-    int64_t p0 = units * (100 - pct) / 100 / n_sb * n_sb;
-    return pct > 0 && p0 >= 4 * warps && p0 < units ? p0 : units;
-}
-
-/* the counters a grid of nw warps uses: at most one per warp (a counter no warp asks would leave
- * its chunks unclaimed) */
-V5_HD int v5_pool_groups(int g, int64_t nw)
-{
-    return g < nw ? g : (int)nw;
-}
-
-/* most pieces a tile of n_sb units is cut into by chunks of c */
-V5_HD int v5_pool_stride(int64_t n_sb, int c)
-{
-    return (int)((n_sb + c - 1) / c + 1);
-}
-
-/* the piece a segment starting at unit x (>= p0) is of its tile, and the tile's pieces: its chunks */
-V5_HD int v5_pool_piece(int64_t x, int64_t p0, int64_t n_sb, int c, int *pieces)
-{
-    int64_t t0 = x / n_sb * n_sb, c0 = (t0 - p0) / c;
-    *pieces = (int)((t0 + n_sb - 1 - p0) / c - c0 + 1);
-    return (int)((x - p0) / c - c0);
-}
-
-/* chunks of counter gi (of g) among n_chunks; the value of that counter's last claim when nw
- * warps each claim until a claim comes back past them (the one that resets it) */
-V5_HD int64_t v5_pool_per(int64_t n_chunks, int64_t gi, int g)
-{
-    return gi < n_chunks ? (n_chunks - gi + g - 1) / g : 0;
-}
-
-V5_HD int64_t v5_pool_last(int64_t per, int64_t nw, int64_t gi, int g)
-{
-    return per + (nw - gi + g - 1) / g - 1;
-}
-
 /* ---- Q4_K: one super-block's bytes of rows g and g+8 as loaded (4 x 8 code bytes, header) */
 struct v5_q4k_raw {
     uint2 q[2][4];
