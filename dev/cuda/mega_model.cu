@@ -68,7 +68,7 @@ static __device__ __forceinline__ void v5_mma(int *c, int sgn, uint32_t a0, uint
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 #include "cuda/gemv_mma_lane.h"
-#define REC 2304              /* a Q4_K tile record */
+#define REC CUDA_T16_Q4K_BYTES   /* a Q4_K tile record (cuda_util.cuh) */
 
 #ifndef CW
 #define CW 8                  /* consumer warps a CTA (-DCW=16 to vary) */

@@ -149,7 +149,7 @@ struct v5_unit {
     typedef R raw;
     static const int U_DEF = UD;     /* super-blocks in flight per lane, measured best */
     static const bool TILED = T16;   /* rows padded to 16: the rows past n are there (zeros) */
-    static const int REC = std::is_same<R, v5_q4k_raw>::value ? 2304 : 3360;   /* bytes of a T16 record */
+    static const int REC = std::is_same<R, v5_q4k_raw>::value ? CUDA_T16_Q4K_BYTES : CUDA_T16_Q6K_BYTES;   /* a T16 record */
     static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
                                                  int t, raw &r)
     {
