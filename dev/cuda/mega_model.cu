@@ -58,15 +58,7 @@
 #define v5_h2f(b) h2f8(b)
 #define v5_i2f(v) i2f(v)
 #define v5_i2f_rn(v) __int2float_rn(v)
-static __device__ __forceinline__ void v5_mma(int *c, int sgn, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint32_t b0, uint32_t b1)
-{
-    (void)sgn;   /* Q4_K only: unsigned codes */
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+#include "cuda/mma_s8.cuh"
 #include "cuda/gemv_mma_lane.h"
 #define REC CUDA_T16_Q4K_BYTES   /* a Q4_K tile record (cuda_util.cuh) */
 

@@ -92,169 +92,9 @@ static __device__ __forceinline__ float v5_i2f_rn(int v)
     return __int2float_rn(v);
 }
 
-/* c += A (16 x 32, u8, or s8 when sgn) . B (32 x 8, s8); sgn is a constant at every call */
-static __device__ __forceinline__ void v5_mma(int *c, int sgn, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if (sgn)
-        asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};"
-            : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    else
-        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};"
-            : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
+#include "mma_s8.cuh"
 #include "gemv_mma_lane.h"
-
-struct v5_job {
-    v5_part   p[GEMV_MAX_PARTS];
-    int       n_parts;
-    int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
-    int64_t   n_warps;         /* warps that take work (<= units: each gets at least one) */
-    int       stride;          /* most pieces a tile is cut into */
-    int       wait_first;      /* wait for the predecessor before the first loads (bench knob) */
-    int       l2pf;            /* GLIM_CUDA_V5_L2PF: units a warp asks L2 for after its head start (v5_l2pf) */
-    unsigned *glu_cnt;         /* != NULL: parts 0 (gate) and 1 (up) of one shape; per 32-row block the
-                                * tiles arrived (4 = both tiles of both parts; 0 between launches) */
-    int8_t   *glu_q;           /* ... and the last of them writes silu(gate) * up quantized (K45) */
-    float2   *glu_d;
-    float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
-    unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
-    unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-};
-
-/* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
- * super-block and no warp idles on a wave tail */
-static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
-{
-    return job.n_tiles * job.n_sb;
-}
-
-static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t x)
-{
-    return v5_split_warp_of(x, v5_units(job), job.n_warps);
-}
-
-/* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
-template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
-          bool T16 = false, int UD = 2>
-struct v5_unit {
-    typedef R raw;
-    static const int U_DEF = UD;     /* super-blocks in flight per lane, measured best */
-    static const bool TILED = T16;   /* rows padded to 16: the rows past n are there (zeros) */
-    static const int REC = std::is_same<R, v5_q4k_raw>::value ? CUDA_T16_Q4K_BYTES : CUDA_T16_Q6K_BYTES;   /* a T16 record */
-    static __device__ __forceinline__ void fetch(const v5_part &P, int64_t rg, int64_t rg8, int64_t n_sb, int64_t sb,
-                                                 int t, raw &r)
-    {
-        FETCH(&P, rg, rg8, n_sb, sb, t, &r);
-    }
-    static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8)
-    {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
-    }
-};
-typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
-typedef v5_unit<v5_q6k_raw, v5_q6k_fetch, v5_q6k_compute> v5_q6k;
-typedef v5_unit<v5_q4k_raw, v5_q4k_fetch_t16, v5_q4k_compute, true> v5_q4k_t16;
-typedef v5_unit<v5_q6k_raw, v5_q6k_fetch_t16, v5_q6k_compute, true, 1> v5_q6k_t16;   /* U = 1: 80% vs 77% */
-
-/* after a warp wrote its piece of a tile's partial sums: true (for the whole warp) when it was the
- * last of the tile's pieces to arrive, and then every partial is visible to it */
-static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t tile, int pieces, int lane)
-{
-    __threadfence();   /* the partials are visible before the count says so */
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0)
-        done = atomicAdd(&job.cnt[tile], 1u);
-    done = __shfl_sync(0xffffffffu, done, 0);
-    if (done != (unsigned)pieces - 1)
-        return false;
-    __threadfence();   /* the last piece in: every partial of the tile is visible */
-    return true;
-}
-
-/* After tile `tile` of part P (gate or up of a GLU job) was written: the last of the four tiles of
- * its 32-row block (two per part) quantizes silu(gate) * up of the block for the down projection,
- * as quantize_x_kernel<1 + BE_GLU_SILU> would (the same functions: the same bits). */
-static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
-{
-    int64_t blk = (tile - P.tile0) >> 1;
-    __threadfence();   /* this tile's y is visible before the count says so */
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0)
-        done = atomicAdd(&job.glu_cnt[blk], 1u);
-    if (__shfl_sync(0xffffffffu, done, 0) != 3u)
-        return;
-    __threadfence();
-    int64_t n = blk * 32 + lane;
-    float v = glu_apply<1 + BE_GLU_SILU>(__ldcg(job.p[1].y + n), __ldcg(job.p[0].y + n));   /* up, gate: L2 */
-    quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
-    if (lane == 0)
-        job.glu_cnt[blk] = 0u;   /* for the next launch */
-}
-
-/* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
- * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
- * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
- * depend on timing. */
-static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
-                                                int pieces, int stride, int64_t r0, int lane, float acc_g,
-                                                float acc_g8)
-{
-    int g = lane >> 2, t = lane & 3;
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
-    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
-    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
-    if (pieces == 1) {
-        if (t == 0 && r0 + g < P.n)
-            P.y[r0 + g] = acc_g;
-        if (t == 0 && r0 + g + 8 < P.n)
-            P.y[r0 + g + 8] = acc_g8;
-        if (job.glu_cnt)
-            v5_glu_arrive(job, P, tile, lane);
-        return;
-    }
-    float *pp = job.part + ((size_t)tile * stride + piece) * 16;
-    if (t == 0) {
-        pp[g] = acc_g;
-        pp[g + 8] = acc_g8;
-    }
-    if (!v5_last_piece(job, tile, pieces, lane))
-        return;
-    if (lane < 16 && r0 + lane < P.n) {
-        const float *tp = job.part + (size_t)tile * stride * 16 + lane;
-        float y = 0.0f;
-        for (int i = 0; i < pieces; i++)
-            y += __ldcg(tp + (size_t)i * 16);
-        P.y[r0 + lane] = y;
-    }
-    if (lane == 0)
-        job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
-    if (job.glu_cnt)
-        v5_glu_arrive(job, P, tile, lane);
-}
-
-/* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
-static __device__ __forceinline__ v5_part v5_pick(const v5_job &job, int64_t tile)
-{
-    v5_part P = job.p[0];
-#pragma unroll
-    for (int i = 1; i < GEMV_MAX_PARTS; i++)
-        if (i < job.n_parts && tile >= job.p[i].tile0)
-            P = job.p[i];
-    return P;
-}
+#include "gemv_mma_job.cuh"
 
 /* the trace (diagnosis): this warp's stamp `which` (0 entry, 1 wait done, 2 end, 3 its last
  * span streamed) from the global timer; at the entry also its SM (slot 4) */
@@ -770,5 +610,36 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
         if (all)
             m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken);
     }
+    return m;
+}
+
+int cuda_v5_jobs(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, bool glu,
+                 v5_job *jobs, int *kinds, float *part, unsigned *cnt, size_t *part_off, size_t *cnt_off)
+{
+    static const uint32_t DT[2] = {CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16};
+    bool taken[GEMV_MAX_PARTS] = {false, false, false, false}, mine[GEMV_MAX_PARTS];
+    if (n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
+        return 0;
+    int m = 0;
+    for (int kd = 0; kd < 2; kd++) {
+        v5_job &job = jobs[m];
+        if (!v5_collect(job, DT[kd], 0, n, ys, ws, taken, mine))
+            continue;
+        int64_t units = job.n_tiles * job.n_sb, warps = v5_warps(c, 16);
+        job.n_warps = warps < units ? warps : units;
+        job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
+        job.part = part ? part + *part_off : NULL;
+        job.cnt = cnt ? cnt + *cnt_off : NULL;
+        *part_off += ((size_t)job.n_tiles * job.stride * 16 + 31) & ~(size_t)31;   /* 128-byte aligned */
+        *cnt_off += ((size_t)job.n_tiles + 31) & ~(size_t)31;
+        if (glu && !v5_glu_plan(c, job, n, ys, ws, mine))
+            return 0;
+        kinds[m++] = kd;
+        for (int i = 0; i < n; i++)
+            taken[i] = taken[i] || mine[i];
+    }
+    for (int i = 0; i < n; i++)
+        if (!taken[i])
+            return 0;
     return m;
 }

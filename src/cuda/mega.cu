@@ -1,0 +1,426 @@
+/*
+ * mega.cu — the persistent decode span (opt-in, GLIM_CUDA_MEGA=1, sm_90): one launch runs a
+ * decode token's work from a layer's output projection to the next layer's q/k/v/gate
+ * projections: Wo, the sandwich norm's residual and the FFN's norm, gate/up with the SwiGLU
+ * fold, down, the residual and the next attention norm, q/k/v/gate. The attention (and its
+ * prep) stays the launches it is, between two such spans.
+ *
+ * WHY (docs/CUDA.md "What limits it now"): a decode token was ~10 launches a layer, each GEMV
+ * with a ramp and a tail (~5.6 us) and the latency chains between them leaving the HBM idle;
+ * dev/cuda/mega_model.cu measured a ring fed by cp.async.bulk at 4.66 TB/s on the H200 against
+ * 3.5-3.8 for the launches. Here each SM's weights stream without a break from Wo to q/k/v: the
+ * weights do not depend on the data, so the loader never waits for a dependency, only for a
+ * free ring slot, and the consumers' waits (a grid barrier before each norm and before down)
+ * are covered by the bytes already on their way.
+ *
+ * The CTA (one an SM, all resident): MG_CW consumer warps and one loader warp. Lane i < MG_CW of
+ * the loader streams consumer warp i's records (v5's T16 records, 2304 or 3360 bytes) into
+ * that warp's ring of MG_S slots (a full and an empty mbarrier each), job after job, in the
+ * order the warp will use them. Consumer warp w of CTA b is v5's warp b * MG_CW + w: the same
+ * units of every job, the same lane arithmetic (gemv_mma_lane.h, its loads from shared memory)
+ * and the same merge in piece order (gemv_mma_job.cuh), so with MG_CW = 16 (v5's 16 warps an
+ * SM) every output is bit for bit the launches'. The norms are add_rmsnorm_vec_kernel's: each
+ * CTA computes the whole row with its 512 threads playing that kernel's 1024 (thread t plays t
+ * and t + 512, so the sums go through the same butterflies in the same order), quantizes h
+ * into its own activation copy, and stores its share of x. The int8 activations each job reads
+ * are copied into shared memory first. The grid barriers count CTAs in global memory and are
+ * back at 0 when the last CTA leaves.
+ */
+#include "gemv_slots.cuh"
+#include "mega.cuh"
+#include "mma_s8.cuh"
+#include "rowops.cuh"
+#include "tma.cuh"
+
+/* gemv_mma_lane.h's primitives: the weights from the ring, the activations from their copy,
+ * both in shared memory */
+#define V5_FN static __device__ __forceinline__
+#define V5_HD static __host__ __device__ __forceinline__
+#define V5_UNROLL _Pragma("unroll")
+#define v5_ldw16(p) (*(const uint4 *)(p))
+#define v5_ldw8(p) (*(const uint2 *)(p))
+#define v5_ldx8(p) (*(const uint2 *)(p))
+#define v5_ldxd(p) (*(p))
+#define v5_ldu16(p) ((uint32_t) * (const unsigned short *)(p))
+#define v5_ldu32(p) (*(const uint32_t *)(p))
+#define v5_h2f(b) h2f8(b)
+#define v5_i2f(v) i2f(v)
+#define v5_i2f_rn(v) __int2float_rn(v)
+#include "gemv_mma_lane.h"
+#include "gemv_mma_job.cuh"
+
+#define MG_NT ((MG_CW + 1) * 32)
+#define MG_S 3                                    /* ring slots a consumer warp */
+#define MG_SLOT CUDA_T16_Q6K_BYTES                /* the larger record */
+#define MG_RING ((size_t)MG_CW * MG_S * MG_SLOT)
+#define MG_XS ((size_t)MG_KMAX + MG_KMAX / 32 * 8)   /* an activation copy: k int8, k / 32 float2 */
+#define MG_SMEM (MG_RING + MG_XS)
+#define MG_VT 1024                                /* the threads add_rmsnorm_vec_kernel has (RMS_VEC_THREADS) */
+
+struct mg_norm {
+    const float *x_in, *o, *w_o, *w_h;
+    float       *x_out;
+    float        eps_o, eps_h;
+    int          n;
+};
+
+struct mg_params {
+    v5_job        job[MG_JOBS];
+    int8_t        kind[MG_JOBS];    /* 0: Q4_K tiles, 1: Q6_K tiles */
+    int8_t        stage[MG_JOBS];   /* MG_WO, MG_GU, MG_DOWN, MG_QKV: jobs in stage order */
+    int           n_jobs;
+    int           k[MG_STAGES];     /* each stage's activation length */
+    const int8_t *xq_in;            /* Wo's input: the attention's gated int8 copy */
+    const float2 *xd_in;
+    const int8_t *xq_glu;           /* down's: the gate/up job's SwiGLU copy */
+    const float2 *xd_glu;
+    mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
+    unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
+};
+
+static_assert(MG_STAGES == 4, "stages: Wo, gate/up, down, q/k/v");
+static_assert(RMS_VEC_THREADS == MG_VT && MG_CW * 32 * 2 == MG_VT, "the norm plays 1024 threads with 512");
+
+static __device__ __forceinline__ void mg_sync(void)   /* the consumer warps only */
+{
+    asm volatile("bar.sync 1, %0;" ::"r"(MG_CW * 32) : "memory");
+}
+
+static __device__ __forceinline__ unsigned mg_ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* A wait that cannot end (a CTA that never became resident, a count gone wrong) traps instead of
+ * hanging the device: the launch fails with an error the host reports */
+#define MG_SPIN_MAX (1u << 26)
+
+static __device__ __forceinline__ void mg_bar_wait(uint64_t *bar, unsigned parity)
+{
+    for (unsigned i = 0; !bar_try(bar, parity); i++)
+        if (i > MG_SPIN_MAX)
+            __trap();
+}
+
+/* every CTA's consumers have arrived (and what they stored before is visible) */
+static __device__ void mg_grid_bar(unsigned *bar)
+{
+    mg_sync();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        for (unsigned i = 0; mg_ld_acquire(bar) < gridDim.x; i++) {
+            __nanosleep(32);
+            if (i > MG_SPIN_MAX)
+                __trap();
+        }
+        if (atomicAdd(bar + 32, 1u) == gridDim.x - 1) {   /* the last to leave: 0 for the next launch */
+            atomicExch(bar, 0u);
+            atomicExch(bar + 32, 0u);
+        }
+    }
+    mg_sync();
+}
+
+/* k int8 activations and their k / 32 scales (written by other CTAs or kernels) into xs */
+static __device__ void mg_copy_x(uint8_t *xs, const int8_t *q, const float2 *d, int k)
+{
+    for (int i = threadIdx.x; i < k / 16; i += MG_CW * 32)
+        ((uint4 *)xs)[i] = __ldcg((const uint4 *)q + i);
+    for (int i = threadIdx.x; i < k / 32; i += MG_CW * 32)
+        ((float2 *)(xs + k))[i] = __ldcg(d + i);
+    mg_sync();
+}
+
+/* block_sum over the 1024 threads played: v0 of thread t, v1 of thread t + 512 */
+static __device__ double mg_sum2(double v0, double v1, double *red)
+{
+    v0 = warp_sum(v0);
+    v1 = warp_sum(v1);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    mg_sync();   /* red may still be read by the previous sum */
+    if (lane == 0)
+        red[warp] = v0, red[warp + MG_CW] = v1;
+    mg_sync();
+    return warp_sum(red[lane]);
+}
+
+/* rms_vec_load through L2: o and x were written by other SMs during this launch */
+static __device__ __forceinline__ void mg_vec_load(float4 *v, const float *row, int n4, int tid)
+{
+#pragma unroll
+    for (int j = 0; j < RMS_VEC_MAX; j++) {
+        int i = tid + j * MG_VT;
+        v[j] = i < n4 ? __ldcg((const float4 *)row + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+/* add_rmsnorm_row's arithmetic (fused.cu) for one row, h quantized into xs (K45) instead of stored,
+ * x' stored by the CTA whose turn each float4 is */
+static __device__ void mg_norm_run(const mg_norm &m, uint8_t *xs, double *red)
+{
+    int n4 = m.n / 4;
+    float4 ov[2][RMS_VEC_MAX], xv[2][RMS_VEC_MAX], wo[2][RMS_VEC_MAX], wh[2][RMS_VEC_MAX];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int tid = (int)threadIdx.x + h * (MG_VT / 2);
+        mg_vec_load(ov[h], m.o, n4, tid);
+        mg_vec_load(xv[h], m.x_in, n4, tid);
+        rms_vec_load(wo[h], m.w_o, n4, 1.0f, tid);
+        rms_vec_load(wh[h], m.w_h, n4, 1.0f, tid);
+    }
+    float r = rms_scale(mg_sum2(rms_vec_sumsq(ov[0]), rms_vec_sumsq(ov[1]), red), m.n, m.eps_o);
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int j = 0; j < RMS_VEC_MAX; j++) {
+            ov[h][j] = rms_vec_apply(ov[h][j], r, wo[h][j], m.w_o != NULL);
+            xv[h][j] = add_normed4(xv[h][j], ov[h][j]);
+        }
+    r = rms_scale(mg_sum2(rms_vec_sumsq(xv[0]), rms_vec_sumsq(xv[1]), red), m.n, m.eps_h);
+    int8_t *xq = (int8_t *)xs;
+    float2 *xd = (float2 *)(xs + m.n);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int tid = (int)threadIdx.x + h * (MG_VT / 2);
+#pragma unroll
+        for (int j = 0; j < RMS_VEC_MAX; j++) {
+            int i = tid + j * MG_VT;
+            if (i >= n4)   /* n % 256 == 0: whole warps leave together */
+                break;
+            if (i % (int)gridDim.x == (int)blockIdx.x)
+                ((float4 *)m.x_out)[i] = xv[h][j];
+            quantize4_k45(rms_vec_apply(xv[h][j], r, wh[h][j], m.w_h != NULL), i, xq, xd);
+        }
+    }
+    mg_sync();
+}
+
+/* a consumer warp's ring */
+struct mg_ring {
+    uint8_t  *slot;            /* MG_S slots of MG_SLOT bytes */
+    uint64_t *full, *empty;    /* MG_S each */
+};
+
+/* consumer warp w's units of a job, each record taken from its ring as the loader put it there
+ * (seq: the warp's records so far); v5_run's sums and store */
+template <class K>
+static __device__ void mg_job_run(const v5_job &job, const uint8_t *xs, int64_t w, int lane, const mg_ring &rg,
+                                  unsigned &seq)
+{
+    int g = lane >> 2, t = lane & 3;
+    int64_t units = v5_units(job), n_sb = job.n_sb;
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    const int8_t *xq = (const int8_t *)xs;
+    const float2 *xd = (const float2 *)(xs + n_sb * 256);
+#pragma unroll 1
+    for (int64_t x = a; x < b;) {
+        int64_t tile = x / n_sb, tend = (tile + 1) * n_sb, e = tend < b ? tend : b;
+        v5_part P = v5_pick(job, tile);
+        int64_t r0 = (tile - P.tile0) * 16;
+        float acc_g = 0.0f, acc_g8 = 0.0f;
+#pragma unroll 1
+        for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
+            unsigned slot = seq % MG_S;
+            mg_bar_wait(&rg.full[slot], (seq / MG_S) & 1);
+            v5_part R = {rg.slot + (size_t)slot * MG_SLOT, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
+            typename K::raw raw;
+            K::fetch(R, g, g + 8, 1, 0, t, raw);
+            __syncwarp();
+            if (lane == 0)
+                bar_arrive(&rg.empty[slot]);
+            K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8);
+        }
+        int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        x = e;
+    }
+}
+
+/* loader lane i: consumer warp i's records of every job, in its order, each as soon as its
+ * slot is free */
+static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg)
+{
+    unsigned seq = 0;
+#pragma unroll
+    for (int j = 0; j < MG_JOBS; j++) {
+        if (j >= p.n_jobs)
+            break;
+        const v5_job &job = p.job[j];
+        unsigned rec = p.kind[j] ? CUDA_T16_Q6K_BYTES : CUDA_T16_Q4K_BYTES;
+        int64_t units = v5_units(job), n_sb = job.n_sb;
+        int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+#pragma unroll 1
+        for (int64_t x = a; x < b; x++, seq++) {
+            unsigned slot = seq % MG_S;
+            if (seq >= MG_S)
+                mg_bar_wait(&rg.empty[slot], (seq / MG_S - 1) & 1);
+            int64_t tile = x / n_sb;
+            v5_part P = v5_pick(job, tile);
+            const uint8_t *src = P.p + ((tile - P.tile0) * n_sb + (x - tile * n_sb)) * rec;
+            bar_expect(&rg.full[slot], rec);
+            bulk_copy(rg.slot + (size_t)slot * MG_SLOT, src, rec, &rg.full[slot]);
+        }
+    }
+}
+
+static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p)
+{
+    extern __shared__ __align__(128) uint8_t mg_smem[];
+    __shared__ uint64_t full[MG_CW * MG_S], empty[MG_CW * MG_S];
+    __shared__ double red[32];
+    int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+    cuda_pdl_trigger();   /* the attention after it may be placed; it waits for the end */
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < MG_CW * MG_S; i++) {
+            bar_init(&full[i], 1);
+            bar_init(&empty[i], 1);
+        }
+        bar_init_fence();
+    }
+    __syncthreads();
+    int rw = warp == MG_CW ? lane : warp;   /* the ring this thread fills or drains */
+    mg_ring rg = {mg_smem + (size_t)rw * MG_S * MG_SLOT, full + rw * MG_S, empty + rw * MG_S};
+    int64_t w = (int64_t)blockIdx.x * MG_CW + rw;
+    if (warp == MG_CW) {   /* the loader: weights only, no wait for the kernels before */
+        if (lane < MG_CW)
+            mg_load(p, w, rg);
+        return;
+    }
+    uint8_t *xs = mg_smem + MG_RING;
+    unsigned seq = 0;
+    cuda_pdl_wait();
+#pragma unroll
+    for (int st = 0; st < MG_STAGES; st++) {
+        if (st == MG_WO) {
+            mg_copy_x(xs, p.xq_in, p.xd_in, p.k[st]);
+        } else if (st == MG_GU) {
+            mg_grid_bar(p.bar);
+            mg_norm_run(p.norm[0], xs, red);
+        } else if (st == MG_DOWN) {
+            mg_grid_bar(p.bar + 64);
+            mg_copy_x(xs, p.xq_glu, p.xd_glu, p.k[st]);
+        } else {
+            mg_grid_bar(p.bar + 128);
+            mg_norm_run(p.norm[1], xs, red);
+        }
+#pragma unroll
+        for (int j = 0; j < MG_JOBS; j++) {
+            if (j >= p.n_jobs)
+                break;
+            if (p.stage[j] != st)
+                continue;
+            if (p.kind[j])
+                mg_job_run<v5_q6k_t16>(p.job[j], xs, w, lane, rg, seq);
+            else
+                mg_job_run<v5_q4k_t16>(p.job[j], xs, w, lane, rg, seq);
+        }
+        mg_sync();   /* xs is rewritten by the next stage */
+    }
+}
+
+/* ---- host ----------------------------------------------------------------------------- */
+
+static bool mg_norm_ok(const struct be_res_norm *r)
+{
+    uintptr_t ptrs = (uintptr_t)r->x | (uintptr_t)r->h | (uintptr_t)r->o | (uintptr_t)(r->w_o ? r->w_o->dev : NULL) |
+                     (uintptr_t)(r->w_h ? r->w_h->dev : NULL);
+    return r->h && rms_vec_ok(r->n, ptrs) && r->n % 256 == 0 && r->n <= MG_KMAX &&
+           (!r->w_o || r->w_o->dev_type == GLIM_TYPE_F32) && (!r->w_h || r->w_h->dev_type == GLIM_TYPE_F32);
+}
+
+/* the stage's jobs into p (false: a weight is not for v5's tiles, or too many jobs) */
+static bool mg_add(struct cuda_ctx *c, mg_params &p, int stage, int n, float *const *ys,
+                   const struct be_weight *const *ws, bool glu, float *part, unsigned *cnt, size_t *po, size_t *co)
+{
+    if (p.n_jobs + 2 > MG_JOBS || ws[0]->k > MG_KMAX)
+        return false;
+    int kinds[2];
+    int m = cuda_v5_jobs(c, n, ys, ws, glu, p.job + p.n_jobs, kinds, part, cnt, po, co);
+    for (int i = 0; i < m; i++) {
+        p.kind[p.n_jobs + i] = (int8_t)kinds[i];
+        p.stage[p.n_jobs + i] = (int8_t)stage;
+    }
+    p.n_jobs += m;
+    p.k[stage] = (int)ws[0]->k;
+    return m > 0;
+}
+
+/* every job of the span, with partial sums and counts from part / cnt (NULL: sizes only) */
+static bool mg_plan(struct cuda_ctx *c, const struct cuda_mega_args *a, mg_params &p, float *part, unsigned *cnt,
+                    size_t *po, size_t *co)
+{
+    memset(&p, 0, sizeof p);
+    *po = *co = 0;
+    float *wo_y = a->wo_y;
+    const struct be_weight *wo = a->wo;
+    float *ffn_y[2] = {a->ffn_f[0], a->ffn_f[1]};
+    return mg_add(c, p, MG_WO, 1, &wo_y, &wo, false, part, cnt, po, co) &&
+           mg_add(c, p, MG_GU, 2, ffn_y, a->ffn_w, true, part, cnt, po, co) &&
+           mg_add(c, p, MG_DOWN, 1, &a->ffn_y, a->ffn_w + 2, false, part, cnt, po, co) &&
+           mg_add(c, p, MG_QKV, a->n, a->ys, a->ws, false, part, cnt, po, co);
+}
+
+bool cuda_mega_ok(struct cuda_ctx *c, const struct cuda_mega_args *a)
+{
+    if (c->cc_major < 9 || c->exact || a->n < 1 || a->n > GEMV_MAX_PARTS || !mg_norm_ok(&a->r_ffn) ||
+        !mg_norm_ok(&a->r_attn) || a->r_ffn.n != a->r_attn.n || a->r_ffn.x != a->r_attn.x ||
+        a->wo->n != a->r_ffn.n || a->ffn_w[2]->n != a->r_ffn.n || a->ws[0]->k != a->r_ffn.n ||
+        a->ffn_w[0]->k != a->r_ffn.n || a->ffn_w[2]->k != a->ffn_w[0]->n || c->n_sm * MG_CW < 1)
+        return false;
+    for (const struct be_weight *w : {a->wo, a->ffn_w[0], a->ffn_w[1], a->ffn_w[2]})
+        if (w->dev_type != CUDA_DT_Q4_K_T16 && w->dev_type != CUDA_DT_Q6_K_T16)
+            return false;
+    for (int i = 0; i < a->n; i++)
+        if (a->ws[i]->dev_type != CUDA_DT_Q4_K_T16 && a->ws[i]->dev_type != CUDA_DT_Q6_K_T16)
+            return false;
+    return true;
+}
+
+void cuda_mega_wo(struct cuda_ctx *c, const struct cuda_mega_args *a)
+{
+    bool taken[GEMV_MAX_PARTS];
+    float *y = a->wo_y;
+    const struct be_weight *w = a->wo;
+    if (!cuda_gemv5(c, 1, &y, &w, a->wo_xq, a->wo_xd, taken))
+        cuda_check(c, cudaErrorInvalidValue, "mega: v5 did not take the deferred Wo", __FILE__, __LINE__);
+}
+
+bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
+{
+    static bool attr_set = false;
+    mg_params p;
+    size_t po, co;
+    if (!cuda_mega_ok(c, a) || !mg_plan(c, a, p, NULL, NULL, &po, &co))
+        return false;
+    size_t x2_off = (po * sizeof(float) + 255) & ~(size_t)255;
+    if (!cuda_buf_reserve(c, &c->mg_scratch, x2_off + (size_t)a->r_ffn.n * sizeof(float)) ||
+        !cuda_buf_counts(c, &c->mg_cnt, (co + 3 * 64) * sizeof(unsigned)))
+        return false;
+    float *part = (float *)c->mg_scratch.p, *x2 = (float *)((uint8_t *)c->mg_scratch.p + x2_off);
+    unsigned *cnt = (unsigned *)c->mg_cnt.p;
+    if (!mg_plan(c, a, p, part, cnt, &po, &co))
+        return false;
+    p.bar = cnt + co;
+    p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
+    for (int j = 0; j < p.n_jobs; j++)
+        if (p.stage[j] == MG_GU)
+            p.xq_glu = p.job[j].glu_q, p.xd_glu = p.job[j].glu_d;
+    const struct be_res_norm *r[2] = {&a->r_ffn, &a->r_attn};
+    for (int i = 0; i < 2; i++) {
+        p.norm[i] = (mg_norm){i ? x2 : r[i]->x, r[i]->o, r[i]->w_o ? (const float *)r[i]->w_o->dev : NULL,
+                              r[i]->w_h ? (const float *)r[i]->w_h->dev : NULL, i ? r[i]->x : x2,
+                              r[i]->eps_o, r[i]->eps_h, r[i]->n};
+    }
+    if (!attr_set) {
+        if (CUDA_TRY(c, cudaFuncSetAttribute(mega_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)))
+            return false;
+        attr_set = true;
+    }
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)c->n_sm), dim3(MG_NT), MG_SMEM, attr, c->pdl_all);
+    cfg.numAttrs = c->pdl_all ? 1 : 0;   /* no carveout below the whole shared memory: the ring needs it */
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, mega_kernel, p));
+}
