@@ -1086,8 +1086,7 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::prep_fold, on);
 }
 
-/* the persistent decode span (mega.cu) on or off; on also tiles every Q4_K/Q6_K weight loaded
- * after it (the span streams tiles only) */
+/* the persistent decode span (mega.cu) on or off (it takes only weights in tiles) */
 static int mega_switch(struct cuda_ctx *c, bool on)
 {
     if (on && c->cc_major < 9)
@@ -1095,12 +1094,11 @@ static int mega_switch(struct cuda_ctx *c, bool on)
     if (on && !c->mg && !(c->mg = (struct cuda_mega_args *)glim_calloc(1, sizeof *c->mg)))
         return GLIM_ENOMEM;
     c->mega = on;
-    if (on)
-        c->t16 = true, c->t16_min = 0;
     return GLIM_OK;
 }
 
-/* Default: off, on when GLIM_CUDA_MEGA is "1" at creation (sm_90). GLIM_EUNSUPPORTED below sm_90. */
+/* Default: off; GLIM_CUDA_MEGA=1 at creation (sm_90) turns it on and tiles every Q4_K/Q6_K weight
+ * loaded after (the span streams tiles only). GLIM_EUNSUPPORTED below sm_90. */
 extern "C" int backend_cuda_set_mega(struct backend *be, bool on)
 {
     return is_cuda(be) ? mega_switch(ctx_of(be), on) : GLIM_EINVAL;
@@ -1390,6 +1388,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         be_destroy(be);
         return rc;
     }
+    if (c->mega)
+        c->t16 = true, c->t16_min = 0;
     if (prop.major < 9)
         c->gemv_ver = c->gemv_ver == 4 ? 3 : c->gemv_ver;   /* v4 streams with the sm_90 bulk copy */
     if (prop.major < 8)
