@@ -239,29 +239,73 @@ static __device__ void mg_job_run(const v5_job &job, const uint8_t *xs, int64_t 
     }
 }
 
-/* loader lane i: consumer warp i's records of every job, in its order, each as soon as its
- * slot is free */
-static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg)
+/* one try, no suspension: has the phase of this parity completed? */
+static __device__ __forceinline__ bool mg_bar_test(uint64_t *bar, unsigned parity)
 {
+    unsigned done = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+#endif
+    return done != 0;
+}
+
+/* loader lane i's place: job j, unit x of its range [x, b) (j == n_jobs: done) */
+struct mg_cursor {
+    int     j;
+    int64_t x, b;
+};
+
+/* the first unit at or after job j that warp w has */
+static __device__ void mg_seek(const mg_params &p, int64_t w, mg_cursor &c)
+{
+    for (; c.j < p.n_jobs; c.j++) {
+        const v5_job &job = p.job[c.j];
+        int64_t units = v5_units(job);
+        c.x = v5_split_lo(w, units, job.n_warps), c.b = v5_split_lo(w + 1, units, job.n_warps);
+        if (c.x < c.b)
+            return;
+    }
+}
+
+/* Loader lanes 0..MG_CW-1: consumer warp i's records of every job, in its order, each as soon as
+ * its slot is free. The lanes stay converged (a test, not a wait, per slot: a lane spinning on its
+ * own barrier would hold the others), and the warp naps when none could issue. */
+static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg, bool active)
+{
+    mg_cursor c = {active ? 0 : p.n_jobs, 0, 0};
+    mg_seek(p, w, c);
     unsigned seq = 0;
-#pragma unroll
-    for (int j = 0; j < MG_JOBS; j++) {
-        if (j >= p.n_jobs)
+    for (unsigned spins = 0;;) {
+        bool more = c.j < p.n_jobs, go = false;
+        if (!__any_sync(0xffffffffu, more))
             break;
-        const v5_job &job = p.job[j];
-        unsigned rec = p.kind[j] ? CUDA_T16_Q6K_BYTES : CUDA_T16_Q4K_BYTES;
-        int64_t units = v5_units(job), n_sb = job.n_sb;
-        int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-#pragma unroll 1
-        for (int64_t x = a; x < b; x++, seq++) {
+        if (more) {
             unsigned slot = seq % MG_S;
-            if (seq >= MG_S)
-                mg_bar_wait(&rg.empty[slot], (seq / MG_S - 1) & 1);
-            int64_t tile = x / n_sb;
-            v5_part P = v5_pick(job, tile);
-            const uint8_t *src = P.p + ((tile - P.tile0) * n_sb + (x - tile * n_sb)) * rec;
-            bar_expect(&rg.full[slot], rec);
-            bulk_copy(rg.slot + (size_t)slot * MG_SLOT, src, rec, &rg.full[slot]);
+            go = seq < MG_S || mg_bar_test(&rg.empty[slot], (seq / MG_S - 1) & 1);
+            if (go) {
+                const v5_job &job = p.job[c.j];
+                unsigned rec = p.kind[c.j] ? CUDA_T16_Q6K_BYTES : CUDA_T16_Q4K_BYTES;
+                int64_t tile = c.x / job.n_sb;
+                v5_part P = v5_pick(job, tile);
+                const uint8_t *src = P.p + ((tile - P.tile0) * job.n_sb + (c.x - tile * job.n_sb)) * rec;
+                bar_expect(&rg.full[slot], rec);
+                bulk_copy(rg.slot + (size_t)slot * MG_SLOT, src, rec, &rg.full[slot]);
+                seq++;
+                if (++c.x == c.b) {
+                    c.j++;
+                    mg_seek(p, w, c);
+                }
+            }
+        }
+        if (__any_sync(0xffffffffu, go)) {
+            spins = 0;
+        } else {
+            __nanosleep(64);
+            if (++spins > MG_SPIN_MAX)
+                __trap();
         }
     }
 }
@@ -285,8 +329,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     mg_ring rg = {mg_smem + (size_t)rw * MG_S * MG_SLOT, full + rw * MG_S, empty + rw * MG_S};
     int64_t w = (int64_t)blockIdx.x * MG_CW + rw;
     if (warp == MG_CW) {   /* the loader: weights only, no wait for the kernels before */
-        if (lane < MG_CW)
-            mg_load(p, w, rg);
+        mg_load(p, w, rg, lane < MG_CW);
         return;
     }
     uint8_t *xs = mg_smem + MG_RING;
