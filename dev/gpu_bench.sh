@@ -10,7 +10,7 @@ set -u
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SWEEPP / TAILP (=1, or only: dev/cuda/sweep_probe.cu / tail_probe.cu first), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
 # SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
-# LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far):
+# LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far), MTRACE (the span's stamps per env):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 # BD: the build folder (default build-gpu; one outside the carried snapshot, e.g. /tmp/bg, stays
@@ -84,6 +84,10 @@ for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launch
   env ${e//,/ } GLIM_CUDA_V5_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/trace.log 2>&1
   f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "^v5 " /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f
   python3 dev/cuda/v5_trace_sum.py $f
+done
+for e in ${MTRACE:-}; do   # MTRACE="env,env ...": the persistent span's stage stamps (GLIM_CUDA_MEGA_TRACE=1, mega.cu), one graph replay
+  env GLIM_CUDA_MEGA=1 ${e//,/ } GLIM_CUDA_MEGA_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/mtrace.log 2>&1
+  echo "mega trace $e:"; grep "^mega trace" /tmp/mtrace.log
 done
 if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): kernel timeline, each kernel's exposed time (dev/cuda/timeline.py)
   CH=$(find /usr/local/cuda*/ /usr/lib/python3*/ /usr/local/lib/python3*/ -name cupti.h 2>/dev/null | head -1)

@@ -750,6 +750,7 @@ static int be_graph_begin(struct backend *be, struct glim_err *err)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_begin: a capture is already open");
     cuda_xq_forget(c);
     c->v5_trace_n = 0;   /* the trace keeps the graph's launches (the last replay) */
+    c->mg_trace_n = 0;
     c->norm_trace_n = 0;
     if (CUDA_TRY(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed)))
         return ctx_status(c, err);
@@ -882,6 +883,11 @@ static void be_destroy(struct backend *be)
             cudaStreamSynchronize(c->stream);
             cuda_v5_trace_dump(c);
             cudaFree(c->v5_trace);
+        }
+        if (c->mg_trace) {
+            cudaStreamSynchronize(c->stream);
+            cuda_mega_trace_dump(c);
+            cudaFree(c->mg_trace);
         }
         if (c->fetch_host) {
             cudaStreamSynchronize(c->stream);
@@ -1390,6 +1396,14 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     }
     if (c->mega)
         c->t16 = true, c->t16_min = 0;
+    const char *f_nap = getenv("GLIM_CUDA_MEGA_NAP"), *f_mtr = getenv("GLIM_CUDA_MEGA_TRACE");
+    c->mg_nap = f_nap ? atol(f_nap) : 64;
+    c->mg_nap = c->mg_nap < 0 ? 0 : c->mg_nap > 100000 ? 100000 : c->mg_nap;
+    if (c->mega && f_mtr && strcmp(f_mtr, "1") == 0 && !cuda_mega_trace_init(c)) {
+        int rc = ctx_status(c, err);
+        be_destroy(be);
+        return rc;
+    }
     if (prop.major < 9)
         c->gemv_ver = c->gemv_ver == 4 ? 3 : c->gemv_ver;   /* v4 streams with the sm_90 bulk copy */
     if (prop.major < 8)

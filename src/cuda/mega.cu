@@ -76,7 +76,19 @@ struct mg_params {
     const float2 *xd_glu;
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
+    unsigned      nap;              /* ns the loader sleeps when no lane could issue (0: it spins) */
+    unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
+
+/* the trace's stamps a CTA: entry, PDL wait done, then per stage its prologue done (barrier,
+ * norm or copy) and its jobs done */
+enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR = MG_TR_STAGE + 2 * MG_STAGES };
+
+static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
+{
+    if (p.trace && threadIdx.x == 0)
+        p.trace[(size_t)blockIdx.x * MG_TR + which] = cuda_globaltimer();
+}
 
 static_assert(MG_STAGES == 4, "stages: Wo, gate/up, down, q/k/v");
 static_assert(RMS_VEC_THREADS == MG_VT && MG_CW * 32 * 2 == MG_VT, "the norm plays 1024 threads with 512");
@@ -303,7 +315,8 @@ static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg,
         if (__any_sync(0xffffffffu, go)) {
             spins = 0;
         } else {
-            __nanosleep(64);
+            if (p.nap)
+                __nanosleep(p.nap);
             if (++spins > MG_SPIN_MAX)
                 __trap();
         }
@@ -316,6 +329,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     __shared__ uint64_t full[MG_CW * MG_S], empty[MG_CW * MG_S];
     __shared__ double red[32];
     int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+    mg_stamp(p, MG_TR_ENTRY);
     cuda_pdl_trigger();   /* the attention after it may be placed; it waits for the end */
     if (threadIdx.x == 0) {
         for (int i = 0; i < MG_CW * MG_S; i++) {
@@ -335,6 +349,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     uint8_t *xs = mg_smem + MG_RING;
     unsigned seq = 0;
     cuda_pdl_wait();
+    mg_stamp(p, MG_TR_WAIT);
 #pragma unroll
     for (int st = 0; st < MG_STAGES; st++) {
         if (st == MG_WO) {
@@ -349,6 +364,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             mg_grid_bar(p.bar + 128);
             mg_norm_run(p.norm[1], xs, red);
         }
+        mg_stamp(p, MG_TR_STAGE + 2 * st);
 #pragma unroll
         for (int j = 0; j < MG_JOBS; j++) {
             if (j >= p.n_jobs)
@@ -361,6 +377,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
                 mg_job_run<v5_q4k_t16>(p.job[j], xs, w, lane, rg, seq);
         }
         mg_sync();   /* xs is rewritten by the next stage */
+        mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
     }
 }
 
@@ -447,6 +464,9 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     if (!mg_plan(c, a, p, part, cnt, &po, &co))
         return false;
     p.bar = cnt + co;
+    p.nap = (unsigned)c->mg_nap;
+    if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
+        p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
     for (int j = 0; j < p.n_jobs; j++)
         if (p.stage[j] == MG_GU)
@@ -466,4 +486,60 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)c->n_sm), dim3(MG_NT), MG_SMEM, attr, c->pdl_all);
     cfg.numAttrs = c->pdl_all ? 1 : 0;   /* no carveout below the whole shared memory: the ring needs it */
     return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, mega_kernel, p));
+}
+
+/* ---- the trace (GLIM_CUDA_MEGA_TRACE=1, diagnosis): per span launched since graph_begin (the last
+ * replay's, in graphs), per CTA the stamps of mg_stamp; printed at backend_destroy ---- */
+bool cuda_mega_trace_init(struct cuda_ctx *c)
+{
+    return !CUDA_TRY(c, cudaMalloc(&c->mg_trace, (size_t)MG_TRACE_CAP * c->n_sm * MG_TR * sizeof(unsigned long long)));
+}
+
+static int mg_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Over the traced spans, us: each phase's median over CTAs and spans (from the previous stamp of the
+ * same CTA), and when the first and the last CTA reached each stamp (from the first CTA's entry) */
+void cuda_mega_trace_dump(struct cuda_ctx *c)
+{
+    int n = c->mg_trace_n < MG_TRACE_CAP ? c->mg_trace_n : MG_TRACE_CAP, per = c->n_sm * MG_TR;
+    if (!c->mg_trace || n < 1)
+        return;
+    unsigned long long *h = (unsigned long long *)malloc((size_t)n * per * sizeof *h);
+    double *d = (double *)malloc((size_t)n * c->n_sm * sizeof *d), *f = (double *)malloc((size_t)n * sizeof *f),
+           *l = (double *)malloc((size_t)n * sizeof *l);
+    if (!h || !d || !f || !l || cudaMemcpy(h, c->mg_trace, (size_t)n * per * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        free(h), free(d), free(f), free(l);
+        return;
+    }
+    static const char *what[MG_TR] = {"entry", "PDL wait done", "Wo input copied", "Wo done", "barrier + norm",
+                                      "gate/up done", "barrier + GLU copy", "down done", "barrier + norm",
+                                      "q/k/v done"};
+    fprintf(stderr, "mega trace: %d spans, %d CTAs | phase p50 (us, from the CTA's stamp before) | first CTA, "
+                    "last CTA (us from the first entry, medians over spans)\n", n, c->n_sm);
+    for (int k = 0; k < MG_TR; k++) {
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            const unsigned long long *r = h + (size_t)i * per;
+            unsigned long long t0 = ~0ull, lo = ~0ull, hi = 0;
+            for (int b = 0; b < c->n_sm; b++) {
+                const unsigned long long *q = r + (size_t)b * MG_TR;
+                t0 = q[0] < t0 ? q[0] : t0;
+                lo = q[k] < lo ? q[k] : lo;
+                hi = q[k] > hi ? q[k] : hi;
+                if (k)
+                    d[m++] = ((double)q[k] - (double)q[k - 1]) / 1e3;
+            }
+            f[i] = ((double)lo - (double)t0) / 1e3, l[i] = ((double)hi - (double)t0) / 1e3;
+        }
+        qsort(f, (size_t)n, sizeof *f, mg_cmp);
+        qsort(l, (size_t)n, sizeof *l, mg_cmp);
+        if (m)
+            qsort(d, (size_t)m, sizeof *d, mg_cmp);
+        fprintf(stderr, "mega trace: %-20s %8.2f | %8.2f %8.2f\n", what[k], m ? d[m / 2] : 0.0, f[n / 2], l[n / 2]);
+    }
+    free(h), free(d), free(f), free(l);
 }

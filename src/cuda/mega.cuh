@@ -14,6 +14,8 @@
 #define MG_JOBS 8        /* v5 jobs a span: Wo, gate/up, down, q/k/v/gate, each one or two kinds */
 #define MG_KMAX 20480    /* the longest activation a job reads (shared memory holds one copy) */
 
+#define MG_TRACE_CAP 64   /* spans traced (GLIM_CUDA_MEGA_TRACE=1) */
+
 enum { MG_WO, MG_GU, MG_DOWN, MG_QKV, MG_STAGES };
 
 /* A layer's tail and the next layer's head, one decode row:
@@ -40,5 +42,10 @@ bool cuda_mega_ok(struct cuda_ctx *c, const struct cuda_mega_args *a);
 void cuda_mega_wo(struct cuda_ctx *c, const struct cuda_mega_args *a);
 /* launch it; false: nothing launched (not ok, or its scratch could not be had: recorded) */
 bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a);
+
+/* GLIM_CUDA_MEGA_TRACE=1 (diagnosis): the device buffer, made at creation (false: recorded), and
+ * the medians printed at backend_destroy */
+bool cuda_mega_trace_init(struct cuda_ctx *c);
+void cuda_mega_trace_dump(struct cuda_ctx *c);
 
 #endif
