@@ -264,11 +264,24 @@ static __device__ __forceinline__ bool mg_bar_test(uint64_t *bar, unsigned parit
     return done != 0;
 }
 
-/* loader lane i's place: job j, unit x of its range [x, b) (j == n_jobs: done) */
+/* Loader lane i's place: job j (j == n_jobs: done), unit x of its range [x, b), x's record at src,
+ * and the units from x to the end of x's part (a part's records are contiguous, tile-major): the
+ * next record is src + rec until then, so a record costs no division (one per part instead: with a
+ * 64-bit division per record the loader could not keep up) */
 struct mg_cursor {
-    int     j;
-    int64_t x, b;
+    int            j;
+    unsigned       rec;
+    int64_t        x, b, seg;
+    const uint8_t *src;
 };
+
+static __device__ void mg_locate(const v5_job &job, mg_cursor &c)
+{
+    int64_t tile = c.x / job.n_sb;
+    v5_part P = v5_pick(job, tile);
+    c.src = P.p + (c.x - P.tile0 * job.n_sb) * c.rec;
+    c.seg = (P.tile0 + (P.n + 15) / 16) * job.n_sb - c.x;
+}
 
 /* the first unit at or after job j that warp w has */
 static __device__ void mg_seek(const mg_params &p, int64_t w, mg_cursor &c)
@@ -277,42 +290,44 @@ static __device__ void mg_seek(const mg_params &p, int64_t w, mg_cursor &c)
         const v5_job &job = p.job[c.j];
         int64_t units = v5_units(job);
         c.x = v5_split_lo(w, units, job.n_warps), c.b = v5_split_lo(w + 1, units, job.n_warps);
-        if (c.x < c.b)
+        if (c.x < c.b) {
+            c.rec = p.kind[c.j] ? CUDA_T16_Q6K_BYTES : CUDA_T16_Q4K_BYTES;
+            mg_locate(job, c);
             return;
+        }
     }
 }
 
 /* Loader lanes 0..MG_CW-1: consumer warp i's records of every job, in its order, each as soon as
  * its slot is free. The lanes stay converged (a test, not a wait, per slot: a lane spinning on its
- * own barrier would hold the others), and the warp naps when none could issue. */
+ * own barrier would hold the others); each fills every free slot it has, and the warp naps
+ * (mg_params.nap) when none could issue. */
 static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg, bool active)
 {
-    mg_cursor c = {active ? 0 : p.n_jobs, 0, 0};
+    mg_cursor c = {active ? 0 : p.n_jobs, 0, 0, 0, 0, NULL};
     mg_seek(p, w, c);
     unsigned seq = 0;
     for (unsigned spins = 0;;) {
-        bool more = c.j < p.n_jobs, go = false;
-        if (!__any_sync(0xffffffffu, more))
+        if (!__any_sync(0xffffffffu, c.j < p.n_jobs))
             break;
-        if (more) {
+        bool went = false;
+        for (int k = 0; k < MG_S && c.j < p.n_jobs; k++) {
             unsigned slot = seq % MG_S;
-            go = seq < MG_S || mg_bar_test(&rg.empty[slot], (seq / MG_S - 1) & 1);
-            if (go) {
-                const v5_job &job = p.job[c.j];
-                unsigned rec = p.kind[c.j] ? CUDA_T16_Q6K_BYTES : CUDA_T16_Q4K_BYTES;
-                int64_t tile = c.x / job.n_sb;
-                v5_part P = v5_pick(job, tile);
-                const uint8_t *src = P.p + ((tile - P.tile0) * job.n_sb + (c.x - tile * job.n_sb)) * rec;
-                bar_expect(&rg.full[slot], rec);
-                bulk_copy(rg.slot + (size_t)slot * MG_SLOT, src, rec, &rg.full[slot]);
-                seq++;
-                if (++c.x == c.b) {
-                    c.j++;
-                    mg_seek(p, w, c);
-                }
+            if (seq >= MG_S && !mg_bar_test(&rg.empty[slot], (seq / MG_S - 1) & 1))
+                break;
+            bar_expect(&rg.full[slot], c.rec);
+            bulk_copy(rg.slot + (size_t)slot * MG_SLOT, c.src, c.rec, &rg.full[slot]);
+            seq++, went = true;
+            if (++c.x == c.b) {
+                c.j++;
+                mg_seek(p, w, c);
+            } else if (--c.seg == 0) {
+                mg_locate(p.job[c.j], c);
+            } else {
+                c.src += c.rec;
             }
         }
-        if (__any_sync(0xffffffffu, go)) {
+        if (__any_sync(0xffffffffu, went)) {
             spins = 0;
         } else {
             if (p.nap)
