@@ -219,7 +219,7 @@ struct mg_ring {
 /* consumer warp w's units of a job, each record taken from its ring as the loader put it there
  * (seq: the warp's records so far); v5_run's sums and store */
 template <class K>
-static __device__ void mg_job_run(const v5_job &job, const uint8_t *xs, int64_t w, int lane, const mg_ring &rg,
+static __device__ __forceinline__ void mg_job_run(const v5_job &job, const uint8_t *xs, int64_t w, int lane, const mg_ring &rg,
                                   unsigned &seq)
 {
     int g = lane >> 2, t = lane & 3;
