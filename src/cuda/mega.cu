@@ -251,19 +251,6 @@ static __device__ __forceinline__ void mg_job_run(const v5_job &job, const uint8
     }
 }
 
-/* one try, no suspension: has the phase of this parity completed? */
-static __device__ __forceinline__ bool mg_bar_test(uint64_t *bar, unsigned parity)
-{
-    unsigned done = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_u32(bar)), "r"(parity)
-                 : "memory");
-#endif
-    return done != 0;
-}
-
 /* Loader lane i's place: job j (j == n_jobs: done), unit x of its range [x, b), x's record at src,
  * and the units from x to the end of x's part (a part's records are contiguous, tile-major): the
  * next record is src + rec until then, so a record costs no division (one per part instead: with a
@@ -313,7 +300,7 @@ static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg,
         bool went = false;
         for (int k = 0; k < MG_S && c.j < p.n_jobs; k++) {
             unsigned slot = seq % MG_S;
-            if (seq >= MG_S && !mg_bar_test(&rg.empty[slot], (seq / MG_S - 1) & 1))
+            if (seq >= MG_S && !bar_try<false>(&rg.empty[slot], (seq / MG_S - 1) & 1))
                 break;
             bar_expect(&rg.full[slot], c.rec);
             bulk_copy(rg.slot + (size_t)slot * MG_SLOT, c.src, c.rec, &rg.full[slot]);
