@@ -2280,6 +2280,18 @@ static void test_attn_short(void)
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
 }
 
+/* end the open capture, replay the graph once and free it (each step checked) */
+static void graph_end_replay(void)
+{
+    struct glim_err err = {0};
+    void *graph = NULL;
+    CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
+    CHECK(graph != NULL);
+    if (graph)
+        CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
+    be->i->graph_free(be, graph);
+}
+
 /* add_rmsnorm_attn (a layer's residual, the next attention norm, q/k/v/gate in 16-row tiles and
  * attn_prep) against add_rmsnorm then matmul_attn_prep on the same inputs, each followed by
  * attention and an op that reads the gate (the side stream's join): x, h, o, q, k, v, the gate,
@@ -2336,7 +2348,6 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]};
         const struct be_weight *wo = weights ? &dwo : NULL, *wh = weights ? &dwh : NULL;
         struct be_res_norm r = {dx, dh, dov, wo, wh, 1e-8f, 1e-6f, (int)n};
-        void *graph = NULL;
         if (pass == 1)
             CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
         CHECK_EQ(backend_cuda_rope_table(be, cs, dpos, T, D, 10000.0f), 0);
@@ -2350,11 +2361,7 @@ static void check_norm_qkv(uint32_t vtype, int H, int Hkv, int D, int64_t n, int
         be->i->attention(be, &aa);
         be->i->mul_sigmoid(be, ys[4], ys[3], rows[0] * T);   /* reads the gate: joins */
         if (pass == 1) {
-            CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
-            CHECK(graph != NULL);
-            if (graph)
-                CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
-            be->i->graph_free(be, graph);
+            graph_end_replay();
         }
         yb[5] = yb[6] = cb, yb[7] = yb[8] = yb[9] = nb;
         void *src[10] = {ys[0], ys[1], ys[2], ys[3], ys[4], dkc, dvc, dx, dh, dov};
@@ -2464,7 +2471,6 @@ static void check_mega(uint32_t vtype, uint32_t dtype, int H, int Hkv, int D, in
         const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]}, *wf[3] = {&df[0], &df[1], &df[2]};
         struct be_res_norm r1 = {dx, dh, dov, &dn[0], &dn[1], 1e-8f, 1e-6f, (int)n};
         struct be_res_norm r2 = {dx, dh, dov, &dn[2], &dn[3], 1e-8f, 1e-6f, (int)n};
-        void *graph = NULL;
         for (int rep = 0; rep < (pass == 2 ? 2 : 1); rep++) {   /* the graph: once eagerly (scratch sizes), then captured */
             if (rep == 1) {
                 CHECK_EQ(be->i->upload(be, dx, x, nb, &err), GLIM_OK);
@@ -2479,11 +2485,7 @@ static void check_mega(uint32_t vtype, uint32_t dtype, int H, int Hkv, int D, in
             be->i->attention(be, &aa);
             be->i->mul_sigmoid(be, ys[4], ys[3], qd);   /* reads the gate */
             if (rep == 1) {
-                CHECK_EQ(be->i->graph_end(be, &graph, &err), GLIM_OK);
-                CHECK(graph != NULL);
-                if (graph)
-                    CHECK_EQ(be->i->graph_launch(be, graph, &err), GLIM_OK);
-                be->i->graph_free(be, graph);
+                graph_end_replay();
             }
         }
         yb[5] = yb[6] = cb, yb[7] = nb;
