@@ -216,42 +216,7 @@ struct mg_ring {
     uint64_t *full, *empty;    /* MG_S each */
 };
 
-/* consumer warp w's units of a job, each record taken from its ring as the loader put it there
- * (seq: the warp's records so far); v5_run's sums and store */
-template <class K>
-static __device__ __forceinline__ void mg_job_run(const v5_job &job, const uint8_t *xs, int64_t w, int lane, const mg_ring &rg,
-                                  unsigned &seq)
-{
-    int g = lane >> 2, t = lane & 3;
-    int64_t units = v5_units(job), n_sb = job.n_sb;
-    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    const int8_t *xq = (const int8_t *)xs;
-    const float2 *xd = (const float2 *)(xs + n_sb * 256);
-#pragma unroll 1
-    for (int64_t x = a; x < b;) {
-        int64_t tile = x / n_sb, tend = (tile + 1) * n_sb, e = tend < b ? tend : b;
-        v5_part P = v5_pick(job, tile);
-        int64_t r0 = (tile - P.tile0) * 16;
-        float acc_g = 0.0f, acc_g8 = 0.0f;
-#pragma unroll 1
-        for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
-            unsigned slot = seq % MG_S;
-            mg_bar_wait(&rg.full[slot], (seq / MG_S) & 1);
-            v5_part R = {rg.slot + (size_t)slot * MG_SLOT, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
-            typename K::raw raw;
-            K::fetch(R, g, g + 8, 1, 0, t, raw);
-            __syncwarp();
-            if (lane == 0)
-                bar_arrive(&rg.empty[slot]);
-            K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8);
-        }
-        int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
-        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
-        x = e;
-    }
-}
-
-/* Loader lane i's place: job j (j == n_jobs: done), unit x of its range [x, b), x's record at src,
+/* The place of the next record a ring is to get: job j (j == n_jobs: done), unit x of its range [x, b), x's record at src,
  * and the units from x to the end of x's part (a part's records are contiguous, tile-major): the
  * next record is src + rec until then, so a record costs no division (one per part instead: with a
  * 64-bit division per record the loader could not keep up) */
@@ -285,6 +250,81 @@ static __device__ void mg_seek(const mg_params &p, int64_t w, mg_cursor &c)
     }
 }
 
+/* the cursor one record on */
+static __device__ __forceinline__ void mg_advance(const mg_params &p, int64_t w, mg_cursor &c)
+{
+    if (++c.x == c.b) {
+        c.j++;
+        mg_seek(p, w, c);
+    } else if (--c.seg == 0) {
+        mg_locate(p.job[c.j], c);
+    } else {
+        c.src += c.rec;
+    }
+}
+
+/* the cursor's record into the slot (one thread) */
+static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned slot, const mg_cursor &c)
+{
+    bar_expect(&rg.full[slot], c.rec);
+    bulk_copy(rg.slot + (size_t)slot * MG_SLOT, c.src, c.rec, &rg.full[slot]);
+}
+
+/* a self-fed warp (all lanes; the cursor is warp-uniform): its next record, if any, into the slot
+ * just freed (record r goes to slot r % MG_S, freed by record r - MG_S) */
+static __device__ __forceinline__ void mg_refill(const mg_params &p, int64_t w, const mg_ring &rg, unsigned slot,
+                                                 mg_cursor &c, int lane)
+{
+    if (c.j < p.n_jobs) {
+        if (lane == 0)
+            mg_issue(rg, slot, c);
+        mg_advance(p, w, c);
+    }
+}
+
+/* consumer warp w's units of a job, each record taken from its ring (seq: the warp's records so
+ * far); v5_run's sums and store. The slot a record leaves is refilled: SELF, by the warp itself with
+ * its next record not yet asked for (cursor c); else by the loader warp, told on the slot's empty
+ * barrier. */
+template <class K, bool SELF>
+static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const uint8_t *xs, int64_t w,
+                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c)
+{
+    int g = lane >> 2, t = lane & 3;
+    int64_t units = v5_units(job), n_sb = job.n_sb;
+    int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    const int8_t *xq = (const int8_t *)xs;
+    const float2 *xd = (const float2 *)(xs + n_sb * 256);
+#pragma unroll 1
+    for (int64_t x = a; x < b;) {
+        int64_t tile = x / n_sb, tend = (tile + 1) * n_sb, e = tend < b ? tend : b;
+        v5_part P = v5_pick(job, tile);
+        int64_t r0 = (tile - P.tile0) * 16;
+        float acc_g = 0.0f, acc_g8 = 0.0f;
+#pragma unroll 1
+        for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
+            unsigned slot = seq % MG_S;
+            mg_bar_wait(&rg.full[slot], (seq / MG_S) & 1);
+            v5_part R = {rg.slot + (size_t)slot * MG_SLOT, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
+            typename K::raw raw;
+            K::fetch(R, g, g + 8, 1, 0, t, raw);
+            if (SELF) {
+                fence_proxy_async_smem();   /* the slot's reads before the copy that overwrites it */
+                __syncwarp();
+                mg_refill(p, w, rg, slot, c, lane);
+            } else {
+                __syncwarp();
+                if (lane == 0)
+                    bar_arrive(&rg.empty[slot]);
+            }
+            K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8);
+        }
+        int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        x = e;
+    }
+}
+
 /* Loader lanes 0..MG_CW-1: consumer warp i's records of every job, in its order, each as soon as
  * its slot is free. The lanes stay converged (a test, not a wait, per slot: a lane spinning on its
  * own barrier would hold the others); each fills every free slot it has, and the warp naps
@@ -302,17 +342,9 @@ static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg,
             unsigned slot = seq % MG_S;
             if (seq >= MG_S && !bar_try<false>(&rg.empty[slot], (seq / MG_S - 1) & 1))
                 break;
-            bar_expect(&rg.full[slot], c.rec);
-            bulk_copy(rg.slot + (size_t)slot * MG_SLOT, c.src, c.rec, &rg.full[slot]);
+            mg_issue(rg, slot, c);
+            mg_advance(p, w, c);
             seq++, went = true;
-            if (++c.x == c.b) {
-                c.j++;
-                mg_seek(p, w, c);
-            } else if (--c.seg == 0) {
-                mg_locate(p.job[c.j], c);
-            } else {
-                c.src += c.rec;
-            }
         }
         if (__any_sync(0xffffffffu, went)) {
             spins = 0;
@@ -325,10 +357,13 @@ static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg,
     }
 }
 
-static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p)
+/* The span. SELF: each consumer warp feeds its own ring (MG_CW warps); else the loader warp does
+ * (GLIM_CUDA_MEGA=2, MG_CW + 1 warps) */
+template <bool SELF>
+static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kernel(const mg_params p)
 {
     extern __shared__ __align__(128) uint8_t mg_smem[];
-    __shared__ uint64_t full[MG_CW * MG_S], empty[MG_CW * MG_S];
+    __shared__ uint64_t full[MG_CW * MG_S], empty[SELF ? 1 : MG_CW * MG_S];
     __shared__ double red[32];
     int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     mg_stamp(p, MG_TR_ENTRY);
@@ -336,15 +371,21 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     if (threadIdx.x == 0) {
         for (int i = 0; i < MG_CW * MG_S; i++) {
             bar_init(&full[i], 1);
-            bar_init(&empty[i], 1);
+            if (!SELF)
+                bar_init(&empty[i], 1);
         }
         bar_init_fence();
     }
     __syncthreads();
     int rw = warp == MG_CW ? lane : warp;   /* the ring this thread fills or drains */
-    mg_ring rg = {mg_smem + (size_t)rw * MG_S * MG_SLOT, full + rw * MG_S, empty + rw * MG_S};
+    mg_ring rg = {mg_smem + (size_t)rw * MG_S * MG_SLOT, full + rw * MG_S, SELF ? NULL : empty + rw * MG_S};
     int64_t w = (int64_t)blockIdx.x * MG_CW + rw;
-    if (warp == MG_CW) {   /* the loader: weights only, no wait for the kernels before */
+    mg_cursor c = {SELF ? 0 : p.n_jobs, 0, 0, 0, 0, NULL};
+    if (SELF) {   /* the first records: weights only, no wait for the kernels before */
+        mg_seek(p, w, c);
+        for (unsigned slot = 0; slot < MG_S; slot++)
+            mg_refill(p, w, rg, slot, c, lane);
+    } else if (warp == MG_CW) {   /* the loader */
         mg_load(p, w, rg, lane < MG_CW);
         return;
     }
@@ -374,9 +415,9 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             if (p.stage[j] != st)
                 continue;
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16>(p.job[j], xs, w, lane, rg, seq);
+                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c);
             else
-                mg_job_run<v5_q4k_t16>(p.job[j], xs, w, lane, rg, seq);
+                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c);
         }
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
@@ -452,7 +493,7 @@ void cuda_mega_wo(struct cuda_ctx *c, const struct cuda_mega_args *a)
 
 bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
 {
-    static bool attr_set = false;
+    static bool attr_set[2] = {false, false};
     mg_params p;
     size_t po, co;
     if (!cuda_mega_ok(c, a) || !mg_plan(c, a, p, NULL, NULL, &po, &co))
@@ -479,15 +520,18 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
                               r[i]->w_h ? (const float *)r[i]->w_h->dev : NULL, i ? r[i]->x : x2,
                               r[i]->eps_o, r[i]->eps_h, r[i]->n};
     }
-    if (!attr_set) {
-        if (CUDA_TRY(c, cudaFuncSetAttribute(mega_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)))
+    bool self = !c->mg_loader;
+    auto *kern = self ? mega_kernel<true> : mega_kernel<false>;
+    if (!attr_set[self]) {
+        if (CUDA_TRY(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)))
             return false;
-        attr_set = true;
+        attr_set[self] = true;
     }
     cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)c->n_sm), dim3(MG_NT), MG_SMEM, attr, c->pdl_all);
+    cudaLaunchConfig_t cfg =
+        cuda_launch_cfg_pdl(c, dim3((unsigned)c->n_sm), dim3(self ? MG_CW * 32 : MG_NT), MG_SMEM, attr, c->pdl_all);
     cfg.numAttrs = c->pdl_all ? 1 : 0;   /* no carveout below the whole shared memory: the ring needs it */
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, mega_kernel, p));
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, kern, p));
 }
 
 /* ---- the trace (GLIM_CUDA_MEGA_TRACE=1, diagnosis): per span launched since graph_begin (the last
