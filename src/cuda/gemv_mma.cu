@@ -34,6 +34,7 @@
  * order): tests compare with a tolerance and require two runs to agree bit for bit.
  */
 #include "gemv_slots.cuh"
+#include "tma.cuh"
 
 #include <stdlib.h>
 
@@ -205,7 +206,7 @@ static __device__ __forceinline__ void v5_l2pf(const v5_job &job, int64_t w, int
         return;
     int bytes = kb ? KB::REC : KA::REC;
     const uint8_t *r = P.p + ((tile - P.tile0) * job.n_sb + x - tile * job.n_sb) * bytes;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(r), "r"(bytes) : "memory");
+    bulk_prefetch_l2(r, (unsigned)bytes);
 #endif
 }
 

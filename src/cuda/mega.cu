@@ -78,6 +78,7 @@ struct mg_params {
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
     unsigned      nap;              /* ns the loader sleeps when no lane could issue (0: it spins) */
+    int           l2pf;             /* self-fed: records a warp asks L2 for beyond its ring (GLIM_CUDA_MEGA_L2PF) */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
 
@@ -271,7 +272,7 @@ static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned slot
     bulk_copy(rg.slot + (size_t)slot * MG_SLOT, c.src, c.rec, &rg.full[slot]);
 }
 
-/* a self-fed warp (all lanes; the cursor is warp-uniform): its next record, if any, into the slot
+/* a self-fed warp (all lanes; the cursors are warp-uniform): its next record, if any, into the slot
  * just freed (record r goes to slot r % MG_S, freed by record r - MG_S) */
 static __device__ __forceinline__ void mg_refill(const mg_params &p, int64_t w, const mg_ring &rg, unsigned slot,
                                                  mg_cursor &c, int lane)
@@ -283,13 +284,24 @@ static __device__ __forceinline__ void mg_refill(const mg_params &p, int64_t w, 
     }
 }
 
+/* ... and the record p.l2pf after the ring's last asked of L2 (cursor pf), so that bytes keep coming
+ * from the HBM while the warp waits at a barrier with its ring full */
+static __device__ __forceinline__ void mg_l2_ahead(const mg_params &p, int64_t w, mg_cursor &pf, int lane)
+{
+    if (pf.j < p.n_jobs) {
+        if (lane == 0)
+            bulk_prefetch_l2(pf.src, pf.rec);
+        mg_advance(p, w, pf);
+    }
+}
+
 /* consumer warp w's units of a job, each record taken from its ring (seq: the warp's records so
  * far); v5_run's sums and store. The slot a record leaves is refilled: SELF, by the warp itself with
  * its next record not yet asked for (cursor c); else by the loader warp, told on the slot's empty
  * barrier. */
 template <class K, bool SELF>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const uint8_t *xs, int64_t w,
-                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c)
+                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c, mg_cursor &pf)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
@@ -313,6 +325,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
                 fence_proxy_async_smem();   /* the slot's reads before the copy that overwrites it */
                 __syncwarp();
                 mg_refill(p, w, rg, slot, c, lane);
+                mg_l2_ahead(p, w, pf, lane);
             } else {
                 __syncwarp();
                 if (lane == 0)
@@ -381,11 +394,16 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
     int rw = warp == MG_CW ? lane : warp;   /* the ring this thread fills or drains */
     mg_ring rg = {mg_smem + (size_t)rw * MG_S * MG_SLOT, full + rw * MG_S, SELF ? NULL : empty + rw * MG_S};
     int64_t w = (int64_t)blockIdx.x * MG_CW + rw;
-    mg_cursor c = {SELF ? 0 : p.n_jobs, 0, 0, 0, 0, NULL};
+    mg_cursor c = {SELF ? 0 : p.n_jobs, 0, 0, 0, 0, NULL}, pf;
     if (SELF) {   /* the first records: weights only, no wait for the kernels before */
         mg_seek(p, w, c);
         for (unsigned slot = 0; slot < MG_S; slot++)
             mg_refill(p, w, rg, slot, c, lane);
+        pf = c;
+        if (!p.l2pf)
+            pf.j = p.n_jobs;
+        for (int i = 0; i < p.l2pf; i++)
+            mg_l2_ahead(p, w, pf, lane);
     } else if (warp == MG_CW) {   /* the loader */
         mg_load(p, w, rg, lane < MG_CW);
         return;
@@ -416,9 +434,9 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
             if (p.stage[j] != st)
                 continue;
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c);
+                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, pf);
             else
-                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c);
+                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, pf);
         }
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
@@ -509,6 +527,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
         return false;
     p.bar = cnt + co;
     p.nap = (unsigned)c->mg_nap;
+    p.l2pf = c->mg_l2pf;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;

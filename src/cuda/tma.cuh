@@ -48,6 +48,14 @@ static __device__ __forceinline__ void bulk_copy(uint8_t *dst, const void *src, 
 #endif
 }
 
+/* ask L2 for bytes (a multiple of 16) at src: a hint, nothing completes or waits */
+static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
 /* one arrival (no transaction bytes): a consumer done with a ring page */
 static __device__ __forceinline__ void bar_arrive(uint64_t *bar)
 {
