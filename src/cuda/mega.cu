@@ -51,9 +51,11 @@
 #include "gemv_mma_job.cuh"
 
 #define MG_NT ((MG_CW + 1) * 32)
-#define MG_S 3                                    /* ring slots a consumer warp */
-#define MG_SLOT CUDA_T16_Q6K_BYTES                /* the larger record */
-#define MG_RING ((size_t)MG_CW * MG_S * MG_SLOT)
+#define MG_RB 12800                               /* a consumer warp's ring, bytes */
+#define MG_NB (MG_RB / CUDA_T16_Q4K_BYTES)        /* records a ring holds at most (5) */
+#define MG_S 3                                    /* the loader's form: ring slots a warp ... */
+#define MG_SLOT CUDA_T16_Q6K_BYTES                /* ... each of the larger record */
+#define MG_RING ((size_t)MG_CW * MG_RB)
 #define MG_XS ((size_t)MG_KMAX + MG_KMAX / 32 * 8)   /* an activation copy: k int8, k / 32 float2 */
 #define MG_SMEM (MG_RING + MG_XS)
 #define MG_VT 1024                                /* the threads add_rmsnorm_vec_kernel has (RMS_VEC_THREADS) */
@@ -78,7 +80,7 @@ struct mg_params {
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
     unsigned      nap;              /* ns the loader sleeps when no lane could issue (0: it spins) */
-    int           l2pf;             /* self-fed: records a warp asks L2 for beyond its ring (GLIM_CUDA_MEGA_L2PF) */
+    int           fence;            /* GLIM_CUDA_MEGA_FENCE=1 (diagnosis): no record asked for before its stage */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
 
@@ -212,11 +214,17 @@ static __device__ void mg_norm_run(const mg_norm &m, uint8_t *xs, double *red)
     mg_sync();
 }
 
-/* a consumer warp's ring */
+/* a consumer warp's ring: MG_RB bytes; self-fed, the records lie one after the other as they fit
+ * (a record that would pass the end goes to 0), record r's copy completing on full[r % MG_NB] and
+ * its offset in off[r % MG_NB]; the loader's form, MG_S slots of MG_SLOT bytes, full and empty
+ * barriers each */
 struct mg_ring {
-    uint8_t  *slot;            /* MG_S slots of MG_SLOT bytes */
-    uint64_t *full, *empty;    /* MG_S each */
+    uint8_t        *slot;
+    uint64_t       *full, *empty;
+    unsigned short *off;
 };
+
+static_assert(MG_S * MG_SLOT <= MG_RB && MG_S <= MG_NB, "the loader's slots lie in the ring");
 
 /* The place of the next record a ring is to get: job j (j == n_jobs: done), unit x of its range [x, b), x's record at src,
  * and the units from x to the end of x's part (a part's records are contiguous, tile-major): the
@@ -265,43 +273,62 @@ static __device__ __forceinline__ void mg_advance(const mg_params &p, int64_t w,
     }
 }
 
-/* the cursor's record into the slot (one thread) */
-static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned slot, const mg_cursor &c)
+/* the cursor's record to ring offset off, completing on barrier b (one thread) */
+static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned b, unsigned off, const mg_cursor &c)
 {
-    bar_expect(&rg.full[slot], c.rec);
-    bulk_copy(rg.slot + (size_t)slot * MG_SLOT, c.src, c.rec, &rg.full[slot]);
+    bar_expect(&rg.full[b], c.rec);
+    bulk_copy(rg.slot + off, c.src, c.rec, &rg.full[b]);
 }
 
-/* a self-fed warp (all lanes; the cursors are warp-uniform): its next record, if any, into the slot
- * just freed (record r goes to slot r % MG_S, freed by record r - MG_S) */
-static __device__ __forceinline__ void mg_refill(const mg_params &p, int64_t w, const mg_ring &rg, unsigned slot,
-                                                 mg_cursor &c, int lane)
+/* A self-fed ring's state (warp-uniform): records asked for so far, where the newest ends, and
+ * where the oldest not yet read begins (seq, the records read, is the caller's) */
+struct mg_fill {
+    unsigned issued, w_off, r_off;
+    int      st;   /* GLIM_CUDA_MEGA_FENCE=1: records of stages up to st only */
+};
+
+/* where a record of rec bytes goes next (false: no room until more are read). Records lie in
+ * order, each right after the one before or, if it would pass the end, at 0; the bytes in use run
+ * from r_off to w_off, wrapping past the end when w_off <= r_off. */
+static __device__ __forceinline__ bool mg_room(const mg_fill &f, unsigned out, unsigned rec, unsigned &off)
 {
-    if (c.j < p.n_jobs) {
-        if (lane == 0)
-            mg_issue(rg, slot, c);
+    off = f.w_off + rec <= MG_RB ? f.w_off : 0;
+    if (out == 0)
+        return true;
+    if (out >= MG_NB)
+        return false;
+    if (f.r_off < f.w_off)   /* [r_off, w_off) in use: room after it, or before r_off */
+        return off == f.w_off || rec <= f.r_off;
+    return off == f.w_off && f.w_off + rec <= f.r_off;   /* wrapped: room between w_off and r_off */
+}
+
+/* a self-fed warp (all lanes): ask for its next records while they fit */
+static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
+                                                    mg_fill &f, unsigned seq, int lane)
+{
+    unsigned off;
+    while (c.j < p.n_jobs && (!p.fence || p.stage[c.j] <= f.st) && mg_room(f, f.issued - seq, c.rec, off)) {
+        unsigned b = f.issued % MG_NB;
+        if (lane == 0) {
+            rg.off[b] = (unsigned short)off;
+            mg_issue(rg, b, off, c);
+        }
+        if (f.issued == seq)
+            f.r_off = off;   /* the ring was empty: this is the oldest */
+        f.w_off = off + c.rec;
+        f.issued++;
         mg_advance(p, w, c);
     }
-}
-
-/* ... and the record p.l2pf after the ring's last asked of L2 (cursor pf), so that bytes keep coming
- * from the HBM while the warp waits at a barrier with its ring full */
-static __device__ __forceinline__ void mg_l2_ahead(const mg_params &p, int64_t w, mg_cursor &pf, int lane)
-{
-    if (pf.j < p.n_jobs) {
-        if (lane == 0)
-            bulk_prefetch_l2(pf.src, pf.rec);
-        mg_advance(p, w, pf);
-    }
+    __syncwarp();   /* off[] as lane 0 wrote it */
 }
 
 /* consumer warp w's units of a job, each record taken from its ring (seq: the warp's records so
- * far); v5_run's sums and store. The slot a record leaves is refilled: SELF, by the warp itself with
- * its next record not yet asked for (cursor c); else by the loader warp, told on the slot's empty
+ * far); v5_run's sums and store. SELF: once a record is used, the warp asks for its next records
+ * (cursor c) into the bytes it freed; else the loader warp refills the slot, told on its empty
  * barrier. */
 template <class K, bool SELF>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const uint8_t *xs, int64_t w,
-                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c, mg_cursor &pf)
+                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c, mg_fill &f)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
@@ -316,22 +343,24 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
         float acc_g = 0.0f, acc_g8 = 0.0f;
 #pragma unroll 1
         for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
-            unsigned slot = seq % MG_S;
-            mg_bar_wait(&rg.full[slot], (seq / MG_S) & 1);
-            v5_part R = {rg.slot + (size_t)slot * MG_SLOT, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
+            unsigned slot = SELF ? seq % MG_NB : seq % MG_S;
+            mg_bar_wait(&rg.full[slot], (SELF ? seq / MG_NB : seq / MG_S) & 1);
+            v5_part R = {rg.slot + (SELF ? f.r_off : slot * MG_SLOT), NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
             typename K::raw raw;
             K::fetch(R, g, g + 8, 1, 0, t, raw);
-            if (SELF) {
-                fence_proxy_async_smem();   /* the slot's reads before the copy that overwrites it */
-                __syncwarp();
-                mg_refill(p, w, rg, slot, c, lane);
-                mg_l2_ahead(p, w, pf, lane);
-            } else {
+            if (!SELF) {
                 __syncwarp();
                 if (lane == 0)
                     bar_arrive(&rg.empty[slot]);
             }
             K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8);
+            if (SELF) {
+                /* every lane has used what it read of the record: its bytes may be copied over */
+                __syncwarp();
+                if (f.issued != seq + 1)
+                    f.r_off = rg.off[(seq + 1) % MG_NB];
+                mg_fill_ring(p, w, rg, c, f, seq + 1, lane);
+            }
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
         v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
@@ -356,7 +385,7 @@ static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg,
             unsigned slot = seq % MG_S;
             if (seq >= MG_S && !bar_try<false>(&rg.empty[slot], (seq / MG_S - 1) & 1))
                 break;
-            mg_issue(rg, slot, c);
+            mg_issue(rg, slot, slot * MG_SLOT, c);
             mg_advance(p, w, c);
             seq++, went = true;
         }
@@ -377,33 +406,29 @@ template <bool SELF>
 static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kernel(const mg_params p)
 {
     extern __shared__ __align__(128) uint8_t mg_smem[];
-    __shared__ uint64_t full[MG_CW * MG_S], empty[SELF ? 1 : MG_CW * MG_S];
+    __shared__ uint64_t full[MG_CW * MG_NB], empty[SELF ? 1 : MG_CW * MG_S];
+    __shared__ unsigned short offs[SELF ? MG_CW * MG_NB : 1];
     __shared__ double red[32];
     int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     mg_stamp(p, MG_TR_ENTRY);
     cuda_pdl_trigger();   /* the attention after it may be placed; it waits for the end */
     if (threadIdx.x == 0) {
-        for (int i = 0; i < MG_CW * MG_S; i++) {
+        for (int i = 0; i < MG_CW * MG_NB; i++)
             bar_init(&full[i], 1);
-            if (!SELF)
-                bar_init(&empty[i], 1);
-        }
+        for (int i = 0; !SELF && i < MG_CW * MG_S; i++)
+            bar_init(&empty[i], 1);
         bar_init_fence();
     }
     __syncthreads();
     int rw = warp == MG_CW ? lane : warp;   /* the ring this thread fills or drains */
-    mg_ring rg = {mg_smem + (size_t)rw * MG_S * MG_SLOT, full + rw * MG_S, SELF ? NULL : empty + rw * MG_S};
+    mg_ring rg = {mg_smem + (size_t)rw * MG_RB, full + rw * MG_NB, SELF ? NULL : empty + rw * MG_S,
+                  SELF ? offs + rw * MG_NB : NULL};
     int64_t w = (int64_t)blockIdx.x * MG_CW + rw;
-    mg_cursor c = {SELF ? 0 : p.n_jobs, 0, 0, 0, 0, NULL}, pf;
+    mg_cursor c = {SELF ? 0 : p.n_jobs, 0, 0, 0, 0, NULL};
+    mg_fill f = {0, 0, 0, MG_WO};
     if (SELF) {   /* the first records: weights only, no wait for the kernels before */
         mg_seek(p, w, c);
-        for (unsigned slot = 0; slot < MG_S; slot++)
-            mg_refill(p, w, rg, slot, c, lane);
-        pf = c;
-        if (!p.l2pf)
-            pf.j = p.n_jobs;
-        for (int i = 0; i < p.l2pf; i++)
-            mg_l2_ahead(p, w, pf, lane);
+        mg_fill_ring(p, w, rg, c, f, 0, lane);
     } else if (warp == MG_CW) {   /* the loader */
         mg_load(p, w, rg, lane < MG_CW);
         return;
@@ -427,6 +452,10 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
             mg_norm_run(p.norm[1], xs, red);
         }
         mg_stamp(p, MG_TR_STAGE + 2 * st);
+        if (SELF && p.fence && st > MG_WO) {   /* diagnosis: the stage's records only now */
+            f.st = st;
+            mg_fill_ring(p, w, rg, c, f, seq, lane);
+        }
 #pragma unroll
         for (int j = 0; j < MG_JOBS; j++) {
             if (j >= p.n_jobs)
@@ -434,9 +463,9 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
             if (p.stage[j] != st)
                 continue;
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, pf);
+                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f);
             else
-                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, pf);
+                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f);
         }
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
@@ -527,7 +556,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
         return false;
     p.bar = cnt + co;
     p.nap = (unsigned)c->mg_nap;
-    p.l2pf = c->mg_l2pf;
+    p.fence = c->mg_fence;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;

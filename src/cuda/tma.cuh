@@ -85,15 +85,6 @@ static __device__ __forceinline__ bool bar_try(uint64_t *bar, unsigned parity)
     return done != 0;
 }
 
-/* this thread's generic-proxy accesses to shared memory (reads of a ring slot) ordered before the
- * async proxy's (a bulk copy that refills the slot) */
-static __device__ __forceinline__ void fence_proxy_async_smem(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-
 static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
 {
     while (!bar_try(bar, parity)) {
