@@ -10,7 +10,8 @@ set -u
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SWEEPP / TAILP (=1, or only: dev/cuda/sweep_probe.cu / tail_probe.cu first), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
 # SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
-# LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far), MTRACE (the span's stamps per env):
+# LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far), MTRACE (the span's stamps per env),
+# NCU ("env,env@kernel-regex" per run: ncu stall reasons of NCUC launches after NCUS, no graphs):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 # BD: the build folder (default build-gpu; one outside the carried snapshot, e.g. /tmp/bg, stays
@@ -88,6 +89,17 @@ done
 for e in ${MTRACE:-}; do   # MTRACE="env,env ...": the persistent span's stage stamps (GLIM_CUDA_MEGA_TRACE=1, mega.cu), one graph replay
   env GLIM_CUDA_MEGA=1 ${e//,/ } GLIM_CUDA_MEGA_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/mtrace.log 2>&1
   echo "mega trace $e:"; grep "^mega trace" /tmp/mtrace.log
+done
+for e in ${NCU:-}; do   # NCU="env,env@kernel-regex ...": ncu stall reasons and throughputs of NCUC (default 3) launches after NCUS (300), no graphs
+  k=${e#*@}; v=${e%@*}; NB=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  env ${v//,/ } timeout 240 $NB --clock-control none --kernel-name regex:"$k" --launch-skip ${NCUS:-300} --launch-count ${NCUC:-3} \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+    --section SchedulerStats --section InstructionStats \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+    $B bench -m $M --device cuda -p 0 -n 4 -r 1 --no-graph >/tmp/ncu.log 2>&1; echo "ncu $e rc=$?"
+  cp /tmp/ncu.log "$O/ncu-${e//[^A-Za-z0-9]/_}.log"
+  grep -E "mega_kernel|gemv5_kernel|Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Active Warps Per|Warp Cycles Per Issued|Executed Ipc A|stalled" /tmp/ncu.log \
+    | awk '$NF+0 >= 0.05 || $0 ~ /kernel|Duration|Throughput/' | head -${NCU_LINES:-60}
 done
 if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): kernel timeline, each kernel's exposed time (dev/cuda/timeline.py)
   CH=$(find /usr/local/cuda*/ /usr/lib/python3*/ /usr/local/lib/python3*/ -name cupti.h 2>/dev/null | head -1)

@@ -81,6 +81,7 @@ struct mg_params {
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
     unsigned      nap;              /* ns the loader sleeps when no lane could issue (0: it spins) */
     int           fence;            /* GLIM_CUDA_MEGA_FENCE=1 (diagnosis): no record asked for before its stage */
+    int           pair;             /* GLIM_CUDA_MEGA_PAIR=1: self-fed Q4_K records two at a time */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
 
@@ -343,6 +344,25 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
         float acc_g = 0.0f, acc_g8 = 0.0f;
 #pragma unroll 1
         for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
+            if (SELF && K::U_DEF == 2 && p.pair && s + 1 < e - tile * n_sb && f.issued >= seq + 2) {
+                /* two records at once, as v5 has U_DEF units in flight: their loads and arithmetic
+                 * overlap, and the sums still go in unit order */
+                unsigned b1 = (seq + 1) % MG_NB;
+                mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
+                mg_bar_wait(&rg.full[b1], ((seq + 1) / MG_NB) & 1);
+                v5_part R0 = {rg.slot + f.r_off, NULL, 16, 0, 0}, R1 = {rg.slot + rg.off[b1], NULL, 16, 0, 0};
+                typename K::raw raw0, raw1;
+                K::fetch(R0, g, g + 8, 1, 0, t, raw0);
+                K::fetch(R1, g, g + 8, 1, 0, t, raw1);
+                K::compute(raw0, xq, xd, s, g, t, acc_g, acc_g8);
+                K::compute(raw1, xq, xd, s + 1, g, t, acc_g, acc_g8);
+                __syncwarp();
+                if (f.issued != seq + 2)
+                    f.r_off = rg.off[(seq + 2) % MG_NB];
+                mg_fill_ring(p, w, rg, c, f, seq + 2, lane);
+                s++, seq++;
+                continue;
+            }
             unsigned slot = SELF ? seq % MG_NB : seq % MG_S;
             mg_bar_wait(&rg.full[slot], (SELF ? seq / MG_NB : seq / MG_S) & 1);
             v5_part R = {rg.slot + (SELF ? f.r_off : slot * MG_SLOT), NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
@@ -557,6 +577,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     p.bar = cnt + co;
     p.nap = (unsigned)c->mg_nap;
     p.fence = c->mg_fence;
+    p.pair = c->mg_pair;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
