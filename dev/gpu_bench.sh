@@ -11,7 +11,7 @@ set -u
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SWEEPP / TAILP (=1, or only: dev/cuda/sweep_probe.cu / tail_probe.cu first), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
 # SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
 # LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far), MTRACE (the span's stamps per env),
-# NCU ("env,env@kernel-regex" per run: ncu stall reasons of NCUC launches after NCUS, no graphs):
+# NCU ("env,env@kernel-regex" per run: ncu stall reasons of NCUC launches after NCUS, no graphs), NCUSRC (the same: the SASS lines that stall most):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 # BD: the build folder (default build-gpu; one outside the carried snapshot, e.g. /tmp/bg, stays
@@ -100,6 +100,13 @@ for e in ${NCU:-}; do   # NCU="env,env@kernel-regex ...": ncu stall reasons and 
   cp /tmp/ncu.log "$O/ncu-${e//[^A-Za-z0-9]/_}.log"
   grep -E "mega_kernel|gemv5_kernel|Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Active Warps Per|Warp Cycles Per Issued|Executed Ipc A|stalled" /tmp/ncu.log \
     | awk '$NF+0 >= 0.05 || $0 ~ /kernel|Duration|Throughput/' | head -${NCU_LINES:-60}
+done
+for e in ${NCUSRC:-}; do   # NCUSRC="env,env@kernel-regex ...": the SASS lines with the most warp stall samples (one launch after NCUS)
+  k=${e#*@}; v=${e%@*}; NB=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1); rm -f /tmp/src.ncu-rep
+  env ${v//,/ } timeout 240 $NB --clock-control none --kernel-name regex:"$k" --launch-skip ${NCUS:-300} --launch-count 1 \
+    --section SourceCounters --section WarpStateStats -o /tmp/src $B bench -m $M --device cuda -p 0 -n 4 -r 1 --no-graph >/tmp/ncus.log 2>&1
+  echo "ncu source $e rc=$?"; $NB --import /tmp/src.ncu-rep --page source --print-source sass --csv >/tmp/src.csv 2>&1
+  f="$O/src-${e//[^A-Za-z0-9]/_}.csv"; cp /tmp/src.csv "$f"; python3 dev/cuda/ncu_src_sum.py /tmp/src.csv ${NCUSRC_N:-30}
 done
 if [ -n "${TL:-}" ]; then   # TL="env,env env" (X=1: the default): kernel timeline, each kernel's exposed time (dev/cuda/timeline.py)
   CH=$(find /usr/local/cuda*/ /usr/lib/python3*/ /usr/local/lib/python3*/ -name cupti.h 2>/dev/null | head -1)
