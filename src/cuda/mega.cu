@@ -80,8 +80,6 @@ struct mg_params {
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
     unsigned      nap;              /* ns the loader sleeps when no lane could issue (0: it spins) */
-    int           fence;            /* GLIM_CUDA_MEGA_FENCE=1 (diagnosis): no record asked for before its stage */
-    int           pair;             /* GLIM_CUDA_MEGA_PAIR=1: self-fed Q4_K records two at a time */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
 
@@ -285,7 +283,6 @@ static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned b, u
  * where the oldest not yet read begins (seq, the records read, is the caller's) */
 struct mg_fill {
     unsigned issued, w_off, r_off;
-    int      st;   /* GLIM_CUDA_MEGA_FENCE=1: records of stages up to st only */
 };
 
 /* where a record of rec bytes goes next (false: no room until more are read). Records lie in
@@ -308,7 +305,7 @@ static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t 
                                                     mg_fill &f, unsigned seq, int lane)
 {
     unsigned off;
-    while (c.j < p.n_jobs && (!p.fence || p.stage[c.j] <= f.st) && mg_room(f, f.issued - seq, c.rec, off)) {
+    while (c.j < p.n_jobs && mg_room(f, f.issued - seq, c.rec, off)) {
         unsigned b = f.issued % MG_NB;
         if (lane == 0) {
             rg.off[b] = (unsigned short)off;
@@ -344,25 +341,6 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
         float acc_g = 0.0f, acc_g8 = 0.0f;
 #pragma unroll 1
         for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
-            if (SELF && K::U_DEF == 2 && p.pair && s + 1 < e - tile * n_sb && f.issued >= seq + 2) {
-                /* two records at once, as v5 has U_DEF units in flight: their loads and arithmetic
-                 * overlap, and the sums still go in unit order */
-                unsigned b1 = (seq + 1) % MG_NB;
-                mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
-                mg_bar_wait(&rg.full[b1], ((seq + 1) / MG_NB) & 1);
-                v5_part R0 = {rg.slot + f.r_off, NULL, 16, 0, 0}, R1 = {rg.slot + rg.off[b1], NULL, 16, 0, 0};
-                typename K::raw raw0, raw1;
-                K::fetch(R0, g, g + 8, 1, 0, t, raw0);
-                K::fetch(R1, g, g + 8, 1, 0, t, raw1);
-                K::compute(raw0, xq, xd, s, g, t, acc_g, acc_g8);
-                K::compute(raw1, xq, xd, s + 1, g, t, acc_g, acc_g8);
-                __syncwarp();
-                if (f.issued != seq + 2)
-                    f.r_off = rg.off[(seq + 2) % MG_NB];
-                mg_fill_ring(p, w, rg, c, f, seq + 2, lane);
-                s++, seq++;
-                continue;
-            }
             unsigned slot = SELF ? seq % MG_NB : seq % MG_S;
             mg_bar_wait(&rg.full[slot], (SELF ? seq / MG_NB : seq / MG_S) & 1);
             v5_part R = {rg.slot + (SELF ? f.r_off : slot * MG_SLOT), NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
@@ -445,7 +423,7 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
                   SELF ? offs + rw * MG_NB : NULL};
     int64_t w = (int64_t)blockIdx.x * MG_CW + rw;
     mg_cursor c = {SELF ? 0 : p.n_jobs, 0, 0, 0, 0, NULL};
-    mg_fill f = {0, 0, 0, MG_WO};
+    mg_fill f = {0, 0, 0};
     if (SELF) {   /* the first records: weights only, no wait for the kernels before */
         mg_seek(p, w, c);
         mg_fill_ring(p, w, rg, c, f, 0, lane);
@@ -457,29 +435,21 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
     unsigned seq = 0;
     cuda_pdl_wait();
     mg_stamp(p, MG_TR_WAIT);
-#pragma unroll
+    /* Neither loop is unrolled: each piece of code is in the kernel once (unrolled, the job code
+     * was there 16 times, and the warps stalled on instruction fetch, ncu 2026-12-06) */
+#pragma unroll 1
     for (int st = 0; st < MG_STAGES; st++) {
-        if (st == MG_WO) {
+        if (st > MG_WO)
+            mg_grid_bar(p.bar + 64 * (st - 1));
+        if (st == MG_GU || st == MG_QKV)
+            mg_norm_run(p.norm[st == MG_QKV], xs, red);
+        else if (st == MG_WO)
             mg_copy_x(xs, p.xq_in, p.xd_in, p.k[st]);
-        } else if (st == MG_GU) {
-            mg_grid_bar(p.bar);
-            mg_norm_run(p.norm[0], xs, red);
-        } else if (st == MG_DOWN) {
-            mg_grid_bar(p.bar + 64);
+        else
             mg_copy_x(xs, p.xq_glu, p.xd_glu, p.k[st]);
-        } else {
-            mg_grid_bar(p.bar + 128);
-            mg_norm_run(p.norm[1], xs, red);
-        }
         mg_stamp(p, MG_TR_STAGE + 2 * st);
-        if (SELF && p.fence && st > MG_WO) {   /* diagnosis: the stage's records only now */
-            f.st = st;
-            mg_fill_ring(p, w, rg, c, f, seq, lane);
-        }
-#pragma unroll
-        for (int j = 0; j < MG_JOBS; j++) {
-            if (j >= p.n_jobs)
-                break;
+#pragma unroll 1
+        for (int j = 0; j < p.n_jobs; j++) {
             if (p.stage[j] != st)
                 continue;
             if (p.kind[j])
@@ -576,8 +546,6 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
         return false;
     p.bar = cnt + co;
     p.nap = (unsigned)c->mg_nap;
-    p.fence = c->mg_fence;
-    p.pair = c->mg_pair;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
