@@ -13,11 +13,11 @@
  * free ring slot, and the consumers' waits (a grid barrier before each norm and before down)
  * are covered by the bytes already on their way.
  *
- * The CTA (one an SM, all resident): MG_CW consumer warps, each with a ring of MG_S slots (a full
- * mbarrier each) holding its next records (v5's T16 records, 2304 or 3360 bytes), job after job,
- * in the order it uses them. Each warp refills the slot it has just read with its next record not
- * yet asked for (GLIM_CUDA_MEGA=1); the first form (=2) adds a loader warp whose lane i does that
- * for warp i, told by an empty mbarrier a slot. Consumer warp w of CTA b is v5's warp b * MG_CW + w: the same
+ * The CTA (one an SM, all resident): MG_CW consumer warps, each with a ring of MG_RB bytes holding
+ * its next records (v5's T16 records, 2304 or 3360 bytes), job after job, in the order it uses
+ * them. Each warp asks for its next records itself as the bytes free up (GLIM_CUDA_MEGA=1); the
+ * first form (=2) has fixed slots and a loader warp whose lane i refills warp i's, told by an
+ * empty mbarrier a slot. Consumer warp w of CTA b is v5's warp b * MG_CW + w: the same
  * units of every job, the same lane arithmetic (gemv_mma_lane.h, its loads from shared memory)
  * and the same merge in piece order (gemv_mma_job.cuh), so with MG_CW = 16 (v5's 16 warps an
  * SM) every output is bit for bit the launches'. The norms are add_rmsnorm_vec_kernel's: each
