@@ -1404,6 +1404,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_nap = getenv("GLIM_CUDA_MEGA_NAP"), *f_mtr = getenv("GLIM_CUDA_MEGA_TRACE");
     c->mg_nap = f_nap ? atol(f_nap) : 64;
     c->mg_nap = c->mg_nap < 0 ? 0 : c->mg_nap > 100000 ? 100000 : c->mg_nap;
+    const char *f_mgm = getenv("GLIM_CUDA_MEGA_GMERGE");
+    c->mg_gmerge = f_mgm && strcmp(f_mgm, "1") == 0;
     if (c->mega && f_mtr && strcmp(f_mtr, "1") == 0 && !cuda_mega_trace_init(c)) {
         int rc = ctx_status(c, err);
         be_destroy(be);

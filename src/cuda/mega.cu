@@ -51,7 +51,7 @@
 #include "gemv_mma_job.cuh"
 
 #define MG_NT ((MG_CW + 1) * 32)
-#define MG_RB 12800                               /* a consumer warp's ring, bytes */
+#define MG_RB 12544                               /* a consumer warp's ring, bytes (5 Q4_K records) */
 #define MG_NB (MG_RB / CUDA_T16_Q4K_BYTES)        /* records a ring holds at most (5) */
 #define MG_S 3                                    /* the loader's form: ring slots a warp ... */
 #define MG_SLOT CUDA_T16_Q6K_BYTES                /* ... each of the larger record */
@@ -80,6 +80,7 @@ struct mg_params {
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
     unsigned      nap;              /* ns the loader sleeps when no lane could issue (0: it spins) */
+    int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
 
@@ -320,13 +321,74 @@ static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t 
     __syncwarp();   /* off[] as lane 0 wrote it */
 }
 
+/* The CTA's side of v5's merge: a tile cut between warps of one CTA has its pieces' partial sums
+ * added here instead of through global memory, so the pieces need only CTA-scope ordering, not
+ * the GPU-scope fence (`MEMBAR.SC.GPU`, ~14% of the warps' stalls by ncu) of v5_last_piece. Slot
+ * [jp][warp][0] holds a warp's piece of the first tile of its range, [1] of its last (a warp cuts
+ * at most those two); the count of a tile's pieces in is kept under its first warp (at most one
+ * cut tile starts in a warp's range). jp: the job's parity, since a warp may start the next job of
+ * a stage while its neighbours merge this one's; a stage ends with every merge done. */
+struct mg_merge {
+    float    part[2][MG_CW][2][16];
+    unsigned cnt[2][MG_CW];
+};
+
+/* is tile the first of warp w's range in this job (its piece's slot) */
+static __device__ __forceinline__ int mg_slot(const v5_job &job, int64_t w, int64_t tile)
+{
+    return tile == v5_split_lo(w, v5_units(job), job.n_warps) / job.n_sb ? 0 : 1;
+}
+
+/* v5_store for warp w's piece of a tile cut over warps w0..w1: in shared memory when they are all
+ * in this CTA, else v5's own way. The same partial sums, added in piece order from 0: the same
+ * bits. */
+static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part &P, int64_t tile, int64_t w, int64_t w0,
+                                                int64_t w1, int64_t r0, int lane, float acc_g, float acc_g8,
+                                                mg_merge *mm, int jp, bool global)
+{
+    int pieces = (int)(w1 - w0 + 1);
+    if (pieces == 1 || global || w0 / MG_CW != w1 / MG_CW) {
+        v5_store(job, P, tile, (int)(w - w0), pieces, job.stride, r0, lane, acc_g, acc_g8);
+        return;
+    }
+    int g = lane >> 2, t = lane & 3, l0 = (int)(w0 % MG_CW);
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);   /* v5_store's sums of a group's 4 lanes */
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
+    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
+    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
+    float *pp = mm->part[jp][w % MG_CW][mg_slot(job, w, tile)];
+    if (t == 0) {
+        pp[g] = acc_g;
+        pp[g + 8] = acc_g8;
+    }
+    __threadfence_block();   /* the partials before the count */
+    __syncwarp();
+    unsigned done = 0;
+    if (lane == 0)
+        done = atomicAdd(&mm->cnt[jp][l0], 1u);
+    if (__shfl_sync(0xffffffffu, done, 0) != (unsigned)pieces - 1)
+        return;
+    __threadfence_block();   /* the last piece in: every partial of the tile is visible */
+    if (lane < 16 && r0 + lane < P.n) {
+        float y = 0.0f;
+        for (int i = 0; i < pieces; i++)
+            y += mm->part[jp][(w0 + i) % MG_CW][mg_slot(job, w0 + i, tile)][lane];
+        P.y[r0 + lane] = y;
+    }
+    if (lane == 0)
+        mm->cnt[jp][l0] = 0u;   /* for the next job of this parity (after the stage's end) */
+    if (job.glu_cnt)
+        v5_glu_arrive(job, P, tile, lane);
+}
+
 /* consumer warp w's units of a job, each record taken from its ring (seq: the warp's records so
  * far); v5_run's sums and store. SELF: once a record is used, the warp asks for its next records
  * (cursor c) into the bytes it freed; else the loader warp refills the slot, told on its empty
  * barrier. */
 template <class K, bool SELF>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const uint8_t *xs, int64_t w,
-                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c, mg_fill &f)
+                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c, mg_fill &f,
+                                                  mg_merge *mm, int jp)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
@@ -361,7 +423,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             }
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
-        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0);
         x = e;
     }
 }
@@ -407,6 +469,7 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
     __shared__ uint64_t full[MG_CW * MG_NB], empty[SELF ? 1 : MG_CW * MG_S];
     __shared__ unsigned short offs[SELF ? MG_CW * MG_NB : 1];
     __shared__ double red[32];
+    __shared__ mg_merge mm;
     int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     mg_stamp(p, MG_TR_ENTRY);
     cuda_pdl_trigger();   /* the attention after it may be placed; it waits for the end */
@@ -417,6 +480,8 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
             bar_init(&empty[i], 1);
         bar_init_fence();
     }
+    for (int i = threadIdx.x; i < 2 * MG_CW; i += blockDim.x)
+        mm.cnt[i / MG_CW][i % MG_CW] = 0u;
     __syncthreads();
     int rw = warp == MG_CW ? lane : warp;   /* the ring this thread fills or drains */
     mg_ring rg = {mg_smem + (size_t)rw * MG_RB, full + rw * MG_NB, SELF ? NULL : empty + rw * MG_S,
@@ -453,9 +518,9 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
             if (p.stage[j] != st)
                 continue;
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f);
+                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
             else
-                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f);
+                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
         }
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
@@ -546,6 +611,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
         return false;
     p.bar = cnt + co;
     p.nap = (unsigned)c->mg_nap;
+    p.gmerge = c->mg_gmerge;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
