@@ -71,7 +71,7 @@ long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_set_attn_short(struct backend *be_, bool on);   /* attn_short.cu at short contexts (default on) */
 int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling the side gate's flag (default on) */
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
-int backend_cuda_set_mega(struct backend *be_, int mode);        /* the persistent decode span (mega.cu): 0 off, 1 self-fed, 2 loader */
+int backend_cuda_set_mega(struct backend *be_, bool on);         /* the persistent decode span (mega.cu) */
 long backend_cuda_mega_used(struct backend *be_);                /* spans it launched */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
@@ -2424,7 +2424,7 @@ static void test_norm_qkv(void)
  * caches and attention * sigmoid(gate) bit for bit (h and o are scratch afterwards), and the span
  * launched once in each of the last two. All weights Q4_K/Q6_K in tiles; v and down of vtype /
  * dtype; p0: the position (short or long attention after it). */
-static void check_mega(int mode, uint32_t vtype, uint32_t dtype, int H, int Hkv, int D, int64_t n, int64_t F, int32_t p0)
+static void check_mega(uint32_t vtype, uint32_t dtype, int H, int Hkv, int D, int64_t n, int64_t F, int32_t p0)
 {
     struct glim_err err = {0};
     int64_t rows[4], qd = (int64_t)H * D;
@@ -2448,7 +2448,7 @@ static void check_mega(int mode, uint32_t vtype, uint32_t dtype, int H, int Hkv,
     void *out[3][8];
     long used0 = backend_cuda_mega_used(be);
     for (int pass = 0; ok && pass < 3; pass++) {   /* launches; the span; the span in a graph */
-        CHECK_EQ(backend_cuda_set_mega(be, pass > 0 ? mode : 0), GLIM_OK);
+        CHECK_EQ(backend_cuda_set_mega(be, pass > 0), GLIM_OK);
         float *dx = to_dev(x, nb), *dh = be->i->alloc(be, nb), *dov = be->i->alloc(be, nb);
         float *da = to_dev(att, (size_t)qd * 4), *dg = to_dev(gate, (size_t)qd * 4), *ys[5], *fs[2];
         for (int i = 0; i < 5; i++) {
@@ -2501,12 +2501,12 @@ static void check_mega(int mode, uint32_t vtype, uint32_t dtype, int H, int Hkv,
         be->i->release(be, dx), be->i->release(be, dh), be->i->release(be, dov), be->i->release(be, da);
         be->i->release(be, dg), be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
     }
-    CHECK_EQ(backend_cuda_set_mega(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_mega(be, false), GLIM_OK);
     if (ok) {
         CHECK_EQ(backend_cuda_mega_used(be) - used0, 3);   /* pass 1, pass 2 eagerly and captured */
         char what[160];
-        snprintf(what, sizeof what, "mega %s v %s down %s heads %d/%d dim %d n %lld ff %lld pos %d",
-                 mode == 2 ? "loader" : "self-fed", quant_type_name(vtype), quant_type_name(dtype), H, Hkv, D, (long long)n, (long long)F, p0);
+        snprintf(what, sizeof what, "mega v %s down %s heads %d/%d dim %d n %lld ff %lld pos %d",
+                 quant_type_name(vtype), quant_type_name(dtype), H, Hkv, D, (long long)n, (long long)F, p0);
         static const char *names[8] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x"};
         for (int pass = 1; pass < 3; pass++)
             for (int i = 0; i < 8; i++)
@@ -2528,17 +2528,15 @@ static void check_mega(int mode, uint32_t vtype, uint32_t dtype, int H, int Hkv,
 static void test_mega(void)
 {
     if (!be->i->add_rmsnorm_attn || !be->i->matmul_glu || exact_mode || backend_cuda_get_gemv(be) != 3 ||
-        backend_cuda_set_mega(be, 0) != GLIM_OK) {
+        backend_cuda_set_mega(be, false) != GLIM_OK) {
         printf("  no fused ops, exact, not GEMV v3 or below sm_90: skipped\n");
         return;
     }
     /* the 30B shapes, down and v Q6_K or Q4_K, a short and a long context after it */
-    for (int mode = 1; mode <= 2; mode++) {   /* each warp feeding its ring; a loader warp feeding them */
-        check_mega(mode, GLIM_TYPE_Q6_K, GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 19968, 5);
-        check_mega(mode, GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 19968, 1000);
-        /* smaller rows: jobs of fewer units than warps */
-        check_mega(mode, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 2048, 40);
-    }
+    check_mega(GLIM_TYPE_Q6_K, GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 19968, 5);
+    check_mega(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 19968, 1000);
+    /* smaller rows: jobs of fewer units than warps */
+    check_mega(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 2048, 40);
 }
 
 /* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode

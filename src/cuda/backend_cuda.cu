@@ -1093,25 +1093,21 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
 }
 
 /* the persistent decode span (mega.cu) on or off (it takes only weights in tiles) */
-/* mode 0: off; 1: on, each consumer warp feeding its own ring; 2: on, a loader warp feeding them */
-static int mega_switch(struct cuda_ctx *c, int mode)
+static int mega_switch(struct cuda_ctx *c, bool on)
 {
-    if (mode < 0 || mode > 2)
-        return GLIM_EINVAL;
-    if (mode && c->cc_major < 9)
+    if (on && c->cc_major < 9)
         return GLIM_EUNSUPPORTED;
-    if (mode && !c->mg && !(c->mg = (struct cuda_mega_args *)glim_calloc(1, sizeof *c->mg)))
+    if (on && !c->mg && !(c->mg = (struct cuda_mega_args *)glim_calloc(1, sizeof *c->mg)))
         return GLIM_ENOMEM;
-    c->mega = mode != 0;
-    c->mg_loader = mode == 2;
+    c->mega = on;
     return GLIM_OK;
 }
 
-/* Default: off; GLIM_CUDA_MEGA=1 (or 2, the loader warp) at creation (sm_90) turns it on and tiles
- * every Q4_K/Q6_K weight loaded after (the span streams tiles only). GLIM_EUNSUPPORTED below sm_90. */
-extern "C" int backend_cuda_set_mega(struct backend *be, int mode)
+/* Default: off; GLIM_CUDA_MEGA=1 at creation (sm_90) turns it on and tiles every Q4_K/Q6_K weight
+ * loaded after (the span streams tiles only). GLIM_EUNSUPPORTED below sm_90. */
+extern "C" int backend_cuda_set_mega(struct backend *be, bool on)
 {
-    return is_cuda(be) ? mega_switch(ctx_of(be), mode) : GLIM_EINVAL;
+    return is_cuda(be) ? mega_switch(ctx_of(be), on) : GLIM_EINVAL;
 }
 
 /* one of the context's counts for tests, or `none` if not a CUDA backend */
@@ -1393,18 +1389,14 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->cc_major = prop.major;
     /* opt-in until measured: every Q4_K/Q6_K weight in tiles, which the span streams */
     const char *f_mega = getenv("GLIM_CUDA_MEGA");
-    int mega_mode = f_mega && (strcmp(f_mega, "1") == 0 || strcmp(f_mega, "2") == 0) ? atoi(f_mega) : 0;
-    if (mega_mode && prop.major >= 9 && mega_switch(c, mega_mode) != GLIM_OK) {
+    if (f_mega && strcmp(f_mega, "1") == 0 && prop.major >= 9 && mega_switch(c, true) != GLIM_OK) {
         int rc = glim_fail(err, GLIM_ENOMEM, "cuda: out of memory for the persistent span's state");
         be_destroy(be);
         return rc;
     }
     if (c->mega)
         c->t16 = true, c->t16_min = 0;
-    const char *f_nap = getenv("GLIM_CUDA_MEGA_NAP"), *f_mtr = getenv("GLIM_CUDA_MEGA_TRACE");
-    c->mg_nap = f_nap ? atol(f_nap) : 64;
-    c->mg_nap = c->mg_nap < 0 ? 0 : c->mg_nap > 100000 ? 100000 : c->mg_nap;
-    const char *f_mgm = getenv("GLIM_CUDA_MEGA_GMERGE");
+    const char *f_mtr = getenv("GLIM_CUDA_MEGA_TRACE"), *f_mgm = getenv("GLIM_CUDA_MEGA_GMERGE");
     c->mg_gmerge = f_mgm && strcmp(f_mgm, "1") == 0;
     if (c->mega && f_mtr && strcmp(f_mtr, "1") == 0 && !cuda_mega_trace_init(c)) {
         int rc = ctx_status(c, err);

@@ -182,9 +182,7 @@ struct cuda_ctx {
     struct cuda_mega_args *mg;     /* ... their operands (made with the context when mega is on) */
     long            mg_used;       /* spans launched (tests) */
     struct cuda_buf mg_scratch, mg_cnt;   /* its partial sums and x's other copy; its counts and barriers */
-    bool            mg_loader;     /* GLIM_CUDA_MEGA=2: its rings fed by a loader warp, not by each consumer warp */
     bool            mg_gmerge;     /* GLIM_CUDA_MEGA_GMERGE=1: the span merges every cut tile through global memory (bench knob) */
-    long            mg_nap;        /* GLIM_CUDA_MEGA_NAP=ns: its loader's nap when no lane could issue (default 64; 0 spins) */
     void           *mg_trace;      /* GLIM_CUDA_MEGA_TRACE=1: per span and CTA its stage stamps (diagnosis) */
     int             mg_trace_n;    /* spans traced since graph_begin */
     void           *fetch_host;    /* fetch_start's page-locked staging, BE_FETCH_SLOTS x BE_FETCH_MAX (first use) */

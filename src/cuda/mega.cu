@@ -9,15 +9,15 @@
  * with a ramp and a tail (~5.6 us) and the latency chains between them leaving the HBM idle;
  * dev/cuda/mega_model.cu measured a ring fed by cp.async.bulk at 4.66 TB/s on the H200 against
  * 3.5-3.8 for the launches. Here each SM's weights stream without a break from Wo to q/k/v: the
- * weights do not depend on the data, so the loader never waits for a dependency, only for a
- * free ring slot, and the consumers' waits (a grid barrier before each norm and before down)
- * are covered by the bytes already on their way.
+ * weights do not depend on the data, so a warp asks for them without waiting for a dependency,
+ * only for free ring bytes, and its waits (a grid barrier before each norm and before down) are
+ * covered by the bytes already on their way.
  *
  * The CTA (one an SM, all resident): MG_CW consumer warps, each with a ring of MG_RB bytes holding
  * its next records (v5's T16 records, 2304 or 3360 bytes), job after job, in the order it uses
- * them. Each warp asks for its next records itself as the bytes free up (GLIM_CUDA_MEGA=1); the
- * first form (=2) has fixed slots and a loader warp whose lane i refills warp i's, told by an
- * empty mbarrier a slot. Consumer warp w of CTA b is v5's warp b * MG_CW + w: the same
+ * them, and asks for its next records itself as the bytes free up (a loader warp feeding 3-slot
+ * rings, the first form, lost: 114.07 vs 115.97 t/s, its consumers waiting for records three
+ * times as often). Consumer warp w of CTA b is v5's warp b * MG_CW + w: the same
  * units of every job, the same lane arithmetic (gemv_mma_lane.h, its loads from shared memory)
  * and the same merge in piece order (gemv_mma_job.cuh), so with MG_CW = 16 (v5's 16 warps an
  * SM) every output is bit for bit the launches'. The norms are add_rmsnorm_vec_kernel's: each
@@ -50,11 +50,9 @@
 #include "gemv_mma_lane.h"
 #include "gemv_mma_job.cuh"
 
-#define MG_NT ((MG_CW + 1) * 32)
+#define MG_NT (MG_CW * 32)
 #define MG_RB 12544                               /* a consumer warp's ring, bytes (5 Q4_K records) */
 #define MG_NB (MG_RB / CUDA_T16_Q4K_BYTES)        /* records a ring holds at most (5) */
-#define MG_S 3                                    /* the loader's form: ring slots a warp ... */
-#define MG_SLOT CUDA_T16_Q6K_BYTES                /* ... each of the larger record */
 #define MG_RING ((size_t)MG_CW * MG_RB)
 #define MG_XS ((size_t)MG_KMAX + MG_KMAX / 32 * 8)   /* an activation copy: k int8, k / 32 float2 */
 #define MG_SMEM (MG_RING + MG_XS)
@@ -79,7 +77,6 @@ struct mg_params {
     const float2 *xd_glu;
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
-    unsigned      nap;              /* ns the loader sleeps when no lane could issue (0: it spins) */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
@@ -214,22 +211,19 @@ static __device__ void mg_norm_run(const mg_norm &m, uint8_t *xs, double *red)
     mg_sync();
 }
 
-/* a consumer warp's ring: MG_RB bytes; self-fed, the records lie one after the other as they fit
- * (a record that would pass the end goes to 0), record r's copy completing on full[r % MG_NB] and
- * its offset in off[r % MG_NB]; the loader's form, MG_S slots of MG_SLOT bytes, full and empty
- * barriers each */
+/* a consumer warp's ring: MG_RB bytes, the records one after the other as they fit (a record that
+ * would pass the end goes to 0), record r's copy completing on full[r % MG_NB] and its offset in
+ * off[r % MG_NB] */
 struct mg_ring {
     uint8_t        *slot;
-    uint64_t       *full, *empty;
+    uint64_t       *full;
     unsigned short *off;
 };
 
-static_assert(MG_S * MG_SLOT <= MG_RB && MG_S <= MG_NB, "the loader's slots lie in the ring");
-
-/* The place of the next record a ring is to get: job j (j == n_jobs: done), unit x of its range [x, b), x's record at src,
- * and the units from x to the end of x's part (a part's records are contiguous, tile-major): the
- * next record is src + rec until then, so a record costs no division (one per part instead: with a
- * 64-bit division per record the loader could not keep up) */
+/* The next record a ring is to get: job j (j == n_jobs: done), unit x of its range [x, b), x's
+ * record at src, and the units from x to the end of x's part (a part's records are contiguous,
+ * tile-major): the next record is src + rec until then, so a record costs an add, not a 64-bit
+ * division and a part lookup (one a part) */
 struct mg_cursor {
     int            j;
     unsigned       rec;
@@ -280,7 +274,7 @@ static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned b, u
     bulk_copy(rg.slot + off, c.src, c.rec, &rg.full[b]);
 }
 
-/* A self-fed ring's state (warp-uniform): records asked for so far, where the newest ends, and
+/* A ring's feed (warp-uniform): records asked for so far, where the newest ends, and
  * where the oldest not yet read begins (seq, the records read, is the caller's) */
 struct mg_fill {
     unsigned issued, w_off, r_off;
@@ -301,7 +295,7 @@ static __device__ __forceinline__ bool mg_room(const mg_fill &f, unsigned out, u
     return off == f.w_off && f.w_off + rec <= f.r_off;   /* wrapped: room between w_off and r_off */
 }
 
-/* a self-fed warp (all lanes): ask for its next records while they fit */
+/* a warp (all lanes): ask for its next records while they fit */
 static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
                                                     mg_fill &f, unsigned seq, int lane)
 {
@@ -382,10 +376,9 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
 }
 
 /* consumer warp w's units of a job, each record taken from its ring (seq: the warp's records so
- * far); v5_run's sums and store. SELF: once a record is used, the warp asks for its next records
- * (cursor c) into the bytes it freed; else the loader warp refills the slot, told on its empty
- * barrier. */
-template <class K, bool SELF>
+ * far); v5_run's sums and store. Once a record is used, the warp asks for its next records (cursor
+ * c) into the bytes it freed. */
+template <class K>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const uint8_t *xs, int64_t w,
                                                   int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c, mg_fill &f,
                                                   mg_merge *mm, int jp)
@@ -403,24 +396,16 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
         float acc_g = 0.0f, acc_g8 = 0.0f;
 #pragma unroll 1
         for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
-            unsigned slot = SELF ? seq % MG_NB : seq % MG_S;
-            mg_bar_wait(&rg.full[slot], (SELF ? seq / MG_NB : seq / MG_S) & 1);
-            v5_part R = {rg.slot + (SELF ? f.r_off : slot * MG_SLOT), NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
+            mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
+            v5_part R = {rg.slot + f.r_off, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
             typename K::raw raw;
             K::fetch(R, g, g + 8, 1, 0, t, raw);
-            if (!SELF) {
-                __syncwarp();
-                if (lane == 0)
-                    bar_arrive(&rg.empty[slot]);
-            }
             K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8);
-            if (SELF) {
-                /* every lane has used what it read of the record: its bytes may be copied over */
-                __syncwarp();
-                if (f.issued != seq + 1)
-                    f.r_off = rg.off[(seq + 1) % MG_NB];
-                mg_fill_ring(p, w, rg, c, f, seq + 1, lane);
-            }
+            /* every lane has used what it read of the record: its bytes may be copied over */
+            __syncwarp();
+            if (f.issued != seq + 1)
+                f.r_off = rg.off[(seq + 1) % MG_NB];
+            mg_fill_ring(p, w, rg, c, f, seq + 1, lane);
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
         mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0);
@@ -428,46 +413,11 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
     }
 }
 
-/* Loader lanes 0..MG_CW-1: consumer warp i's records of every job, in its order, each as soon as
- * its slot is free. The lanes stay converged (a test, not a wait, per slot: a lane spinning on its
- * own barrier would hold the others); each fills every free slot it has, and the warp naps
- * (mg_params.nap) when none could issue. */
-static __device__ void mg_load(const mg_params &p, int64_t w, const mg_ring &rg, bool active)
-{
-    mg_cursor c = {active ? 0 : p.n_jobs, 0, 0, 0, 0, NULL};
-    mg_seek(p, w, c);
-    unsigned seq = 0;
-    for (unsigned spins = 0;;) {
-        if (!__any_sync(0xffffffffu, c.j < p.n_jobs))
-            break;
-        bool went = false;
-        for (int k = 0; k < MG_S && c.j < p.n_jobs; k++) {
-            unsigned slot = seq % MG_S;
-            if (seq >= MG_S && !bar_try<false>(&rg.empty[slot], (seq / MG_S - 1) & 1))
-                break;
-            mg_issue(rg, slot, slot * MG_SLOT, c);
-            mg_advance(p, w, c);
-            seq++, went = true;
-        }
-        if (__any_sync(0xffffffffu, went)) {
-            spins = 0;
-        } else {
-            if (p.nap)
-                __nanosleep(p.nap);
-            if (++spins > MG_SPIN_MAX)
-                __trap();
-        }
-    }
-}
-
-/* The span. SELF: each consumer warp feeds its own ring (MG_CW warps); else the loader warp does
- * (GLIM_CUDA_MEGA=2, MG_CW + 1 warps) */
-template <bool SELF>
-static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kernel(const mg_params p)
+static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p)
 {
     extern __shared__ __align__(128) uint8_t mg_smem[];
-    __shared__ uint64_t full[MG_CW * MG_NB], empty[SELF ? 1 : MG_CW * MG_S];
-    __shared__ unsigned short offs[SELF ? MG_CW * MG_NB : 1];
+    __shared__ uint64_t full[MG_CW * MG_NB];
+    __shared__ unsigned short offs[MG_CW * MG_NB];
     __shared__ double red[32];
     __shared__ mg_merge mm;
     int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
@@ -476,26 +426,17 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
     if (threadIdx.x == 0) {
         for (int i = 0; i < MG_CW * MG_NB; i++)
             bar_init(&full[i], 1);
-        for (int i = 0; !SELF && i < MG_CW * MG_S; i++)
-            bar_init(&empty[i], 1);
         bar_init_fence();
     }
     for (int i = threadIdx.x; i < 2 * MG_CW; i += blockDim.x)
         mm.cnt[i / MG_CW][i % MG_CW] = 0u;
     __syncthreads();
-    int rw = warp == MG_CW ? lane : warp;   /* the ring this thread fills or drains */
-    mg_ring rg = {mg_smem + (size_t)rw * MG_RB, full + rw * MG_NB, SELF ? NULL : empty + rw * MG_S,
-                  SELF ? offs + rw * MG_NB : NULL};
-    int64_t w = (int64_t)blockIdx.x * MG_CW + rw;
-    mg_cursor c = {SELF ? 0 : p.n_jobs, 0, 0, 0, 0, NULL};
+    mg_ring rg = {mg_smem + (size_t)warp * MG_RB, full + warp * MG_NB, offs + warp * MG_NB};
+    int64_t w = (int64_t)blockIdx.x * MG_CW + warp;
+    mg_cursor c = {0, 0, 0, 0, 0, NULL};
     mg_fill f = {0, 0, 0};
-    if (SELF) {   /* the first records: weights only, no wait for the kernels before */
-        mg_seek(p, w, c);
-        mg_fill_ring(p, w, rg, c, f, 0, lane);
-    } else if (warp == MG_CW) {   /* the loader */
-        mg_load(p, w, rg, lane < MG_CW);
-        return;
-    }
+    mg_seek(p, w, c);   /* the first records: weights only, no wait for the kernels before */
+    mg_fill_ring(p, w, rg, c, f, 0, lane);
     uint8_t *xs = mg_smem + MG_RING;
     unsigned seq = 0;
     cuda_pdl_wait();
@@ -518,9 +459,9 @@ static __global__ void __launch_bounds__(SELF ? MG_CW * 32 : MG_NT, 1) mega_kern
             if (p.stage[j] != st)
                 continue;
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q6k_t16>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
             else
-                mg_job_run<v5_q4k_t16, SELF>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q4k_t16>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
         }
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
@@ -596,7 +537,7 @@ void cuda_mega_wo(struct cuda_ctx *c, const struct cuda_mega_args *a)
 
 bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
 {
-    static bool attr_set[2] = {false, false};
+    static bool attr_set = false;
     mg_params p;
     size_t po, co;
     if (!cuda_mega_ok(c, a) || !mg_plan(c, a, p, NULL, NULL, &po, &co))
@@ -610,7 +551,6 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     if (!mg_plan(c, a, p, part, cnt, &po, &co))
         return false;
     p.bar = cnt + co;
-    p.nap = (unsigned)c->mg_nap;
     p.gmerge = c->mg_gmerge;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
@@ -624,18 +564,15 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
                               r[i]->w_h ? (const float *)r[i]->w_h->dev : NULL, i ? r[i]->x : x2,
                               r[i]->eps_o, r[i]->eps_h, r[i]->n};
     }
-    bool self = !c->mg_loader;
-    auto *kern = self ? mega_kernel<true> : mega_kernel<false>;
-    if (!attr_set[self]) {
-        if (CUDA_TRY(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)))
+    if (!attr_set) {
+        if (CUDA_TRY(c, cudaFuncSetAttribute(mega_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)))
             return false;
-        attr_set[self] = true;
+        attr_set = true;
     }
     cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg =
-        cuda_launch_cfg_pdl(c, dim3((unsigned)c->n_sm), dim3(self ? MG_CW * 32 : MG_NT), MG_SMEM, attr, c->pdl_all);
+    cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)c->n_sm), dim3(MG_NT), MG_SMEM, attr, c->pdl_all);
     cfg.numAttrs = c->pdl_all ? 1 : 0;   /* no carveout below the whole shared memory: the ring needs it */
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, kern, p));
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, mega_kernel, p));
 }
 
 /* ---- the trace (GLIM_CUDA_MEGA_TRACE=1, diagnosis): per span launched since graph_begin (the last
