@@ -51,6 +51,7 @@
 #include "gemv_mma_job.cuh"
 
 #define MG_NT (MG_CW * 32)
+#define MG_BARW (3 * 64)                          /* the grid barriers' words, first in the counts */
 #define MG_RB 12544                               /* a consumer warp's ring, bytes (5 Q4_K records) */
 #define MG_NB (MG_RB / CUDA_T16_Q4K_BYTES)        /* records a ring holds at most (5) */
 #define MG_RING ((size_t)MG_CW * MG_RB)
@@ -76,7 +77,8 @@ struct mg_params {
     const int8_t *xq_glu;           /* down's: the gate/up job's SwiGLU copy */
     const float2 *xd_glu;
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
-    unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, departures at 32 */
+    unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, the generation (or departures) at 32 */
+    int           bar0;             /* GLIM_CUDA_MEGA_BAR0=1 (bench knob): the barrier's first form */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
@@ -117,11 +119,14 @@ static __device__ __forceinline__ void mg_bar_wait(uint64_t *bar, unsigned parit
             __trap();
 }
 
-/* every CTA's consumers have arrived (and what they stored before is visible) */
-static __device__ void mg_grid_bar(unsigned *bar)
+/* Every CTA's consumers have arrived (and what they stored before is visible). bar[0] counts the
+ * arrivals; the last to arrive puts it back to 0 and moves the generation bar[32] on, which the
+ * others wait to see change, so leaving costs no atomic (GLIM_CUDA_MEGA_BAR0=1: the first form,
+ * which counted the CTAs out too, each on its way out). */
+static __device__ void mg_grid_bar(unsigned *bar, bool old)
 {
     mg_sync();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && old) {
         __threadfence();
         atomicAdd(bar, 1u);
         for (unsigned i = 0; mg_ld_acquire(bar) < gridDim.x; i++) {
@@ -132,6 +137,18 @@ static __device__ void mg_grid_bar(unsigned *bar)
         if (atomicAdd(bar + 32, 1u) == gridDim.x - 1) {   /* the last to leave: 0 for the next launch */
             atomicExch(bar, 0u);
             atomicExch(bar + 32, 0u);
+        }
+    } else if (threadIdx.x == 0) {
+        unsigned gen = mg_ld_acquire(bar + 32);   /* it cannot move before this CTA has arrived */
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();   /* the count back at 0 before anyone may pass */
+            atomicAdd(bar + 32, 1u);
+        } else {
+            for (unsigned i = 0; mg_ld_acquire(bar + 32) == gen; i++)
+                if (i > MG_SPIN_MAX)
+                    __trap();
         }
     }
     mg_sync();
@@ -446,7 +463,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
 #pragma unroll 1
     for (int st = 0; st < MG_STAGES; st++) {
         if (st > MG_WO)
-            mg_grid_bar(p.bar + 64 * (st - 1));
+            mg_grid_bar(p.bar + 64 * (st - 1), p.bar0 != 0);
         if (st == MG_GU || st == MG_QKV)
             mg_norm_run(p.norm[st == MG_QKV], xs, red);
         else if (st == MG_WO)
@@ -544,13 +561,14 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
         return false;
     size_t x2_off = (po * sizeof(float) + 255) & ~(size_t)255;
     if (!cuda_buf_reserve(c, &c->mg_scratch, x2_off + (size_t)a->r_ffn.n * sizeof(float)) ||
-        !cuda_buf_counts(c, &c->mg_cnt, (co + 3 * 64) * sizeof(unsigned)))
+        !cuda_buf_counts(c, &c->mg_cnt, (MG_BARW + co) * sizeof(unsigned)))
         return false;
     float *part = (float *)c->mg_scratch.p, *x2 = (float *)((uint8_t *)c->mg_scratch.p + x2_off);
     unsigned *cnt = (unsigned *)c->mg_cnt.p;
-    if (!mg_plan(c, a, p, part, cnt, &po, &co))
+    if (!mg_plan(c, a, p, part, cnt + MG_BARW, &po, &co))
         return false;
-    p.bar = cnt + co;
+    p.bar = cnt;   /* first: a generation word keeps its value, so no tile's count may land on it */
+    p.bar0 = c->mg_bar0;
     p.gmerge = c->mg_gmerge;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
