@@ -83,8 +83,9 @@ static __device__ __forceinline__ bool v5_last_piece(const v5_job &job, int64_t 
 
 /* After tile `tile` of part P (gate or up of a GLU job) was written: the last of the four tiles of
  * its 32-row block (two per part) quantizes silu(gate) * up of the block for the down projection,
- * as quantize_x_kernel<1 + BE_GLU_SILU> would (the same functions: the same bits). */
-static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
+ * as quantize_x_kernel<1 + BE_GLU_SILU> would (the same functions: the same bits). Returns the
+ * block when this warp quantized it, else -1 (for a kernel that tells the block's readers). */
+static __device__ __forceinline__ int64_t v5_glu_arrive(const v5_job &job, const v5_part &P, int64_t tile, int lane)
 {
     int64_t blk = (tile - P.tile0) >> 1;
     __threadfence();   /* this tile's y is visible before the count says so */
@@ -93,20 +94,21 @@ static __device__ __forceinline__ void v5_glu_arrive(const v5_job &job, const v5
     if (lane == 0)
         done = atomicAdd(&job.glu_cnt[blk], 1u);
     if (__shfl_sync(0xffffffffu, done, 0) != 3u)
-        return;
+        return -1;
     __threadfence();
     int64_t n = blk * 32 + lane;
     float v = glu_apply<1 + BE_GLU_SILU>(__ldcg(job.p[1].y + n), __ldcg(job.p[0].y + n));   /* up, gate: L2 */
     quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
     if (lane == 0)
         job.glu_cnt[blk] = 0u;   /* for the next launch */
+    return blk;
 }
 
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
- * depend on timing. */
-static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
+ * depend on timing. Returns v5_glu_arrive's block, or -1. */
+static __device__ __forceinline__ int64_t v5_store(const v5_job &job, const v5_part &P, int64_t tile, int piece,
                                                 int pieces, int stride, int64_t r0, int lane, float acc_g,
                                                 float acc_g8)
 {
@@ -120,9 +122,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
             P.y[r0 + g] = acc_g;
         if (t == 0 && r0 + g + 8 < P.n)
             P.y[r0 + g + 8] = acc_g8;
-        if (job.glu_cnt)
-            v5_glu_arrive(job, P, tile, lane);
-        return;
+        return job.glu_cnt ? v5_glu_arrive(job, P, tile, lane) : -1;
     }
     float *pp = job.part + ((size_t)tile * stride + piece) * 16;
     if (t == 0) {
@@ -130,7 +130,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
         pp[g + 8] = acc_g8;
     }
     if (!v5_last_piece(job, tile, pieces, lane))
-        return;
+        return -1;
     if (lane < 16 && r0 + lane < P.n) {
         const float *tp = job.part + (size_t)tile * stride * 16 + lane;
         float y = 0.0f;
@@ -140,8 +140,7 @@ static __device__ __forceinline__ void v5_store(const v5_job &job, const v5_part
     }
     if (lane == 0)
         job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
-    if (job.glu_cnt)
-        v5_glu_arrive(job, P, tile, lane);
+    return job.glu_cnt ? v5_glu_arrive(job, P, tile, lane) : -1;
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */

@@ -52,6 +52,7 @@
 
 #define MG_NT (MG_CW * 32)
 #define MG_BARW (3 * 64)                          /* the grid barriers' words, first in the counts */
+#define MG_RDYW (MG_KMAX / 256)                   /* then GLIM_CUDA_MEGA_FLAGS' ready counts, one a super-block of down's input */
 #define MG_RB 12544                               /* a consumer warp's ring, bytes (5 Q4_K records) */
 #define MG_NB (MG_RB / CUDA_T16_Q4K_BYTES)        /* records a ring holds at most (5) */
 #define MG_RING ((size_t)MG_CW * MG_RB)
@@ -79,6 +80,7 @@ struct mg_params {
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, the generation (or departures) at 32 */
     int           bar0;             /* GLIM_CUDA_MEGA_BAR0=1 (bench knob): the barrier's first form */
+    unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
@@ -344,6 +346,32 @@ struct mg_merge {
     unsigned cnt[2][MG_CW];
 };
 
+/* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU block blk (>= 0: this warp just quantized it) counted in its
+ * super-block's ready count, after its int8 values and scale are visible */
+static __device__ __forceinline__ void mg_glu_ready(unsigned *ready, int64_t blk, int lane)
+{
+    if (!ready || blk < 0)
+        return;
+    __threadfence();
+    __syncwarp();
+    if (lane == 0)
+        atomicAdd(&ready[blk >> 3], 1u);
+}
+
+/* ... and down's warp w waits, instead of a grid barrier, until every super-block of its units is
+ * in (8 blocks each); its lanes then read the activations from global memory (the acquire leaves
+ * no stale line in L1) */
+static __device__ void mg_wait_ready(const v5_job &job, int64_t w, const unsigned *ready, int lane)
+{
+    int64_t units = v5_units(job), a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    int64_t m = b - a < job.n_sb ? b - a : job.n_sb;
+    for (int64_t i = lane; i < m; i += 32)
+        for (unsigned k = 0; mg_ld_acquire(ready + (a + i) % job.n_sb) < 8u; k++)
+            if (k > MG_SPIN_MAX)
+                __trap();
+    __syncwarp();
+}
+
 /* is tile the first of warp w's range in this job (its piece's slot) */
 static __device__ __forceinline__ int mg_slot(const v5_job &job, int64_t w, int64_t tile)
 {
@@ -355,11 +383,11 @@ static __device__ __forceinline__ int mg_slot(const v5_job &job, int64_t w, int6
  * bits. */
 static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part &P, int64_t tile, int64_t w, int64_t w0,
                                                 int64_t w1, int64_t r0, int lane, float acc_g, float acc_g8,
-                                                mg_merge *mm, int jp, bool global)
+                                                mg_merge *mm, int jp, bool global, unsigned *ready)
 {
     int pieces = (int)(w1 - w0 + 1);
     if (pieces == 1 || global || w0 / MG_CW != w1 / MG_CW) {
-        v5_store(job, P, tile, (int)(w - w0), pieces, job.stride, r0, lane, acc_g, acc_g8);
+        mg_glu_ready(ready, v5_store(job, P, tile, (int)(w - w0), pieces, job.stride, r0, lane, acc_g, acc_g8), lane);
         return;
     }
     int g = lane >> 2, t = lane & 3, l0 = (int)(w0 % MG_CW);
@@ -389,22 +417,20 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
     if (lane == 0)
         mm->cnt[jp][l0] = 0u;   /* for the next job of this parity (after the stage's end) */
     if (job.glu_cnt)
-        v5_glu_arrive(job, P, tile, lane);
+        mg_glu_ready(ready, v5_glu_arrive(job, P, tile, lane), lane);
 }
 
 /* consumer warp w's units of a job, each record taken from its ring (seq: the warp's records so
  * far); v5_run's sums and store. Once a record is used, the warp asks for its next records (cursor
  * c) into the bytes it freed. */
 template <class K>
-static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const uint8_t *xs, int64_t w,
-                                                  int lane, const mg_ring &rg, unsigned &seq, mg_cursor &c, mg_fill &f,
-                                                  mg_merge *mm, int jp)
+static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const int8_t *xq,
+                                                  const float2 *xd, int64_t w, int lane, const mg_ring &rg, unsigned &seq,
+                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
     int64_t a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    const int8_t *xq = (const int8_t *)xs;
-    const float2 *xd = (const float2 *)(xs + n_sb * 256);
 #pragma unroll 1
     for (int64_t x = a; x < b;) {
         int64_t tile = x / n_sb, tend = (tile + 1) * n_sb, e = tend < b ? tend : b;
@@ -425,7 +451,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             mg_fill_ring(p, w, rg, c, f, seq + 1, lane);
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
-        mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0);
+        mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0, p.ready);
         x = e;
     }
 }
@@ -462,23 +488,31 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
      * was there 16 times, and the warps stalled on instruction fetch, ncu 2026-12-06) */
 #pragma unroll 1
     for (int st = 0; st < MG_STAGES; st++) {
-        if (st > MG_WO)
+        bool flags = st == MG_DOWN && p.ready;   /* down waits on the ready counts instead */
+        if (st > MG_WO && !flags)
             mg_grid_bar(p.bar + 64 * (st - 1), p.bar0 != 0);
         if (st == MG_GU || st == MG_QKV)
             mg_norm_run(p.norm[st == MG_QKV], xs, red);
         else if (st == MG_WO)
             mg_copy_x(xs, p.xq_in, p.xd_in, p.k[st]);
-        else
+        else if (!flags)
             mg_copy_x(xs, p.xq_glu, p.xd_glu, p.k[st]);
+        if (st == MG_QKV && p.ready && blockIdx.x == 0)   /* every down warp is past its waits: 0 for the next span */
+            for (int i = threadIdx.x; i < p.k[MG_DOWN] / 256; i += MG_NT)
+                p.ready[i] = 0u;
         mg_stamp(p, MG_TR_STAGE + 2 * st);
+        const int8_t *xq = flags ? p.xq_glu : (const int8_t *)xs;
+        const float2 *xd = flags ? p.xd_glu : (const float2 *)(xs + p.k[st]);
 #pragma unroll 1
         for (int j = 0; j < p.n_jobs; j++) {
             if (p.stage[j] != st)
                 continue;
+            if (flags)
+                mg_wait_ready(p.job[j], w, p.ready, lane);
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
             else
-                mg_job_run<v5_q4k_t16>(p, p.job[j], xs, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
         }
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
@@ -561,14 +595,15 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
         return false;
     size_t x2_off = (po * sizeof(float) + 255) & ~(size_t)255;
     if (!cuda_buf_reserve(c, &c->mg_scratch, x2_off + (size_t)a->r_ffn.n * sizeof(float)) ||
-        !cuda_buf_counts(c, &c->mg_cnt, (MG_BARW + co) * sizeof(unsigned)))
+        !cuda_buf_counts(c, &c->mg_cnt, (MG_BARW + MG_RDYW + co) * sizeof(unsigned)))
         return false;
     float *part = (float *)c->mg_scratch.p, *x2 = (float *)((uint8_t *)c->mg_scratch.p + x2_off);
     unsigned *cnt = (unsigned *)c->mg_cnt.p;
-    if (!mg_plan(c, a, p, part, cnt + MG_BARW, &po, &co))
+    if (!mg_plan(c, a, p, part, cnt + MG_BARW + MG_RDYW, &po, &co))
         return false;
     p.bar = cnt;   /* first: a generation word keeps its value, so no tile's count may land on it */
     p.bar0 = c->mg_bar0;
+    p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
