@@ -49,12 +49,13 @@
 #define v5_i2f_rn(v) __int2float_rn(v)
 #include "gemv_mma_lane.h"
 #include "gemv_mma_job.cuh"
+#include "mega_ring.h"
+
+static_assert(MG_REC_MIN == CUDA_T16_Q4K_BYTES && CUDA_T16_Q6K_BYTES <= MG_RB, "mega_ring.h's record sizes");
 
 #define MG_NT (MG_CW * 32)
 #define MG_BARW (3 * 64)                          /* the grid barriers' words, first in the counts */
 #define MG_RDYW (MG_KMAX / 256)                   /* then GLIM_CUDA_MEGA_FLAGS' ready counts, one a super-block of down's input */
-#define MG_RB 12544                               /* a consumer warp's ring, bytes (5 Q4_K records) */
-#define MG_NB (MG_RB / CUDA_T16_Q4K_BYTES)        /* records a ring holds at most (5) */
 #define MG_RING ((size_t)MG_CW * MG_RB)
 #define MG_XS ((size_t)MG_KMAX + MG_KMAX / 32 * 8)   /* an activation copy: k int8, k / 32 float2 */
 #define MG_SMEM (MG_RING + MG_XS)
@@ -293,42 +294,18 @@ static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned b, u
     bulk_copy(rg.slot + off, c.src, c.rec, &rg.full[b]);
 }
 
-/* A ring's feed (warp-uniform): records asked for so far, where the newest ends, and
- * where the oldest not yet read begins (seq, the records read, is the caller's) */
-struct mg_fill {
-    unsigned issued, w_off, r_off;
-};
-
-/* where a record of rec bytes goes next (false: no room until more are read). Records lie in
- * order, each right after the one before or, if it would pass the end, at 0; the bytes in use run
- * from r_off to w_off, wrapping past the end when w_off <= r_off. */
-static __device__ __forceinline__ bool mg_room(const mg_fill &f, unsigned out, unsigned rec, unsigned &off)
-{
-    off = f.w_off + rec <= MG_RB ? f.w_off : 0;
-    if (out == 0)
-        return true;
-    if (out >= MG_NB)
-        return false;
-    if (f.r_off < f.w_off)   /* [r_off, w_off) in use: room after it, or before r_off */
-        return off == f.w_off || rec <= f.r_off;
-    return off == f.w_off && f.w_off + rec <= f.r_off;   /* wrapped: room between w_off and r_off */
-}
-
 /* a warp (all lanes): ask for its next records while they fit */
 static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
                                                     mg_fill &f, unsigned seq, int lane)
 {
     unsigned off;
-    while (c.j < p.n_jobs && mg_room(f, f.issued - seq, c.rec, off)) {
+    while (c.j < p.n_jobs && mg_room(&f, f.issued - seq, c.rec, &off)) {
         unsigned b = f.issued % MG_NB;
         if (lane == 0) {
             rg.off[b] = (unsigned short)off;
             mg_issue(rg, b, off, c);
         }
-        if (f.issued == seq)
-            f.r_off = off;   /* the ring was empty: this is the oldest */
-        f.w_off = off + c.rec;
-        f.issued++;
+        mg_took(&f, seq, off, c.rec);
         mg_advance(p, w, c);
     }
     __syncwarp();   /* off[] as lane 0 wrote it */
@@ -372,11 +349,6 @@ static __device__ void mg_wait_ready(const v5_job &job, int64_t w, const unsigne
     __syncwarp();
 }
 
-/* is tile the first of warp w's range in this job (its piece's slot) */
-static __device__ __forceinline__ int mg_slot(const v5_job &job, int64_t w, int64_t tile)
-{
-    return tile == v5_split_lo(w, v5_units(job), job.n_warps) / job.n_sb ? 0 : 1;
-}
 
 /* v5_store for warp w's piece of a tile cut over warps w0..w1: in shared memory when they are all
  * in this CTA, else v5's own way. The same partial sums, added in piece order from 0: the same
@@ -395,7 +367,8 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
     acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
     acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
     acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
-    float *pp = mm->part[jp][w % MG_CW][mg_slot(job, w, tile)];
+    int64_t units = v5_units(job);
+    float *pp = mm->part[jp][w % MG_CW][mg_slot_of(w, tile, units, job.n_warps, job.n_sb)];
     if (t == 0) {
         pp[g] = acc_g;
         pp[g + 8] = acc_g8;
@@ -411,7 +384,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
     if (lane < 16 && r0 + lane < P.n) {
         float y = 0.0f;
         for (int i = 0; i < pieces; i++)
-            y += mm->part[jp][(w0 + i) % MG_CW][mg_slot(job, w0 + i, tile)][lane];
+            y += mm->part[jp][(w0 + i) % MG_CW][mg_slot_of(w0 + i, tile, units, job.n_warps, job.n_sb)][lane];
         P.y[r0 + lane] = y;
     }
     if (lane == 0)
