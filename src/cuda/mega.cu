@@ -86,9 +86,10 @@ struct mg_params {
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
 
-/* the trace's stamps a CTA: entry, PDL wait done, then per stage its prologue done (barrier,
- * norm or copy) and its jobs done */
-enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR = MG_TR_STAGE + 2 * MG_STAGES };
+/* the trace's stamps a CTA: entry, PDL wait done, then per stage its prologue done (barrier, norm
+ * or copy), warp 0's first record of the stage in its ring, warp 0's jobs done, and all warps'
+ * jobs done */
+enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 4, MG_TR = MG_TR_STAGE + MG_TR_PER * MG_STAGES };
 
 static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
 {
@@ -473,7 +474,11 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         if (st == MG_QKV && p.ready && blockIdx.x == 0)   /* every down warp is past its waits: 0 for the next span */
             for (int i = threadIdx.x; i < p.k[MG_DOWN] / 256; i += MG_NT)
                 p.ready[i] = 0u;
-        mg_stamp(p, MG_TR_STAGE + 2 * st);
+        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st);
+        if (p.trace && warp == 0) {   /* diagnosis: was the stage's first record there (warp 0 always has one) */
+            mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
+            mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 1);
+        }
         const int8_t *xq = flags ? p.xq_glu : (const int8_t *)xs;
         const float2 *xd = flags ? p.xd_glu : (const float2 *)(xs + p.k[st]);
 #pragma unroll 1
@@ -487,8 +492,9 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             else
                 mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
         }
+        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 2);
         mg_sync();   /* xs is rewritten by the next stage */
-        mg_stamp(p, MG_TR_STAGE + 2 * st + 1);
+        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 3);
     }
 }
 
@@ -628,9 +634,11 @@ void cuda_mega_trace_dump(struct cuda_ctx *c)
         free(h), free(d), free(f), free(l);
         return;
     }
-    static const char *what[MG_TR] = {"entry", "PDL wait done", "Wo input copied", "Wo done", "barrier + norm",
-                                      "gate/up done", "barrier + GLU copy", "down done", "barrier + norm",
-                                      "q/k/v done"};
+    static const char *what[MG_TR] = {"entry", "PDL wait done",
+                                      "Wo input copied", "  w0 record in", "  w0 jobs done", "Wo done",
+                                      "barrier + norm", "  w0 record in", "  w0 jobs done", "gate/up done",
+                                      "barrier + GLU copy", "  w0 record in", "  w0 jobs done", "down done",
+                                      "barrier + norm", "  w0 record in", "  w0 jobs done", "q/k/v done"};
     fprintf(stderr, "mega trace: %d spans, %d CTAs | phase p50 (us, from the CTA's stamp before) | first CTA, "
                     "last CTA (us from the first entry, medians over spans)\n", n, c->n_sm);
     for (int k = 0; k < MG_TR; k++) {
