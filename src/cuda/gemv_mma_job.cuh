@@ -104,6 +104,15 @@ static __device__ __forceinline__ int64_t v5_glu_arrive(const v5_job &job, const
     return blk;
 }
 
+/* a tile's rows g and g + 8: the sums of group g's 4 lanes, in every lane of the group */
+static __device__ __forceinline__ void v5_group_sums(float &acc_g, float &acc_g8)
+{
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
+    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
+    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
+}
+
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
@@ -113,10 +122,7 @@ static __device__ __forceinline__ int64_t v5_store(const v5_job &job, const v5_p
                                                 float acc_g8)
 {
     int g = lane >> 2, t = lane & 3;
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
-    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
-    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
+    v5_group_sums(acc_g, acc_g8);
     if (pieces == 1) {
         if (t == 0 && r0 + g < P.n)
             P.y[r0 + g] = acc_g;

@@ -364,10 +364,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
         return;
     }
     int g = lane >> 2, t = lane & 3, l0 = (int)(w0 % MG_CW);
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);   /* v5_store's sums of a group's 4 lanes */
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
-    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 1);
-    acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
+    v5_group_sums(acc_g, acc_g8);
     int64_t units = v5_units(job);
     float *pp = mm->part[jp][w % MG_CW][mg_slot_of(w, tile, units, job.n_warps, job.n_sb)];
     if (t == 0) {

@@ -64,23 +64,15 @@ static __device__ __forceinline__ void bar_arrive(uint64_t *bar)
 #endif
 }
 
-/* has the phase of this parity completed? TRY: one try_wait (the hardware may suspend the thread a
- * while), else one test_wait (never suspends: for a thread that polls several barriers) */
-template <bool TRY = true>
+/* has the phase of this parity completed? (one try_wait: the hardware may suspend the thread a while) */
 static __device__ __forceinline__ bool bar_try(uint64_t *bar, unsigned parity)
 {
     unsigned done = 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (TRY)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(smem_u32(bar)), "r"(parity)
-                     : "memory");
-    else
-        asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                     : "=r"(done)
-                     : "r"(smem_u32(bar)), "r"(parity)
-                     : "memory");
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
 #endif
     return done != 0;
 }
