@@ -97,6 +97,8 @@ static int64_t check_slots(int64_t tiles, int64_t n_sb, int64_t warps, int cw)
             CHECK(!used[w * 2 + s]);
             used[w * 2 + s] = 1;
             CHECK(s == 0 || t == (v5_split_lo(w + 1, units, nw) - 1) / n_sb);   /* slot 1: its last tile */
+            CHECK(w == w0 || s == 0);   /* the merge reads the later warps' pieces from slot 0 */
+            CHECK(s == (v5_split_lo(w, units, nw) == t * n_sb || w > w0 ? 0 : 1));   /* ... and w0's so */
         }
     }
     free(used), free(first);

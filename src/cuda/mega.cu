@@ -86,10 +86,10 @@ struct mg_params {
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
 };
 
-/* the trace's stamps a CTA: entry, PDL wait done, then per stage its prologue done (barrier, norm
- * or copy), warp 0's first record of the stage in its ring, warp 0's jobs done, and all warps'
- * jobs done */
-enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 4, MG_TR = MG_TR_STAGE + MG_TR_PER * MG_STAGES };
+/* the trace's stamps a CTA: entry, PDL wait done, then per stage its barrier passed, its prologue
+ * done (norm or copy), warp 0's first record of the stage in its ring, warp 0's jobs done, and all
+ * warps' jobs done */
+enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 5, MG_TR = MG_TR_STAGE + MG_TR_PER * MG_STAGES };
 
 static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
 {
@@ -356,7 +356,7 @@ static __device__ void mg_wait_ready(const v5_job &job, int64_t w, const unsigne
  * bits. */
 static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part &P, int64_t tile, int64_t w, int64_t w0,
                                                 int64_t w1, int64_t r0, int lane, float acc_g, float acc_g8,
-                                                mg_merge *mm, int jp, bool global, unsigned *ready)
+                                                mg_merge *mm, int jp, bool global, unsigned *ready, int slot)
 {
     int pieces = (int)(w1 - w0 + 1);
     if (pieces == 1 || global || w0 / MG_CW != w1 / MG_CW) {
@@ -365,8 +365,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
     }
     int g = lane >> 2, t = lane & 3, l0 = (int)(w0 % MG_CW);
     v5_group_sums(acc_g, acc_g8);
-    int64_t units = v5_units(job);
-    float *pp = mm->part[jp][w % MG_CW][mg_slot_of(w, tile, units, job.n_warps, job.n_sb)];
+    float *pp = mm->part[jp][w % MG_CW][slot];
     if (t == 0) {
         pp[g] = acc_g;
         pp[g + 8] = acc_g8;
@@ -380,9 +379,11 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
         return;
     __threadfence_block();   /* the last piece in: every partial of the tile is visible */
     if (lane < 16 && r0 + lane < P.n) {
-        float y = 0.0f;
-        for (int i = 0; i < pieces; i++)
-            y += mm->part[jp][(w0 + i) % MG_CW][mg_slot_of(w0 + i, tile, units, job.n_warps, job.n_sb)][lane];
+        /* every warp after w0 starts its range inside the tile: slot 0 (test_mega_ring); only w0's
+         * slot costs mg_slot_of's 64-bit divisions */
+        float y = mm->part[jp][w0 % MG_CW][mg_slot_of(w0, tile, v5_units(job), job.n_warps, job.n_sb)][lane];
+        for (int i = 1; i < pieces; i++)
+            y += mm->part[jp][(w0 + i) % MG_CW][0][lane];
         P.y[r0 + lane] = y;
     }
     if (lane == 0)
@@ -422,7 +423,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             mg_fill_ring(p, w, rg, c, f, seq + 1, lane);
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
-        mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0, p.ready);
+        mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0, p.ready, x == a ? 0 : 1);
         x = e;
     }
 }
@@ -462,6 +463,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         bool flags = st == MG_DOWN && p.ready;   /* down waits on the ready counts instead */
         if (st > MG_WO && !flags)
             mg_grid_bar(p.bar + 64 * (st - 1), p.bar0 != 0);
+        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st);
         if (st == MG_GU || st == MG_QKV)
             mg_norm_run(p.norm[st == MG_QKV], xs, red);
         else if (st == MG_WO)
@@ -471,10 +473,10 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         if (st == MG_QKV && p.ready && blockIdx.x == 0)   /* every down warp is past its waits: 0 for the next span */
             for (int i = threadIdx.x; i < p.k[MG_DOWN] / 256; i += MG_NT)
                 p.ready[i] = 0u;
-        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st);
+        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 1);
         if (p.trace && warp == 0) {   /* diagnosis: was the stage's first record there (warp 0 always has one) */
             mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
-            mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 1);
+            mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 2);
         }
         const int8_t *xq = flags ? p.xq_glu : (const int8_t *)xs;
         const float2 *xd = flags ? p.xd_glu : (const float2 *)(xs + p.k[st]);
@@ -489,9 +491,9 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             else
                 mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
         }
-        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 2);
-        mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 3);
+        mg_sync();   /* xs is rewritten by the next stage */
+        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 4);
     }
 }
 
@@ -632,10 +634,10 @@ void cuda_mega_trace_dump(struct cuda_ctx *c)
         return;
     }
     static const char *what[MG_TR] = {"entry", "PDL wait done",
-                                      "Wo input copied", "  w0 record in", "  w0 jobs done", "Wo done",
-                                      "barrier + norm", "  w0 record in", "  w0 jobs done", "gate/up done",
-                                      "barrier + GLU copy", "  w0 record in", "  w0 jobs done", "down done",
-                                      "barrier + norm", "  w0 record in", "  w0 jobs done", "q/k/v done"};
+                                      "  (no barrier)", "Wo input copied", "  w0 record in", "  w0 jobs done", "Wo done",
+                                      "barrier", "norm", "  w0 record in", "  w0 jobs done", "gate/up done",
+                                      "barrier", "GLU copy", "  w0 record in", "  w0 jobs done", "down done",
+                                      "barrier", "norm", "  w0 record in", "  w0 jobs done", "q/k/v done"};
     fprintf(stderr, "mega trace: %d spans, %d CTAs | phase p50 (us, from the CTA's stamp before) | first CTA, "
                     "last CTA (us from the first entry, medians over spans)\n", n, c->n_sm);
     for (int k = 0; k < MG_TR; k++) {
