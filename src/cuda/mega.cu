@@ -80,7 +80,7 @@ struct mg_params {
     const float2 *xd_glu;
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, the generation (or departures) at 32 */
-    int           bar0;             /* GLIM_CUDA_MEGA_BAR0=1 (bench knob): the barrier's first form */
+    int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
@@ -125,24 +125,12 @@ static __device__ __forceinline__ void mg_bar_wait(uint64_t *bar, unsigned parit
 
 /* Every CTA's consumers have arrived (and what they stored before is visible). bar[0] counts the
  * arrivals; the last to arrive puts it back to 0 and moves the generation bar[32] on, which the
- * others wait to see change, so leaving costs no atomic (GLIM_CUDA_MEGA_BAR0=1: the first form,
- * which counted the CTAs out too, each on its way out). */
-static __device__ void mg_grid_bar(unsigned *bar, bool old)
+ * others wait to see change, so leaving costs no atomic (measured 2026-12-06 against a form that
+ * counted the CTAs out too: even) */
+static __device__ void mg_grid_bar(unsigned *bar)
 {
     mg_sync();
-    if (threadIdx.x == 0 && old) {
-        __threadfence();
-        atomicAdd(bar, 1u);
-        for (unsigned i = 0; mg_ld_acquire(bar) < gridDim.x; i++) {
-            __nanosleep(32);
-            if (i > MG_SPIN_MAX)
-                __trap();
-        }
-        if (atomicAdd(bar + 32, 1u) == gridDim.x - 1) {   /* the last to leave: 0 for the next launch */
-            atomicExch(bar, 0u);
-            atomicExch(bar + 32, 0u);
-        }
-    } else if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {
         unsigned gen = mg_ld_acquire(bar + 32);   /* it cannot move before this CTA has arrived */
         __threadfence();
         if (atomicAdd(bar, 1u) == gridDim.x - 1) {
@@ -189,6 +177,18 @@ static __device__ __forceinline__ void mg_vec_load(float4 *v, const float *row, 
         int i = tid + j * MG_VT;
         v[j] = i < n4 ? __ldcg((const float4 *)row + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
+}
+
+/* A norm's weights and residual input (written a stage or a span ago, long out of L2) asked of L2
+ * as a CTA reaches the grid barrier before it: the first CTA there brings them in for all. Loaded
+ * after the barrier, they queued behind the rings' copies (the norm took 6 us, trace 2026-12-06);
+ * held in registers across it, they cost mega_kernel spills. A prefetch reads through L2, the
+ * point of coherence, so it sees every store made before it. */
+static __device__ __forceinline__ void mg_norm_prefetch(const mg_norm &m)
+{
+    const float *v = threadIdx.x == 0 ? m.w_o : threadIdx.x == 32 ? m.w_h : threadIdx.x == 64 ? m.x_in : NULL;
+    if (v)
+        bulk_prefetch_l2(v, (unsigned)m.n * 4u);
 }
 
 /* add_rmsnorm_row's arithmetic (fused.cu) for one row, h quantized into xs (K45) instead of stored,
@@ -295,12 +295,12 @@ static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned b, u
     bulk_copy(rg.slot + off, c.src, c.rec, &rg.full[b]);
 }
 
-/* a warp (all lanes): ask for its next records while they fit */
+/* a warp (all lanes): ask for its next records while they fit, at most lim unread */
 static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
-                                                    mg_fill &f, unsigned seq, int lane)
+                                                    mg_fill &f, unsigned seq, int lane, unsigned lim = MG_NB)
 {
     unsigned off;
-    while (c.j < p.n_jobs && mg_room(&f, f.issued - seq, c.rec, &off)) {
+    while (c.j < p.n_jobs && f.issued - seq < lim && mg_room(&f, f.issued - seq, c.rec, &off)) {
         unsigned b = f.issued % MG_NB;
         if (lane == 0) {
             rg.off[b] = (unsigned short)off;
@@ -451,20 +451,25 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     mg_cursor c = {0, 0, 0, 0, 0, NULL};
     mg_fill f = {0, 0, 0};
     mg_seek(p, w, c);   /* the first records: weights only, no wait for the kernels before */
-    mg_fill_ring(p, w, rg, c, f, 0, lane);
+    mg_fill_ring(p, w, rg, c, f, 0, lane, (unsigned)p.pre);
     uint8_t *xs = mg_smem + MG_RING;
     unsigned seq = 0;
     cuda_pdl_wait();
     mg_stamp(p, MG_TR_WAIT);
+    if (p.pre < MG_NB)
+        mg_fill_ring(p, w, rg, c, f, 0, lane);
     /* Neither loop is unrolled: each piece of code is in the kernel once (unrolled, the job code
      * was there 16 times, and the warps stalled on instruction fetch, ncu 2026-12-06) */
 #pragma unroll 1
     for (int st = 0; st < MG_STAGES; st++) {
         bool flags = st == MG_DOWN && p.ready;   /* down waits on the ready counts instead */
+        bool norm = st == MG_GU || st == MG_QKV;
+        if (norm)
+            mg_norm_prefetch(p.norm[st == MG_QKV]);
         if (st > MG_WO && !flags)
-            mg_grid_bar(p.bar + 64 * (st - 1), p.bar0 != 0);
+            mg_grid_bar(p.bar + 64 * (st - 1));
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st);
-        if (st == MG_GU || st == MG_QKV)
+        if (norm)
             mg_norm_run(p.norm[st == MG_QKV], xs, red);
         else if (st == MG_WO)
             mg_copy_x(xs, p.xq_in, p.xd_in, p.k[st]);
@@ -580,7 +585,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     if (!mg_plan(c, a, p, part, cnt + MG_BARW + MG_RDYW, &po, &co))
         return false;
     p.bar = cnt;   /* first: a generation word keeps its value, so no tile's count may land on it */
-    p.bar0 = c->mg_bar0;
+    p.pre = c->mg_pre >= 1 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
     p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
