@@ -1400,6 +1400,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->mg_gmerge = f_mgm && strcmp(f_mgm, "1") == 0;
     const char *f_mpre = getenv("GLIM_CUDA_MEGA_PRE");
     c->mg_pre = f_mpre ? atoi(f_mpre) : -1;
+    const char *f_mef = getenv("GLIM_CUDA_MEGA_EF");
+    c->mg_ef = !(f_mef && strcmp(f_mef, "0") == 0);
     const char *f_mfl = getenv("GLIM_CUDA_MEGA_FLAGS");
     c->mg_flags = f_mfl && strcmp(f_mfl, "1") == 0;
     if (c->mega && f_mtr && strcmp(f_mtr, "1") == 0 && !cuda_mega_trace_init(c)) {

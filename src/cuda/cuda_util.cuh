@@ -182,6 +182,7 @@ struct cuda_ctx {
     struct cuda_mega_args *mg;     /* ... their operands (made with the context when mega is on) */
     long            mg_used;       /* spans launched (tests) */
     struct cuda_buf mg_scratch, mg_cnt;   /* its partial sums and x's other copy; its counts and barriers */
+    bool            mg_ef;         /* the span's weight copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: not; bench knob) */
     int             mg_pre;        /* GLIM_CUDA_MEGA_PRE=N: records a span's warp asks for before its PDL wait (bench knob; -1: a full ring) */
     bool            mg_flags;      /* GLIM_CUDA_MEGA_FLAGS=1: the span's down waits on per-super-block ready counts, not a grid barrier */
     bool            mg_gmerge;     /* GLIM_CUDA_MEGA_GMERGE=1: the span merges every cut tile through global memory (bench knob) */

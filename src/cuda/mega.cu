@@ -80,6 +80,7 @@ struct mg_params {
     const float2 *xd_glu;
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, the generation (or departures) at 32 */
+    int           ef;               /* the rings' copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: evict-normal, bench knob) */
     int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
@@ -179,11 +180,11 @@ static __device__ __forceinline__ void mg_vec_load(float4 *v, const float *row, 
     }
 }
 
-/* A norm's weights and residual input (written a stage or a span ago, long out of L2) asked of L2
- * as a CTA reaches the grid barrier before it: the first CTA there brings them in for all. Loaded
- * after the barrier, they queued behind the rings' copies (the norm took 6 us, trace 2026-12-06);
- * held in registers across it, they cost mega_kernel spills. A prefetch reads through L2, the
- * point of coherence, so it sees every store made before it. */
+/* A norm's weights and residual input asked of L2 a stage ahead (and kept there by the rings'
+ * evict-first copies): loaded only after the barrier, they queue behind the rings' copies, up to
+ * 26 MB (the norm took 6 us, trace 2026-12-06); held in registers across the barrier, they cost
+ * mega_kernel spills. A prefetch reads through L2, the point of coherence, so it cannot make a
+ * later load see an older value. */
 static __device__ __forceinline__ void mg_norm_prefetch(const mg_norm &m)
 {
     const float *v = threadIdx.x == 0 ? m.w_o : threadIdx.x == 32 ? m.w_h : threadIdx.x == 64 ? m.x_in : NULL;
@@ -239,6 +240,8 @@ struct mg_ring {
     uint8_t        *slot;
     uint64_t       *full;
     unsigned short *off;
+    uint64_t        pol;   /* the copies' L2 policy: evict-first, so the weights streamed once leave L2
+                            * before the small data read again (norm inputs, activations, the KV cache) */
 };
 
 /* The next record a ring is to get: job j (j == n_jobs: done), unit x of its range [x, b), x's
@@ -292,7 +295,7 @@ static __device__ __forceinline__ void mg_advance(const mg_params &p, int64_t w,
 static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned b, unsigned off, const mg_cursor &c)
 {
     bar_expect(&rg.full[b], c.rec);
-    bulk_copy(rg.slot + off, c.src, c.rec, &rg.full[b]);
+    bulk_copy_hint(rg.slot + off, c.src, c.rec, &rg.full[b], rg.pol);
 }
 
 /* a warp (all lanes): ask for its next records while they fit, at most lim unread */
@@ -446,7 +449,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     for (int i = threadIdx.x; i < 2 * MG_CW; i += blockDim.x)
         mm.cnt[i / MG_CW][i % MG_CW] = 0u;
     __syncthreads();
-    mg_ring rg = {mg_smem + (size_t)warp * MG_RB, full + warp * MG_NB, offs + warp * MG_NB};
+    mg_ring rg = {mg_smem + (size_t)warp * MG_RB, full + warp * MG_NB, offs + warp * MG_NB, l2_policy(p.ef != 0)};
     int64_t w = (int64_t)blockIdx.x * MG_CW + warp;
     mg_cursor c = {0, 0, 0, 0, 0, NULL};
     mg_fill f = {0, 0, 0};
@@ -464,8 +467,6 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     for (int st = 0; st < MG_STAGES; st++) {
         bool flags = st == MG_DOWN && p.ready;   /* down waits on the ready counts instead */
         bool norm = st == MG_GU || st == MG_QKV;
-        if (norm)
-            mg_norm_prefetch(p.norm[st == MG_QKV]);
         if (st > MG_WO && !flags)
             mg_grid_bar(p.bar + 64 * (st - 1));
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st);
@@ -478,6 +479,8 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         if (st == MG_QKV && p.ready && blockIdx.x == 0)   /* every down warp is past its waits: 0 for the next span */
             for (int i = threadIdx.x; i < p.k[MG_DOWN] / 256; i += MG_NT)
                 p.ready[i] = 0u;
+        if (st == MG_WO || st == MG_DOWN)   /* the next stage's norm */
+            mg_norm_prefetch(p.norm[st == MG_DOWN]);
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 1);
         if (p.trace && warp == 0) {   /* diagnosis: was the stage's first record there (warp 0 always has one) */
             mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
@@ -585,6 +588,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     if (!mg_plan(c, a, p, part, cnt + MG_BARW + MG_RDYW, &po, &co))
         return false;
     p.bar = cnt;   /* first: a generation word keeps its value, so no tile's count may land on it */
+    p.ef = c->mg_ef;
     p.pre = c->mg_pre >= 1 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
     p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;

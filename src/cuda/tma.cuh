@@ -48,6 +48,31 @@ static __device__ __forceinline__ void bulk_copy(uint8_t *dst, const void *src, 
 #endif
 }
 
+/* An L2 policy for cache hints: first (evict-first: data streamed once, so that it leaves L2 before
+ * the small data read again soon) or else evict-normal */
+static __device__ __forceinline__ uint64_t l2_policy(bool first)
+{
+    uint64_t pol = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (first)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    return pol;
+}
+
+/* bulk_copy with an L2 policy (l2_policy) */
+static __device__ __forceinline__ void bulk_copy_hint(uint8_t *dst, const void *src, unsigned bytes, uint64_t *bar,
+                                                      uint64_t pol)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+                 : "memory");
+#endif
+}
+
 /* ask L2 for bytes (a multiple of 16) at src: a hint, nothing completes or waits */
 static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, unsigned bytes)
 {
