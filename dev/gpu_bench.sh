@@ -11,6 +11,7 @@ set -u
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SWEEPP / TAILP (=1, or only: dev/cuda/sweep_probe.cu / tail_probe.cu first), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
 # SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
 # LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far), MTRACE (the span's stamps per env),
+# STRACE (the short attention's stamps per env; X=1: the default),
 # NCU ("env,env@kernel-regex" per run: ncu stall reasons of NCUC launches after NCUS, no graphs), NCUSRC (the same: the SASS lines that stall most):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -88,7 +89,11 @@ for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launch
 done
 for e in ${MTRACE:-}; do   # MTRACE="env,env ...": the persistent span's stage stamps (GLIM_CUDA_MEGA_TRACE=1, mega.cu), one graph replay
   env GLIM_CUDA_MEGA=1 ${e//,/ } GLIM_CUDA_MEGA_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/mtrace.log 2>&1
-  echo "mega trace $e:"; grep "^mega trace" /tmp/mtrace.log
+  echo "mega trace $e:"; grep -E "^(mega|short) trace" /tmp/mtrace.log
+done
+for e in ${STRACE:-}; do   # STRACE="env,env ...": the short attention's stamps (GLIM_CUDA_SHORT_TRACE=1, attn_short.cu), one graph replay
+  env ${e//,/ } GLIM_CUDA_SHORT_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/strace.log 2>&1
+  echo "short trace $e:"; grep -E "^(mega|short) trace" /tmp/strace.log
 done
 for e in ${NCU:-}; do   # NCU="env,env@kernel-regex ...": ncu stall reasons and throughputs of NCUC (default 3) launches after NCUS (300), no graphs
   k=${e#*@}; v=${e%@*}; NB=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)

@@ -37,7 +37,18 @@ struct short_params {
                                * and reset by the last CTA to read it */
     int          window, group;
     float        scale;
+    unsigned long long *trace;   /* GLIM_CUDA_SHORT_TRACE=1: SHORT_TR stamps a CTA (short_stamp), else NULL */
 };
+
+/* the trace's stamps a CTA: entry, PDL wait done, q/k/v (and gate) in, q and k prepared and the
+ * row cached, scores and values done, end (diagnosis: where a short attention's time goes) */
+enum { SHORT_TR = 6, SHORT_TRACE_CAP = 64, SHORT_TRACE_HEADS = 128 };
+
+static __device__ __forceinline__ void short_stamp(const short_params &a, int which)
+{
+    if (a.trace && threadIdx.x == 0)
+        a.trace[(size_t)blockIdx.x * SHORT_TR + which] = cuda_globaltimer();
+}
 
 static __device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
 {
@@ -78,6 +89,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     __shared__ float2 cs_s[SHORT_D / 2];
     __shared__ float4 acc_s[SHORT_WARPS][32];
     __shared__ float m_s[SHORT_WARPS], l_s[SHORT_WARPS];
+    short_stamp(a, 0);
     const prep_params &p = a.pp;
     const int D = SHORT_D, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int h = blockIdx.x, kvh = h / a.group, rq = h - kvh * a.group;
@@ -118,6 +130,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     cuda_pdl_wait();
     if (!a.ready)
         cuda_pdl_trigger();
+    short_stamp(a, 1);
 
     /* after it, at once: the head's q (warp 0), the group's new k (warp 1) and v (warp 2), the angles */
     const float *src = warp == 0 ? p.q + (int64_t)h * D : warp == 1 ? p.k + (int64_t)kvh * D : p.v + (int64_t)kvh * D;
@@ -154,6 +167,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     if (warp == 3)
         g_s[lane] = g;
     __syncthreads();   /* the angles, the value row, the gate */
+    short_stamp(a, 2);
     g = g_s[lane];
     if (warp < 2) {
         if (n_pairs) {
@@ -178,6 +192,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
         }
     }
     __syncthreads();
+    short_stamp(a, 3);
 
     float m = -INFINITY, l = 0.0f;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -221,6 +236,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
         }
     }
     __syncthreads();   /* every warp has its copy of the gate */
+    short_stamp(a, 4);
     acc_s[warp][lane] = acc;
     if (lane == 0)
         m_s[warp] = m, l_s[warp] = l;
@@ -258,6 +274,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     ((float4 *)(a.out + (int64_t)h * D))[lane] = o;
     if (a.gate)
         gate_quant4_k45(o, g, gi, a.gq, a.gd);
+    short_stamp(a, 5);
 }
 
 bool cuda_attn_short_ok(const struct cuda_ctx *c, const struct be_attn_prep_args *p)
@@ -290,6 +307,9 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
         gate = NULL;
     a.gate = gate;
     a.ready = gate ? ready : NULL;
+    if (c->short_trace && c->short_trace_n < SHORT_TRACE_CAP && x->n_head <= SHORT_TRACE_HEADS)
+        a.trace = (unsigned long long *)c->short_trace + (size_t)c->short_trace_n++ * SHORT_TRACE_HEADS * SHORT_TR,
+        c->short_trace_heads = (int)x->n_head;
     if (x->kv_type == GLIM_TYPE_BF16)
         cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<true>, a);
     else
@@ -297,4 +317,22 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
     if (!CUDA_LAUNCHED(c, "attention (short)") && gate)
         c->att_x = x->out, c->att_g = gate, c->att_k = (int64_t)x->n_head * x->head_dim;
     return true;
+}
+
+/* ---- the trace (GLIM_CUDA_SHORT_TRACE=1, diagnosis): per launch since graph_begin (the last
+ * replay's, in graphs), per CTA the stamps of short_stamp; printed at backend_destroy ---- */
+bool cuda_short_trace_init(struct cuda_ctx *c)
+{
+    size_t bytes = (size_t)SHORT_TRACE_CAP * SHORT_TRACE_HEADS * SHORT_TR * sizeof(unsigned long long);
+    return !CUDA_TRY(c, cudaMalloc(&c->short_trace, bytes)) && !CUDA_TRY(c, cudaMemset(c->short_trace, 0, bytes));
+}
+
+void cuda_short_trace_dump(struct cuda_ctx *c)
+{
+    static const char *const what[SHORT_TR] = {"entry", "PDL wait done", "q/k/v in", "prepared, row cached",
+                                               "scores and values done", "end"};
+    if (c->short_trace)
+        cuda_stamps_dump("short trace", c->short_trace,
+                         c->short_trace_n < SHORT_TRACE_CAP ? c->short_trace_n : SHORT_TRACE_CAP,
+                         SHORT_TRACE_HEADS * SHORT_TR, c->short_trace_heads, SHORT_TR, what);
 }

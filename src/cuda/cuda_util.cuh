@@ -184,8 +184,10 @@ struct cuda_ctx {
     struct cuda_buf mg_scratch, mg_cnt;   /* its partial sums and x's other copy; its counts and barriers */
     bool            mg_ef;         /* the span's weight copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: not; bench knob) */
     int             mg_pre;        /* GLIM_CUDA_MEGA_PRE=N: records a span's warp asks for before its PDL wait (bench knob; -1: a full ring) */
-    bool            mg_flags;      /* GLIM_CUDA_MEGA_FLAGS=1: the span's down waits on per-super-block ready counts, not a grid barrier */
+    bool            mg_flags;      /* the span's down waits on per-super-block ready counts, not a grid barrier (GLIM_CUDA_MEGA_FLAGS=0: the barrier) */
     bool            mg_gmerge;     /* GLIM_CUDA_MEGA_GMERGE=1: the span merges every cut tile through global memory (bench knob) */
+    void           *short_trace;   /* GLIM_CUDA_SHORT_TRACE=1: per short attention and CTA its stamps (diagnosis) */
+    int             short_trace_n, short_trace_heads;   /* launches traced since graph_begin; their CTAs */
     void           *mg_trace;      /* GLIM_CUDA_MEGA_TRACE=1: per span and CTA its stage stamps (diagnosis) */
     int             mg_trace_n;    /* spans traced since graph_begin */
     void           *fetch_host;    /* fetch_start's page-locked staging, BE_FETCH_SLOTS x BE_FETCH_MAX (first use) */
@@ -292,6 +294,12 @@ extern "C" long backend_cuda_prep_used(struct backend *be);
 /* gemv_mma.cu: the v5 trace (GLIM_CUDA_V5_TRACE=1, diagnosis): its buffer, and printing it */
 bool cuda_v5_trace_init(struct cuda_ctx *c);
 bool cuda_norm_trace_init(struct cuda_ctx *c);   /* fused.cu: add_rmsnorm's phases (GLIM_CUDA_NORM_TRACE=1) */
+/* stamps.cu: qsort's order of doubles; the summary of n launches' per-CTA stamps (per a CTA, ns,
+ * device memory dev, launch i's from stamp i * stride), what[k] naming stamp k, on stderr under tag */
+int cuda_cmp_dbl(const void *a, const void *b);
+void cuda_stamps_dump(const char *tag, const void *dev, int n, int stride, int ctas, int per, const char *const *what);
+bool cuda_short_trace_init(struct cuda_ctx *c);   /* attn_short.cu: its phases (GLIM_CUDA_SHORT_TRACE=1) */
+void cuda_short_trace_dump(struct cuda_ctx *c);
 void cuda_norm_trace_dump(struct cuda_ctx *c);
 void cuda_v5_trace_dump(struct cuda_ctx *c);
 extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm);   /* 0 = off */

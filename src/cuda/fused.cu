@@ -166,12 +166,6 @@ bool cuda_norm_trace_init(struct cuda_ctx *c)
     return !CUDA_TRY(c, cudaMalloc(&c->norm_trace, NORM_TRACE_CAP * NORM_TRACE_PER * sizeof(unsigned long long)));
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Medians over the traced launches (the last graph replay's), us: entry -> wait done, -> first sum,
  * -> second sum, -> end */
 void cuda_norm_trace_dump(struct cuda_ctx *c)
@@ -190,7 +184,7 @@ void cuda_norm_trace_dump(struct cuda_ctx *c)
                 d[m++] = (double)(h[i * NORM_TRACE_PER + k + 1] - h[i * NORM_TRACE_PER + k]) / 1e3;
             if (!m)
                 continue;
-            qsort(d, (size_t)m, sizeof *d, cmp_dbl);
+            qsort(d, (size_t)m, sizeof *d, cuda_cmp_dbl);
             fprintf(stderr, "norm trace: %d launches after %-4s %-20s p10 %6.2f  p50 %6.2f  p90 %6.2f us\n", m,
                     par ? "down" : "Wo", what[k], d[m / 10], d[m / 2], d[m * 9 / 10]);
         }

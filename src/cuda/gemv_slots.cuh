@@ -38,25 +38,16 @@ static __device__ __forceinline__ float h2f8(uint32_t bits)
     return __half2float(__ushort_as_half((unsigned short)(bits & 0xffffu)));
 }
 
-/* Streaming weight loads: read once, keep L1 for the activations. Built with
- * -DGLIM_CUDA_WEIGHT_EF=1 (a measurement build), evict-first in L2 as well, so the small data read
- * again soon (the KV cache, norm inputs, activations) stays in L2 while the weights stream past: the
- * span's copies so ran 6.7% faster (2026-12-06); the same for these loads measured no faster on
- * 2026-12-03 (160.2 t/s both), before the attention read its keys ahead of its PDL wait. */
+/* streaming 16-byte weight load: read once, keep L1 for the activations. (Evict-first in L2
+ * as well, to keep the small kernels' inputs cached, measured no faster: 160.2 t/s both on
+ * 2026-12-03, and again on 2026-12-06 (H100: 145.65 vs 145.75-146.23), where the span's copies
+ * gained 6.7% from it.) */
 static __device__ __forceinline__ uint4 ldw16(const void *p)
 {
     uint4 r;
-#if defined(GLIM_CUDA_WEIGHT_EF) && GLIM_CUDA_WEIGHT_EF
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p), "l"(pol));
-#else
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(p));
-#endif
     return r;
 }
 
@@ -64,13 +55,7 @@ static __device__ __forceinline__ uint4 ldw16(const void *p)
 static __device__ __forceinline__ uint2 ldw8(const void *p)
 {
     uint2 r;
-#if defined(GLIM_CUDA_WEIGHT_EF) && GLIM_CUDA_WEIGHT_EF
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(r.x), "=r"(r.y) : "l"(p), "l"(pol));
-#else
     asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-#endif
     return r;
 }
 

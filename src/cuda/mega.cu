@@ -622,53 +622,15 @@ bool cuda_mega_trace_init(struct cuda_ctx *c)
     return !CUDA_TRY(c, cudaMalloc(&c->mg_trace, (size_t)MG_TRACE_CAP * c->n_sm * MG_TR * sizeof(unsigned long long)));
 }
 
-static int mg_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Over the traced spans, us: each phase's median over CTAs and spans (from the previous stamp of the
- * same CTA), and when the first and the last CTA reached each stamp (from the first CTA's entry) */
+/* Over the traced spans: cuda_stamps_dump */
 void cuda_mega_trace_dump(struct cuda_ctx *c)
 {
-    int n = c->mg_trace_n < MG_TRACE_CAP ? c->mg_trace_n : MG_TRACE_CAP, per = c->n_sm * MG_TR;
-    if (!c->mg_trace || n < 1)
-        return;
-    unsigned long long *h = (unsigned long long *)malloc((size_t)n * per * sizeof *h);
-    double *d = (double *)malloc((size_t)n * c->n_sm * sizeof *d), *f = (double *)malloc((size_t)n * sizeof *f),
-           *l = (double *)malloc((size_t)n * sizeof *l);
-    if (!h || !d || !f || !l || cudaMemcpy(h, c->mg_trace, (size_t)n * per * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        free(h), free(d), free(f), free(l);
-        return;
-    }
-    static const char *what[MG_TR] = {"entry", "PDL wait done",
-                                      "  (no barrier)", "Wo input copied", "  w0 record in", "  w0 jobs done", "Wo done",
-                                      "barrier", "norm", "  w0 record in", "  w0 jobs done", "gate/up done",
-                                      "barrier", "GLU copy", "  w0 record in", "  w0 jobs done", "down done",
-                                      "barrier", "norm", "  w0 record in", "  w0 jobs done", "q/k/v done"};
-    fprintf(stderr, "mega trace: %d spans, %d CTAs | phase p50 (us, from the CTA's stamp before) | first CTA, "
-                    "last CTA (us from the first entry, medians over spans)\n", n, c->n_sm);
-    for (int k = 0; k < MG_TR; k++) {
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            const unsigned long long *r = h + (size_t)i * per;
-            unsigned long long t0 = ~0ull, lo = ~0ull, hi = 0;
-            for (int b = 0; b < c->n_sm; b++) {
-                const unsigned long long *q = r + (size_t)b * MG_TR;
-                t0 = q[0] < t0 ? q[0] : t0;
-                lo = q[k] < lo ? q[k] : lo;
-                hi = q[k] > hi ? q[k] : hi;
-                if (k)
-                    d[m++] = ((double)q[k] - (double)q[k - 1]) / 1e3;
-            }
-            f[i] = ((double)lo - (double)t0) / 1e3, l[i] = ((double)hi - (double)t0) / 1e3;
-        }
-        qsort(f, (size_t)n, sizeof *f, mg_cmp);
-        qsort(l, (size_t)n, sizeof *l, mg_cmp);
-        if (m)
-            qsort(d, (size_t)m, sizeof *d, mg_cmp);
-        fprintf(stderr, "mega trace: %-20s %8.2f | %8.2f %8.2f\n", what[k], m ? d[m / 2] : 0.0, f[n / 2], l[n / 2]);
-    }
-    free(h), free(d), free(f), free(l);
+    static const char *const what[MG_TR] = {"entry", "PDL wait done",
+                                            "  (no barrier)", "Wo input copied", "  w0 record in", "  w0 jobs done", "Wo done",
+                                            "barrier", "norm", "  w0 record in", "  w0 jobs done", "gate/up done",
+                                            "barrier", "GLU copy", "  w0 record in", "  w0 jobs done", "down done",
+                                            "barrier", "norm", "  w0 record in", "  w0 jobs done", "q/k/v done"};
+    if (c->mg_trace)
+        cuda_stamps_dump("mega trace", c->mg_trace, c->mg_trace_n < MG_TRACE_CAP ? c->mg_trace_n : MG_TRACE_CAP,
+                         c->n_sm * MG_TR, c->n_sm, MG_TR, what);
 }
