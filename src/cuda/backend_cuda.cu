@@ -850,6 +850,17 @@ static void be_graph_free(struct backend *be, void *graph)
 
 /* ---- lifetime ---------------------------------------------------------------------- */
 
+/* a diagnosis trace's end: its summary on stderr once the stream is done, then its buffer freed */
+static void trace_end(struct cuda_ctx *c, void **buf, void (*dump)(struct cuda_ctx *))
+{
+    if (!*buf)
+        return;
+    cudaStreamSynchronize(c->stream);
+    dump(c);
+    cudaFree(*buf);
+    *buf = NULL;
+}
+
 /* Frees everything, `be` included. */
 static void be_destroy(struct backend *be)
 {
@@ -875,26 +886,10 @@ static void be_destroy(struct backend *be)
             cudaEventDestroy(c->gt_ev[0]);
             cudaEventDestroy(c->gt_ev[1]);
         }
-        if (c->norm_trace) {
-            cudaStreamSynchronize(c->stream);
-            cuda_norm_trace_dump(c);
-            cudaFree(c->norm_trace);
-        }
-        if (c->v5_trace) {
-            cudaStreamSynchronize(c->stream);
-            cuda_v5_trace_dump(c);
-            cudaFree(c->v5_trace);
-        }
-        if (c->mg_trace) {
-            cudaStreamSynchronize(c->stream);
-            cuda_mega_trace_dump(c);
-            cudaFree(c->mg_trace);
-        }
-        if (c->short_trace) {
-            cudaStreamSynchronize(c->stream);
-            cuda_short_trace_dump(c);
-            cudaFree(c->short_trace);
-        }
+        trace_end(c, &c->norm_trace, cuda_norm_trace_dump);
+        trace_end(c, &c->v5_trace, cuda_v5_trace_dump);
+        trace_end(c, &c->mg_trace, cuda_mega_trace_dump);
+        trace_end(c, &c->short_trace, cuda_short_trace_dump);
         if (c->fetch_host) {
             cudaStreamSynchronize(c->stream);
             cudaFreeHost(c->fetch_host);
