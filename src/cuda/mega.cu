@@ -384,7 +384,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
     if (lane < 16 && r0 + lane < P.n) {
         /* every warp after w0 starts its range inside the tile: slot 0 (test_mega_ring); only w0's
          * slot costs mg_slot_of's 64-bit divisions */
-        float y = mm->part[jp][w0 % MG_CW][mg_slot_of(w0, tile, v5_units(job), job.n_warps, job.n_sb)][lane];
+        float y = 0.0f + mm->part[jp][w0 % MG_CW][mg_slot_of(w0, tile, v5_units(job), job.n_warps, job.n_sb)][lane];   /* v5's sum from 0: -0 too */
         for (int i = 1; i < pieces; i++)
             y += mm->part[jp][(w0 + i) % MG_CW][0][lane];
         P.y[r0 + lane] = y;
