@@ -34,6 +34,10 @@ if [ -n "${TAILP:-}" ]; then   # TAILP=1 (or only): first, dev/cuda/tail_probe.c
   nvcc -arch=sm_90 -O3 -o /tmp/tail_probe dev/cuda/tail_probe.cu && timeout 120 /tmp/tail_probe; el "tail probe rc=$?"
   [ "${TAILP}" = "only" ] && exit 0
 fi
+if [ -n "${QUEUEP:-}" ]; then   # QUEUEP=1 (or only): first, dev/cuda/queue_probe.cu (do L2 hits wait behind a flood of bulk copies?)
+  nvcc -arch=sm_90 -O3 -o /tmp/queue_probe dev/cuda/queue_probe.cu && timeout 120 /tmp/queue_probe; el "queue probe rc=$?"
+  [ "${QUEUEP}" = "only" ] && exit 0
+fi
 if [ -n "${HALF:-}" ]; then
   nvcc -arch=sm_90 -O3 -o /tmp/half_model dev/cuda/half_model.cu && timeout 60 /tmp/half_model; el "half model rc=$?"
 fi
