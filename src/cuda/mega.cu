@@ -88,9 +88,11 @@ struct mg_params {
 };
 
 /* the trace's stamps a CTA: entry, PDL wait done, then per stage its barrier passed, its prologue
- * done (norm or copy), warp 0's first record of the stage in its ring, warp 0's jobs done, and all
- * warps' jobs done */
-enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 5, MG_TR = MG_TR_STAGE + MG_TR_PER * MG_STAGES };
+ * done (norm or copy), warp 0's first record of the stage in its ring, when warp 0 had waited for
+ * its last record of the stage, warp 0's jobs done, and all warps' jobs done */
+enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 6, MG_TR = MG_TR_STAGE + MG_TR_PER * MG_STAGES };
+
+static __shared__ unsigned long long mg_tr_last;   /* the trace: when warp 0 last had a record in */
 
 static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
 {
@@ -415,6 +417,8 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
 #pragma unroll 1
         for (int64_t s = x - tile * n_sb; s < e - tile * n_sb; s++, seq++) {
             mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
+            if (p.trace && threadIdx.x == 0)   /* the stage's last of these goes to the trace */
+                mg_tr_last = cuda_globaltimer();
             v5_part R = {rg.slot + f.r_off, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
             typename K::raw raw;
             K::fetch(R, g, g + 8, 1, 0, t, raw);
@@ -499,9 +503,11 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             else
                 mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
         }
-        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 3);
-        mg_sync();   /* xs is rewritten by the next stage */
+        if (p.trace && threadIdx.x == 0)
+            p.trace[(size_t)blockIdx.x * MG_TR + MG_TR_STAGE + MG_TR_PER * st + 3] = mg_tr_last;
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 4);
+        mg_sync();   /* xs is rewritten by the next stage */
+        mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 5);
     }
 }
 
@@ -625,11 +631,12 @@ bool cuda_mega_trace_init(struct cuda_ctx *c)
 /* Over the traced spans: cuda_stamps_dump */
 void cuda_mega_trace_dump(struct cuda_ctx *c)
 {
-    static const char *const what[MG_TR] = {"entry", "PDL wait done",
-                                            "  (no barrier)", "Wo input copied", "  w0 record in", "  w0 jobs done", "Wo done",
-                                            "barrier", "norm", "  w0 record in", "  w0 jobs done", "gate/up done",
-                                            "barrier", "GLU copy", "  w0 record in", "  w0 jobs done", "down done",
-                                            "barrier", "norm", "  w0 record in", "  w0 jobs done", "q/k/v done"};
+    static const char *const what[MG_TR] = {
+        "entry", "PDL wait done",
+        "  (no barrier)", "Wo input copied", "  w0 first record in", "  w0 last record in", "  w0 jobs done", "Wo done",
+        "barrier", "norm", "  w0 first record in", "  w0 last record in", "  w0 jobs done", "gate/up done",
+        "barrier", "GLU copy", "  w0 first record in", "  w0 last record in", "  w0 jobs done", "down done",
+        "barrier", "norm", "  w0 first record in", "  w0 last record in", "  w0 jobs done", "q/k/v done"};
     if (c->mg_trace)
         cuda_stamps_dump("mega trace", c->mg_trace, c->mg_trace_n < MG_TRACE_CAP ? c->mg_trace_n : MG_TRACE_CAP,
                          c->n_sm * MG_TR, c->n_sm, MG_TR, what);
