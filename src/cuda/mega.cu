@@ -453,7 +453,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     for (int i = threadIdx.x; i < 2 * MG_CW; i += blockDim.x)
         mm.cnt[i / MG_CW][i % MG_CW] = 0u;
     __syncthreads();
-    mg_ring rg = {mg_smem + (size_t)warp * MG_RB, full + warp * MG_NB, offs + warp * MG_NB, l2_policy(p.ef != 0)};
+    mg_ring rg = {mg_smem + (size_t)warp * MG_RB, full + warp * MG_NB, offs + warp * MG_NB, l2_policy(p.ef ? L2_EVICT_FIRST : L2_EVICT_NORMAL)};
     int64_t w = (int64_t)blockIdx.x * MG_CW + warp;
     mg_cursor c = {0, 0, 0, 0, 0, NULL};
     mg_fill f = {0, 0, 0};

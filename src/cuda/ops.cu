@@ -7,6 +7,7 @@
  * captured in a CUDA graph. Called from backend_cuda.cu on ctx->stream.
  */
 #include "rowops.cuh"
+#include "tma.cuh"
 
 /* ---- RMSNorm: one block per row ---------------------------------------- */
 
@@ -185,9 +186,7 @@ static __global__ void l2_prefetch_kernel(const char *p, size_t nbytes, bool las
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const size_t chunk = 4096;
     size_t n_chunks = (nbytes + chunk - 1) / chunk;
-    uint64_t pol = 0;
-    if (last)
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    uint64_t pol = last ? l2_policy(L2_EVICT_LAST) : 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_chunks; i += (size_t)gridDim.x * blockDim.x) {
         size_t off = i * chunk, len = nbytes - off < chunk ? nbytes - off : chunk;
         if (last)

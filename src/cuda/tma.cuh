@@ -48,14 +48,18 @@ static __device__ __forceinline__ void bulk_copy(uint8_t *dst, const void *src, 
 #endif
 }
 
-/* An L2 policy for cache hints: first (evict-first: data streamed once, so that it leaves L2 before
- * the small data read again soon) or else evict-normal */
-static __device__ __forceinline__ uint64_t l2_policy(bool first)
+/* An L2 policy for cache hints: evict-first (data streamed once, so that it leaves L2 before the
+ * small data read again soon), evict-last (data read again later, kept past a stream) or normal */
+enum l2_prio { L2_EVICT_NORMAL, L2_EVICT_FIRST, L2_EVICT_LAST };
+
+static __device__ __forceinline__ uint64_t l2_policy(enum l2_prio prio)
 {
     uint64_t pol = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (first)
+    if (prio == L2_EVICT_FIRST)
         asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    else if (prio == L2_EVICT_LAST)
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
     else
         asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
 #endif
