@@ -77,14 +77,15 @@ static __device__ void chase(const unsigned *buf, unsigned i0, unsigned long lon
  * warp CW of every IN_EVERY-th CTA probes from the same SM */
 __global__ void __launch_bounds__((CW + 1) * 32, 1)
     flood(const uint8_t *big, size_t big_recs, int D, int R, int ef, unsigned long long delay_ns,
-          unsigned long long *span, const unsigned *chain, unsigned step, unsigned long long *pout)
+          unsigned long long *span, const unsigned *chain, unsigned links, unsigned unit, unsigned long long *pout)
 {
     extern __shared__ __align__(128) uint8_t ring[];
     __shared__ __align__(8) uint64_t full[CW][DMAX];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (warp == CW) {
         if (lane == 0 && blockIdx.x % IN_EVERY == 0)
-            chase(chain, (blockIdx.x / IN_EVERY) * step, pout + (size_t)(blockIdx.x / IN_EVERY) * SAMPLES * 2);
+            chase(chain, (unsigned)((blockIdx.x / IN_EVERY * 5077ull + 3001ull) % links) * unit,
+                  pout + (size_t)(blockIdx.x / IN_EVERY) * SAMPLES * 2);
         return;
     }
     uint64_t pol = 0;
@@ -235,7 +236,8 @@ int main(void)
                 /* the probes start with the flood's CTAs, the flood's copies 20 us later */
                 probe<<<P, 32, 0, s2>>>(chain, step, out);
                 flood<<<F, (CW + 1) * 32, smem, s1>>>(big, big_recs, D, R, ef, 20000ull, span, chain,
-                                                      step + 4099u * (cold ? 1024u : 1u), pout);
+                                                      cold ? (unsigned)(cold_words / 1024) : (unsigned)hot_words,
+                                                      cold ? 1024u : 1u, pout);
                 CK(cudaDeviceSynchronize());
                 std::vector<unsigned long long> sp(2 * (size_t)F), o((size_t)P * SAMPLES * 2), po((size_t)PI * SAMPLES * 2);
                 CK(cudaMemcpy(sp.data(), span, sp.size() * 8, cudaMemcpyDeviceToHost));
