@@ -1403,6 +1403,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->mg_gmerge = f_mgm && strcmp(f_mgm, "1") == 0;
     const char *f_mpre = getenv("GLIM_CUDA_MEGA_PRE");
     c->mg_pre = f_mpre ? atoi(f_mpre) : -1;
+    const char *f_mdp = getenv("GLIM_CUDA_MEGA_DEPTH");
+    c->mg_depth = f_mdp ? atoi(f_mdp) : 0;
     const char *f_mat = getenv("GLIM_CUDA_MEGA_ATRIG");
     c->mg_atrig = f_mat && f_mat[0] >= '0' && f_mat[0] <= '2' && !f_mat[1] ? f_mat[0] - '0' : 0;
     const char *f_mef = getenv("GLIM_CUDA_MEGA_EF");

@@ -82,6 +82,7 @@ struct mg_params {
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, the generation (or departures) at 32 */
     int           ef;               /* the rings' copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: evict-normal, bench knob) */
     int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
+    int           depth;            /* GLIM_CUDA_MEGA_DEPTH=d (bench knob): at most d records a warp unread in its stage, more during its waits (mg_lim); 0: as the ring holds */
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
@@ -93,6 +94,8 @@ struct mg_params {
 enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 6, MG_TR = MG_TR_STAGE + MG_TR_PER * MG_STAGES };
 
 static __shared__ unsigned long long mg_tr_last;   /* the trace: when warp 0 last had a record in */
+static __shared__ unsigned mg_landed[MG_CW];       /* GLIM_CUDA_MEGA_DEPTH: each warp's records known to be in */
+static __shared__ volatile unsigned mg_pass;       /* GLIM_CUDA_MEGA_DEPTH: thread 0 saw the grid barrier open */
 
 static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
 {
@@ -300,7 +303,33 @@ static __device__ __forceinline__ void mg_issue(const mg_ring &rg, unsigned b, u
     bulk_copy_hint(rg.slot + off, c.src, c.rec, &rg.full[b], rg.pol);
 }
 
-/* a warp (all lanes): ask for its next records while they fit, at most lim unread */
+/* GLIM_CUDA_MEGA_DEPTH=d: how many records a warp may have unread (seq: the first unread). In a
+ * stage's jobs at most d (the caller passes d: counting those in here cost mega_kernel spills);
+ * while the warp waits (a grid barrier, down's ready counts, after the PDL wait) those already in
+ * and d more, so the ring still fills, only at the pace the records come in. Why: the rings'
+ * copies are the HBM's queue, and every latency-critical load waits behind it. queue_probe
+ * (2026-12-06, H100, the rings' shape) read the same 3.05-3.16 TB/s with 1, 3 or 5 records a warp
+ * on their way, but an L2 hit took 192 ns (p50) / 480 (p90) beside 1, and 512-640 / 1800-4100
+ * beside 3-5. */
+static __device__ __forceinline__ unsigned mg_lim(const mg_params &p, const mg_ring &rg, const mg_fill &f, unsigned seq,
+                                                  int lane)
+{
+    if (!p.depth)
+        return MG_NB;
+    unsigned l = 0;
+    if (lane == 0) {
+        l = mg_landed[threadIdx.x >> 5];
+        if ((int)(l - seq) < 0)
+            l = seq;
+        while (l != f.issued && bar_test(&rg.full[l % MG_NB], (l / MG_NB) & 1))
+            l++;
+        mg_landed[threadIdx.x >> 5] = l;
+    }
+    return __shfl_sync(0xffffffffu, l, 0) - seq + (unsigned)p.depth;   /* unread: those in, and depth more */
+}
+
+/* a warp (all lanes): ask for its next records while they fit, at most lim unread (mg_lim: with a
+ * depth, as many as are in and depth more) */
 static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
                                                     mg_fill &f, unsigned seq, int lane, unsigned lim = MG_NB)
 {
@@ -315,6 +344,55 @@ static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t 
         mg_advance(p, w, c);
     }
     __syncwarp();   /* off[] as lane 0 wrote it */
+}
+
+/* GLIM_CUDA_MEGA_DEPTH: mg_grid_bar with every warp feeding its ring while thread 0 waits for the
+ * barrier to open (with a depth, the rings fill during the waits instead of before them) */
+static __device__ void mg_grid_bar_fed(unsigned *bar, const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
+                                       mg_fill &f, unsigned seq, int lane)
+{
+    if (threadIdx.x == 0)
+        mg_pass = 0u;   /* every warp read the last barrier's before its closing mg_sync */
+    mg_sync();
+    unsigned gen = 0;
+    if (threadIdx.x == 0) {
+        gen = mg_ld_acquire(bar + 32);   /* it cannot move before this CTA has arrived */
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();   /* the count back at 0 before anyone may pass */
+            atomicAdd(bar + 32, 1u);
+            mg_pass = 1u;
+        }
+    }
+    for (unsigned i = 0;; i++) {
+        if (threadIdx.x == 0 && !mg_pass && mg_ld_acquire(bar + 32) != gen)
+            mg_pass = 1u;
+        if (__shfl_sync(0xffffffffu, lane == 0 ? mg_pass : 0u, 0))
+            break;
+        mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
+        if (i > MG_SPIN_MAX)
+            __trap();
+    }
+    mg_sync();   /* thread 0's acquire before anyone reads what the other CTAs stored */
+}
+
+/* GLIM_CUDA_MEGA_DEPTH: mg_wait_ready with the warp feeding its ring while it waits */
+static __device__ void mg_wait_ready_fed(const v5_job &job, int64_t w, const unsigned *ready, int lane, const mg_params &p,
+                                         const mg_ring &rg, mg_cursor &c, mg_fill &f, unsigned seq)
+{
+    int64_t units = v5_units(job), a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    int64_t m = b - a < job.n_sb ? b - a : job.n_sb;
+    for (unsigned k = 0;; k++) {
+        bool in = true;
+        for (int64_t i = lane; i < m; i += 32)
+            in = in && mg_ld_acquire(ready + (a + i) % job.n_sb) >= 8u;
+        if (__all_sync(0xffffffffu, in))
+            break;
+        mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
+        if (k > MG_SPIN_MAX)
+            __trap();
+    }
 }
 
 /* The CTA's side of v5's merge: a tile cut between warps of one CTA has its pieces' partial sums
@@ -427,7 +505,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             __syncwarp();
             if (f.issued != seq + 1)
                 f.r_off = rg.off[(seq + 1) % MG_NB];
-            mg_fill_ring(p, w, rg, c, f, seq + 1, lane);
+            mg_fill_ring(p, w, rg, c, f, seq + 1, lane, p.depth ? (unsigned)p.depth : MG_NB);
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
         mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0, p.ready, x == a ? 0 : 1);
@@ -452,6 +530,8 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     }
     for (int i = threadIdx.x; i < 2 * MG_CW; i += blockDim.x)
         mm.cnt[i / MG_CW][i % MG_CW] = 0u;
+    if (threadIdx.x < MG_CW)
+        mg_landed[threadIdx.x] = 0u;
     __syncthreads();
     mg_ring rg = {mg_smem + (size_t)warp * MG_RB, full + warp * MG_NB, offs + warp * MG_NB, l2_policy(p.ef ? L2_EVICT_FIRST : L2_EVICT_NORMAL)};
     int64_t w = (int64_t)blockIdx.x * MG_CW + warp;
@@ -464,15 +544,19 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     cuda_pdl_wait();
     mg_stamp(p, MG_TR_WAIT);
     if (p.pre < MG_NB)
-        mg_fill_ring(p, w, rg, c, f, 0, lane);
+        mg_fill_ring(p, w, rg, c, f, 0, lane, mg_lim(p, rg, f, 0, lane));
     /* Neither loop is unrolled: each piece of code is in the kernel once (unrolled, the job code
      * was there 16 times, and the warps stalled on instruction fetch, ncu 2026-12-06) */
 #pragma unroll 1
     for (int st = 0; st < MG_STAGES; st++) {
         bool flags = st == MG_DOWN && p.ready;   /* down waits on the ready counts instead */
         bool norm = st == MG_GU || st == MG_QKV;
-        if (st > MG_WO && !flags)
-            mg_grid_bar(p.bar + 64 * (st - 1));
+        if (st > MG_WO && !flags) {
+            if (p.depth)
+                mg_grid_bar_fed(p.bar + 64 * (st - 1), p, w, rg, c, f, seq, lane);
+            else
+                mg_grid_bar(p.bar + 64 * (st - 1));
+        }
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st);
         if (norm)
             mg_norm_run(p.norm[st == MG_QKV], xs, red);
@@ -496,7 +580,9 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         for (int j = 0; j < p.n_jobs; j++) {
             if (p.stage[j] != st)
                 continue;
-            if (flags)
+            if (flags && p.depth)
+                mg_wait_ready_fed(p.job[j], w, p.ready, lane, p, rg, c, f, seq);
+            else if (flags)
                 mg_wait_ready(p.job[j], w, p.ready, lane);
             if (p.kind[j])
                 mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
@@ -595,7 +681,8 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
         return false;
     p.bar = cnt;   /* first: a generation word keeps its value, so no tile's count may land on it */
     p.ef = c->mg_ef;
-    p.pre = c->mg_pre >= 1 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
+    p.depth = c->mg_depth >= 1 && c->mg_depth < MG_NB ? c->mg_depth : 0;
+    p.pre = p.depth ? p.depth : c->mg_pre >= 1 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
     p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)

@@ -106,6 +106,19 @@ static __device__ __forceinline__ bool bar_try(uint64_t *bar, unsigned parity)
     return done != 0;
 }
 
+/* the same question without waiting at all (test_wait: never suspends the thread) */
+static __device__ __forceinline__ bool bar_test(uint64_t *bar, unsigned parity)
+{
+    unsigned done = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+#endif
+    return done != 0;
+}
+
 static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
 {
     while (!bar_try(bar, parity)) {
