@@ -82,6 +82,7 @@ struct mg_params {
     unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, the generation (or departures) at 32 */
     int           ef;               /* the rings' copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: evict-normal, bench knob) */
     int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
+    int           feed;             /* GLIM_CUDA_MEGA_FEED=0 (bench knob): with a depth, the waits do not feed the rings */
     int           depth;            /* GLIM_CUDA_MEGA_DEPTH=d (bench knob): at most d records a warp unread in its stage, more during its waits (mg_lim); 0: as the ring holds */
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
@@ -346,34 +347,36 @@ static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t 
     __syncwarp();   /* off[] as lane 0 wrote it */
 }
 
-/* GLIM_CUDA_MEGA_DEPTH: mg_grid_bar with every warp feeding its ring while thread 0 waits for the
- * barrier to open (with a depth, the rings fill during the waits instead of before them) */
+/* GLIM_CUDA_MEGA_DEPTH: mg_grid_bar with warps 1.. feeding their rings while thread 0 waits for the
+ * barrier to open (with a depth, the rings fill during the waits instead of before them). Thread 0
+ * spins as mg_grid_bar's does: polling between its warp's feeds made the barrier ~3.5 us slower
+ * (H100, 2026-12-06). */
 static __device__ void mg_grid_bar_fed(unsigned *bar, const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
                                        mg_fill &f, unsigned seq, int lane)
 {
     if (threadIdx.x == 0)
         mg_pass = 0u;   /* every warp read the last barrier's before its closing mg_sync */
     mg_sync();
-    unsigned gen = 0;
     if (threadIdx.x == 0) {
-        gen = mg_ld_acquire(bar + 32);   /* it cannot move before this CTA has arrived */
+        unsigned gen = mg_ld_acquire(bar + 32);   /* it cannot move before this CTA has arrived */
         __threadfence();
         if (atomicAdd(bar, 1u) == gridDim.x - 1) {
             atomicExch(bar, 0u);
             __threadfence();   /* the count back at 0 before anyone may pass */
             atomicAdd(bar + 32, 1u);
-            mg_pass = 1u;
+        } else {
+            for (unsigned i = 0; mg_ld_acquire(bar + 32) == gen; i++)
+                if (i > MG_SPIN_MAX)
+                    __trap();
         }
+        mg_pass = 1u;
     }
-    for (unsigned i = 0;; i++) {
-        if (threadIdx.x == 0 && !mg_pass && mg_ld_acquire(bar + 32) != gen)
-            mg_pass = 1u;
-        if (__shfl_sync(0xffffffffu, lane == 0 ? mg_pass : 0u, 0))
-            break;
-        mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
-        if (i > MG_SPIN_MAX)
-            __trap();
-    }
+    if (threadIdx.x >= 32)
+        for (unsigned i = 0; !__shfl_sync(0xffffffffu, lane == 0 ? mg_pass : 0u, 0); i++) {
+            mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
+            if (i > MG_SPIN_MAX)
+                __trap();
+        }
     mg_sync();   /* thread 0's acquire before anyone reads what the other CTAs stored */
 }
 
@@ -552,7 +555,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         bool flags = st == MG_DOWN && p.ready;   /* down waits on the ready counts instead */
         bool norm = st == MG_GU || st == MG_QKV;
         if (st > MG_WO && !flags) {
-            if (p.depth)
+            if (p.depth && p.feed)
                 mg_grid_bar_fed(p.bar + 64 * (st - 1), p, w, rg, c, f, seq, lane);
             else
                 mg_grid_bar(p.bar + 64 * (st - 1));
@@ -580,7 +583,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         for (int j = 0; j < p.n_jobs; j++) {
             if (p.stage[j] != st)
                 continue;
-            if (flags && p.depth)
+            if (flags && p.depth && p.feed)
                 mg_wait_ready_fed(p.job[j], w, p.ready, lane, p, rg, c, f, seq);
             else if (flags)
                 mg_wait_ready(p.job[j], w, p.ready, lane);
@@ -682,6 +685,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     p.bar = cnt;   /* first: a generation word keeps its value, so no tile's count may land on it */
     p.ef = c->mg_ef;
     p.depth = c->mg_depth >= 1 && c->mg_depth < MG_NB ? c->mg_depth : 0;
+    p.feed = c->mg_feed;
     p.pre = p.depth ? p.depth : c->mg_pre >= 1 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
     p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;
