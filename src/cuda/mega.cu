@@ -24,8 +24,8 @@
  * CTA computes the whole row with its 512 threads playing that kernel's 1024 (thread t plays t
  * and t + 512, so the sums go through the same butterflies in the same order), quantizes h
  * into its own activation copy, and stores its share of x. The int8 activations each job reads
- * are copied into shared memory first. The grid barriers count CTAs in global memory and are
- * back at 0 when the last CTA leaves.
+ * are copied into shared memory first. The grid barriers count arrivals in global memory, a
+ * count that only grows (mg_bar_arrive).
  */
 #include "gemv_slots.cuh"
 #include "mega.cuh"
@@ -54,7 +54,7 @@
 static_assert(MG_REC_MIN == CUDA_T16_Q4K_BYTES && CUDA_T16_Q6K_BYTES <= MG_RB, "mega_ring.h's record sizes");
 
 #define MG_NT (MG_CW * 32)
-#define MG_BARW (3 * 64)                          /* the grid barriers' words, first in the counts */
+#define MG_BARW (3 * 64)                          /* the grid barriers' words (a 64-bit count each, 256 bytes apart), first in the counts */
 #define MG_RDYW (MG_KMAX / 256)                   /* then GLIM_CUDA_MEGA_FLAGS' ready counts, one a super-block of down's input */
 #define MG_RING ((size_t)MG_CW * MG_RB)
 #define MG_XS ((size_t)MG_KMAX + MG_KMAX / 32 * 8)   /* an activation copy: k int8, k / 32 float2 */
@@ -79,7 +79,7 @@ struct mg_params {
     const int8_t *xq_glu;           /* down's: the gate/up job's SwiGLU copy */
     const float2 *xd_glu;
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
-    unsigned     *bar;              /* 3 barriers, 64 words each: arrivals at 0, the generation (or departures) at 32 */
+    unsigned     *bar;              /* 3 barriers, 64 words each: a 64-bit count of arrivals at 0 (mg_bar_arrive) */
     int           ef;               /* the rings' copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: evict-normal, bench knob) */
     int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
     int           feed;             /* GLIM_CUDA_MEGA_FEED=0 (bench knob): with a depth, the waits do not feed the rings */
@@ -130,25 +130,35 @@ static __device__ __forceinline__ void mg_bar_wait(uint64_t *bar, unsigned parit
             __trap();
 }
 
-/* Every CTA's consumers have arrived (and what they stored before is visible). bar[0] counts the
- * arrivals; the last to arrive puts it back to 0 and moves the generation bar[32] on, which the
- * others wait to see change, so leaving costs no atomic (measured 2026-12-06 against a form that
- * counted the CTAs out too: even) */
+/* The grid barriers: bar[0..1] a 64-bit count of arrivals that only grows (2^64 never wraps); a
+ * CTA's atomicAdd returns the count before it, so the barrier it arrives at opens when the count
+ * reaches the next multiple of the grid. Two trips to L2 from the last arrival to everyone's pass,
+ * against five for the generation form it replaced (read the generation, arrive, put the count
+ * back to 0, move the generation on, see it move): each trip waits behind the rings' copies in the
+ * HBM's queue (queue_probe: 0.2-0.6 us at p50, 0.5-4 at p90). Thread 0 arrives: its target. */
+static __device__ __forceinline__ unsigned long long mg_bar_arrive(unsigned *bar)
+{
+    __threadfence();   /* the CTA's stores (ordered before by mg_sync) before the arrival */
+    unsigned long long old = atomicAdd((unsigned long long *)bar, 1ull);
+    return (old / gridDim.x + 1) * gridDim.x;
+}
+
+static __device__ __forceinline__ bool mg_bar_open(const unsigned *bar, unsigned long long target)
+{
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(bar) : "memory");
+    return v >= target;
+}
+
+/* Every CTA's consumers have arrived (and what they stored before is visible) */
 static __device__ void mg_grid_bar(unsigned *bar)
 {
     mg_sync();
     if (threadIdx.x == 0) {
-        unsigned gen = mg_ld_acquire(bar + 32);   /* it cannot move before this CTA has arrived */
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();   /* the count back at 0 before anyone may pass */
-            atomicAdd(bar + 32, 1u);
-        } else {
-            for (unsigned i = 0; mg_ld_acquire(bar + 32) == gen; i++)
-                if (i > MG_SPIN_MAX)
-                    __trap();
-        }
+        unsigned long long target = mg_bar_arrive(bar);
+        for (unsigned i = 0; !mg_bar_open(bar, target); i++)
+            if (i > MG_SPIN_MAX)
+                __trap();
     }
     mg_sync();
 }
@@ -358,17 +368,10 @@ static __device__ void mg_grid_bar_fed(unsigned *bar, const mg_params &p, int64_
         mg_pass = 0u;   /* every warp read the last barrier's before its closing mg_sync */
     mg_sync();
     if (threadIdx.x == 0) {
-        unsigned gen = mg_ld_acquire(bar + 32);   /* it cannot move before this CTA has arrived */
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();   /* the count back at 0 before anyone may pass */
-            atomicAdd(bar + 32, 1u);
-        } else {
-            for (unsigned i = 0; mg_ld_acquire(bar + 32) == gen; i++)
-                if (i > MG_SPIN_MAX)
-                    __trap();
-        }
+        unsigned long long target = mg_bar_arrive(bar);
+        for (unsigned i = 0; !mg_bar_open(bar, target); i++)
+            if (i > MG_SPIN_MAX)
+                __trap();
         mg_pass = 1u;
     }
     if (threadIdx.x >= 32)
@@ -682,7 +685,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     unsigned *cnt = (unsigned *)c->mg_cnt.p;
     if (!mg_plan(c, a, p, part, cnt + MG_BARW + MG_RDYW, &po, &co))
         return false;
-    p.bar = cnt;   /* first: a generation word keeps its value, so no tile's count may land on it */
+    p.bar = cnt;   /* first: a barrier's count keeps its value, so no tile's count may land on it */
     p.ef = c->mg_ef;
     p.depth = c->mg_depth >= 1 && c->mg_depth < MG_NB ? c->mg_depth : 0;
     p.feed = c->mg_feed;
