@@ -186,7 +186,7 @@ struct cuda_ctx {
     int             mg_atrig;      /* GLIM_CUDA_MEGA_ATRIG=0..2: where the short attention before a span lets it launch (attn_short.cu's trig; bench knob) */
     int             mg_pre;        /* GLIM_CUDA_MEGA_PRE=N: records a span's warp asks for before its PDL wait (bench knob; -1: a full ring) */
     int             mg_feed;       /* GLIM_CUDA_MEGA_FEED=0: with a depth, a span's waits do not feed its rings (bench knob) */
-    int             mg_depth;      /* GLIM_CUDA_MEGA_DEPTH=d: at most d records a span's warp has on their way (bench knob; 0: a full ring) */
+    int             mg_depth;      /* GLIM_CUDA_MEGA_DEPTH=d: at most d records unread a span's warp has in its stage (default 1; 0: a full ring) */
     bool            mg_flags;      /* the span's down waits on per-super-block ready counts, not a grid barrier (GLIM_CUDA_MEGA_FLAGS=0: the barrier) */
     bool            mg_gmerge;     /* GLIM_CUDA_MEGA_GMERGE=1: the span merges every cut tile through global memory (bench knob) */
     void           *short_trace;   /* GLIM_CUDA_SHORT_TRACE=1: per short attention and CTA its stamps (diagnosis) */

@@ -83,7 +83,7 @@ struct mg_params {
     int           ef;               /* the rings' copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: evict-normal, bench knob) */
     int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
     int           feed;             /* GLIM_CUDA_MEGA_FEED=0 (bench knob): with a depth, the waits do not feed the rings */
-    int           depth;            /* GLIM_CUDA_MEGA_DEPTH=d (bench knob): at most d records a warp unread in its stage, more during its waits (mg_lim); 0: as the ring holds */
+    int           depth;            /* GLIM_CUDA_MEGA_DEPTH=d (1 by default): at most d records a warp unread in its stage, more during its waits (mg_lim); 0: as the ring holds */
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
