@@ -150,16 +150,21 @@ static __device__ __forceinline__ bool mg_bar_open(const unsigned *bar, unsigned
     return v >= target;
 }
 
+/* thread 0: arrive, and wait for the barrier to open */
+static __device__ __forceinline__ void mg_bar_pass(unsigned *bar)
+{
+    unsigned long long target = mg_bar_arrive(bar);
+    for (unsigned i = 0; !mg_bar_open(bar, target); i++)
+        if (i > MG_SPIN_MAX)
+            __trap();
+}
+
 /* Every CTA's consumers have arrived (and what they stored before is visible) */
 static __device__ void mg_grid_bar(unsigned *bar)
 {
     mg_sync();
-    if (threadIdx.x == 0) {
-        unsigned long long target = mg_bar_arrive(bar);
-        for (unsigned i = 0; !mg_bar_open(bar, target); i++)
-            if (i > MG_SPIN_MAX)
-                __trap();
-    }
+    if (threadIdx.x == 0)
+        mg_bar_pass(bar);
     mg_sync();
 }
 
@@ -368,10 +373,7 @@ static __device__ void mg_grid_bar_fed(unsigned *bar, const mg_params &p, int64_
         mg_pass = 0u;   /* every warp read the last barrier's before its closing mg_sync */
     mg_sync();
     if (threadIdx.x == 0) {
-        unsigned long long target = mg_bar_arrive(bar);
-        for (unsigned i = 0; !mg_bar_open(bar, target); i++)
-            if (i > MG_SPIN_MAX)
-                __trap();
+        mg_bar_pass(bar);
         mg_pass = 1u;
     }
     if (threadIdx.x >= 32)

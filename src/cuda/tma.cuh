@@ -93,30 +93,30 @@ static __device__ __forceinline__ void bar_arrive(uint64_t *bar)
 #endif
 }
 
-/* has the phase of this parity completed? (one try_wait: the hardware may suspend the thread a while) */
-static __device__ __forceinline__ bool bar_try(uint64_t *bar, unsigned parity)
+/* has the phase of this parity completed? try_wait (SUSPEND) may suspend the thread a while,
+ * test_wait never does */
+#define TMA_BAR_ASK(op) "{ .reg .pred p; mbarrier." op ".parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+template <bool SUSPEND>
+static __device__ __forceinline__ bool bar_phase_done(uint64_t *bar, unsigned parity)
 {
     unsigned done = 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_u32(bar)), "r"(parity)
-                 : "memory");
+    if (SUSPEND)
+        asm volatile(TMA_BAR_ASK("try_wait") : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+    else
+        asm volatile(TMA_BAR_ASK("test_wait") : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
 #endif
     return done != 0;
 }
 
-/* the same question without waiting at all (test_wait: never suspends the thread) */
+static __device__ __forceinline__ bool bar_try(uint64_t *bar, unsigned parity)
+{
+    return bar_phase_done<true>(bar, parity);
+}
+
 static __device__ __forceinline__ bool bar_test(uint64_t *bar, unsigned parity)
 {
-    unsigned done = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_u32(bar)), "r"(parity)
-                 : "memory");
-#endif
-    return done != 0;
+    return bar_phase_done<false>(bar, parity);
 }
 
 static __device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
