@@ -75,6 +75,7 @@ struct cuda_buf {
 #define CUDA_SKIP_ATTN  2u   /* attention */
 #define CUDA_SKIP_NORM  4u   /* add_rmsnorm */
 #define CUDA_SKIP_QUANT 8u   /* quantize_x (GEMV inputs not made by add_rmsnorm) */
+#define CUDA_NORM_LITE  16u  /* add_rmsnorm as its per-block work alone, no sums (norm_lite_kernel) */
 
 #define V5_TRACE_CAP 512   /* v5 launches the trace keeps (a decode step of the 30B preset: 105) */
 

@@ -216,6 +216,48 @@ static __global__ void add_rmsnorm_kernel(float *x, float *h, float *o, const fl
         hr[i] = rms_apply(xr[i], r, w_h, i);
 }
 
+/* Bench knob (GLIM_CUDA_DBG_SKIP bit 16, wrong output): what add_rmsnorm would cost on the chain
+ * if its two sums left it, the norm's scales being applied at the end of the next GEMV (y = W h =
+ * r_x (W (x w_h) + r_o W (o w_o w_h)), both vectors quantized per block of 32): a thread a float4,
+ * no block-wide sum; each block of 32 quantizes x w_h into xq and o w_o w_h into a side buffer and
+ * leaves the three partial sums the scales need (o.o, x.o', o'.o'). Timing only. */
+#define NORM_LITE_MAX 16384
+__device__ int8_t norm_lite_qb[NORM_LITE_MAX];
+__device__ float2 norm_lite_db[NORM_LITE_MAX / 32];
+__device__ double norm_lite_ps[NORM_LITE_MAX / 32 * 3];
+
+static __device__ __forceinline__ double norm_lite_sum8(double v)
+{
+    for (int o = 1; o < 8; o <<= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __global__ void __launch_bounds__(256) norm_lite_kernel(float *x, const float *o, const float *w_o,
+                                                               const float *w_h, int n, int8_t *xq, float2 *xd)
+{
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x), n4 = n / 4;
+    bool in = i < n4;   /* n % 256 == 0: whole warps */
+    float4 wo = in && w_o ? ((const float4 *)w_o)[i] : make_float4(1.f, 1.f, 1.f, 1.f);
+    float4 wh = in && w_h ? ((const float4 *)w_h)[i] : make_float4(1.f, 1.f, 1.f, 1.f);
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    if (!in)
+        return;
+    float4 ov = __ldcg((const float4 *)o + i), xv = __ldcg((const float4 *)x + i);
+    float4 op = make_float4(ov.x * wo.x, ov.y * wo.y, ov.z * wo.z, ov.w * wo.w);
+    double s0 = norm_lite_sum8((double)ov.x * ov.x + (double)ov.y * ov.y + (double)ov.z * ov.z + (double)ov.w * ov.w);
+    double s1 = norm_lite_sum8((double)xv.x * op.x + (double)xv.y * op.y + (double)xv.z * op.z + (double)xv.w * op.w);
+    double s2 = norm_lite_sum8((double)op.x * op.x + (double)op.y * op.y + (double)op.z * op.z + (double)op.w * op.w);
+    quantize4_k45(make_float4(xv.x * wh.x, xv.y * wh.y, xv.z * wh.z, xv.w * wh.w), i, xq, xd);
+    quantize4_k45(make_float4(op.x * wh.x, op.y * wh.y, op.z * wh.z, op.w * wh.w), i, norm_lite_qb, norm_lite_db);
+    if ((i & 7) == 0) {
+        norm_lite_ps[3 * (i >> 3)] = s0;
+        norm_lite_ps[3 * (i >> 3) + 1] = s1;
+        norm_lite_ps[3 * (i >> 3) + 2] = s2;
+    }
+}
+
 void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const float *w_o, float eps_o,
                       const float *w_h, float eps_h, int64_t n_rows, int n, unsigned skip)
 {
@@ -242,6 +284,13 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     }
     int early = c->pdl_all ? early_env : 0;
     early = early == 1 && c->glu_fuse ? 2 : early;   /* x may still be being written (above) */
+    if ((c->dbg_skip & CUDA_NORM_LITE) && qx && n_rows == 1 && n <= NORM_LITE_MAX) {   /* bench knob, wrong output */
+        cuda_launch_dep(c, dim3((unsigned)((n / 4 + 255) / 256)), dim3(256), 0, norm_lite_kernel, x,
+                        (const float *)o, w_o, w_h, n, xq, xd);
+        if (!CUDA_LAUNCHED(c, "norm_lite"))
+            cuda_xq_filled(c, h, n, (int)n_rows);
+        return;
+    }
     if (c->dbg_skip & CUDA_SKIP_NORM) {   /* bench knob, wrong output: what this kernel costs */
         if (qx)
             cuda_xq_filled(c, h, n, (int)n_rows);
