@@ -67,6 +67,8 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
     norm_stamp<TR>(tr, 0, stamp);
+    if (trig == 3)   /* bench knob: the next kernel may launch now, its wait still after this kernel's end */
+        cuda_pdl_trigger();
     if (early) {   /* bench knob: these are not the predecessor's (see cuda_add_rmsnorm) */
         rms_vec_load(wo, w_o, n4, 1.0f, tid);
         rms_vec_load(wh, w_h, n4, 1.0f, tid);
@@ -234,14 +236,18 @@ static __device__ __forceinline__ double norm_lite_sum8(double v)
 }
 
 static __global__ void __launch_bounds__(256) norm_lite_kernel(float *x, const float *o, const float *w_o,
-                                                               const float *w_h, int n, int8_t *xq, float2 *xd)
+                                                               const float *w_h, int n, int8_t *xq, float2 *xd,
+                                                               int trig)
 {
+    if (trig == 3)
+        cuda_pdl_trigger();
     int i = (int)(blockIdx.x * blockDim.x + threadIdx.x), n4 = n / 4;
     bool in = i < n4;   /* n % 256 == 0: whole warps */
     float4 wo = in && w_o ? ((const float4 *)w_o)[i] : make_float4(1.f, 1.f, 1.f, 1.f);
     float4 wh = in && w_h ? ((const float4 *)w_h)[i] : make_float4(1.f, 1.f, 1.f, 1.f);
     cuda_pdl_wait();
-    cuda_pdl_trigger();
+    if (trig != 3)
+        cuda_pdl_trigger();
     if (!in)
         return;
     float4 ov = __ldcg((const float4 *)o + i), xv = __ldcg((const float4 *)x + i);
@@ -284,9 +290,12 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     }
     int early = c->pdl_all ? early_env : 0;
     early = early == 1 && c->glu_fuse ? 2 : early;   /* x may still be being written (above) */
+    static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2|3 (bench knob): the PDL trigger after the first or
+                                 * second sum, or (3) at entry, before the wait, instead of right after it */
+    int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
     if ((c->dbg_skip & CUDA_NORM_LITE) && qx && n_rows == 1 && n <= NORM_LITE_MAX) {   /* bench knob, wrong output */
         cuda_launch_dep(c, dim3((unsigned)((n / 4 + 255) / 256)), dim3(256), 0, norm_lite_kernel, x,
-                        (const float *)o, w_o, w_h, n, xq, xd);
+                        (const float *)o, w_o, w_h, n, xq, xd, trig);
         if (!CUDA_LAUNCHED(c, "norm_lite"))
             cuda_xq_filled(c, h, n, (int)n_rows);
         return;
@@ -308,8 +317,6 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
         cl_env = e && strcmp(e, "1") == 0;
     }
     bool cl = cl_env && c->cc_major >= 9 && n_rows <= 16;
-    static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2 (bench knob): the PDL trigger after the first or second sum */
-    int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
     if (vec_o && vec_x && cl && tr)
         launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
     else if (vec_o && vec_x && cl)
