@@ -75,7 +75,6 @@ struct cuda_buf {
 #define CUDA_SKIP_ATTN  2u   /* attention */
 #define CUDA_SKIP_NORM  4u   /* add_rmsnorm */
 #define CUDA_SKIP_QUANT 8u   /* quantize_x (GEMV inputs not made by add_rmsnorm) */
-#define CUDA_NORM_LITE  16u  /* add_rmsnorm as its per-block work alone, no sums (norm_lite_kernel) */
 
 #define V5_TRACE_CAP 512   /* v5 launches the trace keeps (a decode step of the 30B preset: 105) */
 
@@ -170,6 +169,8 @@ struct cuda_ctx {
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
+    int             norm_split;    /* GLIM_CUDA_NORM_SPLIT=G: one row's add_rmsnorm over G CTAs (fused.cu) */
+    unsigned long long *norm_cnt;  /* ... their arrivals: a count that only grows */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
