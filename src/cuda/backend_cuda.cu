@@ -887,10 +887,6 @@ static void be_destroy(struct backend *be)
             cudaEventDestroy(c->gt_ev[1]);
         }
         trace_end(c, &c->norm_trace, cuda_norm_trace_dump);
-        if (c->norm_cnt) {
-            cudaStreamSynchronize(c->stream);
-            cudaFree(c->norm_cnt);
-        }
         trace_end(c, &c->v5_trace, cuda_v5_trace_dump);
         trace_end(c, &c->mg_trace, cuda_mega_trace_dump);
         trace_end(c, &c->short_trace, cuda_short_trace_dump);
@@ -1368,15 +1364,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         return rc;
     }
     c->graph_time = f_gt && strcmp(f_gt, "1") == 0;
-    const char *f_split = getenv("GLIM_CUDA_NORM_SPLIT");
-    int split = f_split ? atoi(f_split) : 1;
-    if (split > 1 && split <= 32 &&
-        (CUDA_TRY(c, cudaMalloc((void **)&c->norm_cnt, 256)) || CUDA_TRY(c, cudaMemset(c->norm_cnt, 0, 256)))) {
-        int rc = ctx_status(c, err);
-        be_destroy(be);
-        return rc;
-    }
-    c->norm_split = c->norm_cnt ? split : 1;
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");

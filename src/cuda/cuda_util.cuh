@@ -169,8 +169,6 @@ struct cuda_ctx {
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
-    int             norm_split;    /* GLIM_CUDA_NORM_SPLIT=G: one row's add_rmsnorm over G CTAs (fused.cu) */
-    unsigned long long *norm_cnt;  /* ... their arrivals: a count that only grows */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */

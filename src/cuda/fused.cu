@@ -58,29 +58,11 @@ static __device__ inline double cluster_sum(double v, double *red)
  * weights are loaded up front; o's sum, x's update and sum, and h stay in registers.
  * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve).
  * tid: the thread of the 1024 this one is; CL: the sums over a cluster (cluster_sum), else the block. */
-/* The split form (GLIM_CUDA_NORM_SPLIT=G, one row): G CTAs each compute the whole row's sums, as
- * the one CTA does (the same bits), but quantize and store only the warps w + 32 j of the 1024 with
- * (w + 32 j) % G == share: the last phase, ~2 of the kernel's ~4.8 us on the chain (one SM's issue
- * work), over G SMs. x (and o) are read by every CTA and written in place, so a CTA stores its share
- * only after all G have their copy in registers: each arrives on a count that only grows once its
- * loads are in (mg_bar_arrive's form, fused.cu's own count), and waits for the others before those
- * stores, by when they have long arrived. */
-struct norm_split {
-    unsigned long long *cnt;   /* NULL: one CTA a row */
-    int                 share, g;
-};
-
-static __device__ __forceinline__ bool norm_owns(const norm_split &sp, int i)
-{
-    return !sp.cnt || ((i >> 5) % sp.g) == sp.share;   /* i = tid + 1024 j: whole warps */
-}
-
 template <bool TR, bool CL>
 static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float *o, const float *w_o, float eps_o,
                                                        const float *w_h, float eps_h, int n, int8_t *xq, float2 *xd,
                                                        int early, unsigned long long *tr, int64_t row, int tid,
-                                                       bool stamp, double (*red)[32], int trig, unsigned skip,
-                                                       norm_split sp = norm_split{NULL, 0, 1})
+                                                       bool stamp, double (*red)[32], int trig, unsigned skip)
 {
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
@@ -102,19 +84,8 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         rms_vec_load(wo, w_o, n4, 1.0f, tid);
         rms_vec_load(wh, w_h, n4, 1.0f, tid);
     }
-    if (sp.cnt)   /* x's loads in before the sum's barrier, after which thread 0 says so */
-#pragma unroll
-        for (int j = 0; j < RMS_VEC_MAX; j++)
-            asm volatile("" ::"f"(xv[j].x), "f"(xv[j].y), "f"(xv[j].z), "f"(xv[j].w), "f"(ov[j].x), "f"(ov[j].y),
-                         "f"(ov[j].z), "f"(ov[j].w));
     double ss = rms_vec_sumsq(ov);
     float r = rms_scale(CL ? cluster_sum(ss, red[0]) : block_sum(ss, red[0]), n, eps_o);
-    unsigned long long target = 0;
-    if (sp.cnt && threadIdx.x == 0) {
-        unsigned long long old;
-        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(sp.cnt) : "memory");
-        target = (old / (unsigned long long)sp.g + 1) * (unsigned long long)sp.g;
-    }
     norm_stamp<TR>(tr, 2, stamp);
     if (trig == 1)
         cuda_pdl_trigger();
@@ -133,41 +104,14 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         int i = tid + j * RMS_VEC_THREADS;
         if (i >= n4)   /* n % 256 == 0 when quantizing: whole warps leave together */
             break;
-        if (!norm_owns(sp, i))
-            continue;
         float4 hv = rms_vec_apply(xv[j], r, wh[j], w_h != NULL);
-        if (!sp.cnt) {
-            if (!(skip & CUDA_NORM_NO_O))
-                ((float4 *)(o + row))[i] = ov[j];
-            ((float4 *)(x + row))[i] = xv[j];
-        }
+        if (!(skip & CUDA_NORM_NO_O))
+            ((float4 *)(o + row))[i] = ov[j];
+        ((float4 *)(x + row))[i] = xv[j];
         if (!(skip & CUDA_NORM_NO_H) || !xq)
             ((float4 *)(h + row))[i] = hv;
         if (xq)
             quantize4_k45(hv, i, xq + row, xd + row / 32);
-    }
-    if (sp.cnt) {   /* the in-place stores once every CTA has read x and o */
-        if (threadIdx.x == 0)
-            for (unsigned k = 0;; k++) {
-                unsigned long long v;
-                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(sp.cnt) : "memory");
-                if (v >= target)
-                    break;
-                if (k > (1u << 26))
-                    __trap();   /* a CTA that never came: fail the launch instead of hanging */
-            }
-        __syncthreads();
-#pragma unroll
-        for (int j = 0; j < RMS_VEC_MAX; j++) {
-            int i = tid + j * RMS_VEC_THREADS;
-            if (i >= n4)
-                break;
-            if (!norm_owns(sp, i))
-                continue;
-            if (!(skip & CUDA_NORM_NO_O))
-                ((float4 *)(o + row))[i] = ov[j];
-            ((float4 *)(x + row))[i] = xv[j];
-        }
     }
     norm_stamp<TR>(tr, 4, stamp);
 }
@@ -181,19 +125,6 @@ static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     __shared__ double red[1][32];
     add_rmsnorm_row<TR, false>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, (int64_t)blockIdx.x * n,
                                (int)threadIdx.x, threadIdx.x == 0, red, trig, skip);
-}
-
-/* The split form of one row: G CTAs (norm_split) */
-template <bool TR>
-static __global__ void __launch_bounds__(RMS_VEC_THREADS)
-    add_rmsnorm_split_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                             float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig,
-                             unsigned skip, unsigned long long *cnt)
-{
-    __shared__ double red[1][32];
-    add_rmsnorm_row<TR, false>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, 0, (int)threadIdx.x,
-                               threadIdx.x == 0 && blockIdx.x == 0, red, trig, skip,
-                               norm_split{cnt, (int)blockIdx.x, (int)gridDim.x});
 }
 
 /* The same, one cluster of NORM_CL CTAs a row (sm_90; the few rows of decode and verify): the
@@ -330,15 +261,7 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     bool cl = cl_env && c->cc_major >= 9 && n_rows <= 16;
     static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2 (bench knob): the PDL trigger after the first or second sum */
     int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
-    int g = c->norm_split;
-    if (vec_o && vec_x && !cl && g > 1 && n_rows == 1 && c->norm_cnt) {
-        if (tr)
-            cuda_launch_dep(c, dim3((unsigned)g), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_split_kernel<true>, x, h, o,
-                            w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip, c->norm_cnt);
-        else
-            cuda_launch_dep(c, dim3((unsigned)g), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_split_kernel<false>, x, h, o,
-                            w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip, c->norm_cnt);
-    } else if (vec_o && vec_x && cl && tr)
+    if (vec_o && vec_x && cl && tr)
         launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
     else if (vec_o && vec_x && cl)
         launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
