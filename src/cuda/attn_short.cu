@@ -42,6 +42,8 @@ struct short_params {
                                * gate) only before the gate's multiply; [1] counts the CTAs that read
                                * it, the last puts both back to 0 */
     unsigned     early_n;
+    int          early_late;  /* with early: the next kernel may launch only after the job's end
+                               * (GLIM_CUDA_GATE_JOB=2), else right after the count */
     int          trig;        /* where the next kernel may launch (no flag to poll): 0 after the PDL
                                * wait, 1 once q/k/v are in, 2 at the end (GLIM_CUDA_MEGA_ATRIG) */
     unsigned long long *trace;   /* GLIM_CUDA_SHORT_TRACE=1: SHORT_TR stamps a CTA (short_stamp), else NULL */
@@ -144,7 +146,8 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
                 a.early[0] = 0u, a.early[1] = 0u;
         }
         __syncthreads();
-        cuda_pdl_trigger();
+        if (!a.early_late)
+            cuda_pdl_trigger();
     } else {
         cuda_pdl_wait();
         if (!a.ready && a.trig == 0)
@@ -279,6 +282,8 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
         cuda_pdl_wait();
         if (a.gate)
             g = __ldcg((const float4 *)a.gate + gi);
+        if (a.early_late)
+            cuda_pdl_trigger();
     }
     float M = m_s[0], L = 0.0f;                              /* warp 0 always holds key lo */
 #pragma unroll
@@ -336,7 +341,7 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
     a.gate = gate;
     a.ready = gate ? ready : NULL;
     if (c->short_early)   /* the gate, if any, is the job's (no side flag) */
-        a.early = (unsigned *)c->early_cnt.p, a.early_n = c->early_n, a.ready = NULL;
+        a.early = (unsigned *)c->early_cnt.p, a.early_n = c->early_n, a.ready = NULL, a.early_late = c->gate_job_late;
     a.trig = c->mega ? c->mg_atrig : 0;
     if (c->short_trace && c->short_trace_n < SHORT_TRACE_CAP && x->n_head <= SHORT_TRACE_HEADS)
         a.trace = (unsigned long long *)c->short_trace + (size_t)c->short_trace_n++ * SHORT_TRACE_HEADS * SHORT_TR,

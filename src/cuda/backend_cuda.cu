@@ -1365,7 +1365,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
     const char *f_gj = getenv("GLIM_CUDA_GATE_JOB");
-    c->gate_job = f_gj && strcmp(f_gj, "1") == 0;
+    c->gate_job = f_gj && (strcmp(f_gj, "1") == 0 || strcmp(f_gj, "2") == 0);
+    c->gate_job_late = f_gj && strcmp(f_gj, "2") == 0;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

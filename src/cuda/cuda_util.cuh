@@ -176,6 +176,7 @@ struct cuda_ctx {
     bool            early_taken;   /* ... and whether its kernel did */
     unsigned        early_n;       /* ... how many */
     bool            short_early;   /* the pending short attention starts on that count */
+    int             gate_job_late; /* GLIM_CUDA_GATE_JOB=2: ... and lets Wo launch only after the job's end */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
