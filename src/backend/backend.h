@@ -109,7 +109,7 @@ struct be_attn_prep_args {
                                           * graph_class says; never its results) */
 };
 
-#define BE_GRAPH_CLASSES 3
+#define BE_GRAPH_CLASSES 2
 
 #define BE_FETCH_SLOTS 4
 #define BE_FETCH_MAX   256

@@ -37,13 +37,6 @@ struct short_params {
                                * and reset by the last CTA to read it */
     int          window, group;
     float        scale;
-    unsigned    *early;       /* NULL, or the q/k/v/gate job's count of its q/k/v tasks (gemv_job.early):
-                               * the kernel starts once it reaches early_n, and waits for the job (the
-                               * gate) only before the gate's multiply; [1] counts the CTAs that read
-                               * it, the last puts both back to 0 */
-    unsigned     early_n;
-    int          early_late;  /* with early: the next kernel may launch only after the job's end
-                               * (GLIM_CUDA_GATE_JOB=2), else right after the count */
     int          trig;        /* where the next kernel may launch (no flag to poll): 0 after the PDL
                                * wait, 1 once q/k/v are in, 2 at the end (GLIM_CUDA_MEGA_ATRIG) */
     unsigned long long *trace;   /* GLIM_CUDA_SHORT_TRACE=1: SHORT_TR stamps a CTA (short_stamp), else NULL */
@@ -90,18 +83,14 @@ static __device__ __forceinline__ float dot4(float4 a, float4 b)
     return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, a.x * b.x)));
 }
 
-/* grid: one CTA per query head; block: 32 * NW (SHORT_WARPS, or SHORT_WARPS4 for the first
- * SHORT_KEYS4 positions: GLIM_CUDA_SHORT4) */
-#define SHORT_WARPS4 4
-#define SHORT_KEYS4 (SHORT_WARPS4 * SHORT_KPW)
-static_assert(SHORT_KEYS4 == CUDA_SHORT_KEYS4, "the graph class's limit is the kernel's");
-template <bool BF16, int NW>
-static __global__ void __launch_bounds__(32 * NW) attn_short_kernel(const short_params a)
+/* grid: one CTA per query head; block: 32 * SHORT_WARPS */
+template <bool BF16>
+static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(const short_params a)
 {
     __shared__ __align__(16) float rows[3][SHORT_D];   /* q (normed, roped), new k, new v (as cached) */
     __shared__ float2 cs_s[SHORT_D / 2];
-    __shared__ float4 acc_s[NW][32];
-    __shared__ float m_s[NW], l_s[NW];
+    __shared__ float4 acc_s[SHORT_WARPS][32];
+    __shared__ float m_s[SHORT_WARPS], l_s[SHORT_WARPS];
     short_stamp(a, 0);
     const prep_params &p = a.pp;
     const int D = SHORT_D, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -139,24 +128,10 @@ static __global__ void __launch_bounds__(32 * NW) attn_short_kernel(const short_
     if ((int)threadIdx.x < n_pairs && !p.cs)
         rope_cos_sin(pos, p.rope_base, threadIdx.x, p.n_rot, &csv.x, &csv.y);
     /* With a flag to poll, the next kernel may start only once the gate is there: its CTAs would
-     * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock). On the job's early
-     * count, Wo may start now: the job is persistent, all its CTAs resident before this launch. */
-    if (a.early) {
-        if (threadIdx.x == 0) {
-            for (unsigned k = 0; ld_acquire(a.early) < a.early_n; k++)
-                if (k > (1u << 26))
-                    __trap();   /* a count gone wrong: fail the launch instead of hanging */
-            if (atomicAdd(a.early + 1, 1u) == gridDim.x - 1)   /* every CTA past it: 0 for the next job */
-                a.early[0] = 0u, a.early[1] = 0u;
-        }
-        __syncthreads();
-        if (!a.early_late)
-            cuda_pdl_trigger();
-    } else {
-        cuda_pdl_wait();
-        if (!a.ready && a.trig == 0)
-            cuda_pdl_trigger();
-    }
+     * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock) */
+    cuda_pdl_wait();
+    if (!a.ready && a.trig == 0)
+        cuda_pdl_trigger();
     short_stamp(a, 1);
 
     /* after it, at once: the head's q (warp 0), the group's new k (warp 1) and v (warp 2), the angles */
@@ -167,7 +142,7 @@ static __global__ void __launch_bounds__(32 * NW) attn_short_kernel(const short_
         x[e] = warp < 3 ? __ldcg(src + lane + 32 * e) : 0.0f;
     const int64_t gi = (int64_t)h * 32 + lane;              /* this lane's float4 of the gate */
     float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (warp == 3 && a.gate && !a.ready && !a.early)         /* ready now: the q/k/v job's, or joined */
+    if (warp == 3 && a.gate && !a.ready)                     /* ready now: the q/k/v job's, or joined */
         g = __ldcg((const float4 *)a.gate + gi);
     float4 *g_s = &acc_s[0][0];                              /* warp 3 hands it to warp 0 (below) */
     if ((int)threadIdx.x < n_pairs) {
@@ -282,20 +257,14 @@ static __global__ void __launch_bounds__(32 * NW) attn_short_kernel(const short_
         __syncwarp();
         g = __ldcg((const float4 *)a.gate + gi);
         cuda_pdl_trigger();
-    } else if (a.early) {   /* the job's end (its last rows are the gate's), and this kernel's after it */
-        cuda_pdl_wait();
-        if (a.gate)
-            g = __ldcg((const float4 *)a.gate + gi);
-        if (a.early_late)
-            cuda_pdl_trigger();
     }
     float M = m_s[0], L = 0.0f;                              /* warp 0 always holds key lo */
 #pragma unroll
-    for (int i = 1; i < NW; i++)
+    for (int i = 1; i < SHORT_WARPS; i++)
         M = fmaxf(M, m_s[i]);
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int i = 0; i < NW; i++) {
+    for (int i = 0; i < SHORT_WARPS; i++) {
         float f = exp2f(m_s[i] - M);                          /* a warp without keys: 0 */
         float4 x4 = acc_s[i][lane];
         L = fmaf(f, l_s[i], L);
@@ -344,22 +313,14 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
         gate = NULL;
     a.gate = gate;
     a.ready = gate ? ready : NULL;
-    if (c->short_early)   /* the gate, if any, is the job's (no side flag) */
-        a.early = (unsigned *)c->early_cnt.p, a.early_n = c->early_n, a.ready = NULL, a.early_late = c->gate_job_late;
     a.trig = c->mega ? c->mg_atrig : 0;
     if (c->short_trace && c->short_trace_n < SHORT_TRACE_CAP && x->n_head <= SHORT_TRACE_HEADS)
         a.trace = (unsigned long long *)c->short_trace + (size_t)c->short_trace_n++ * SHORT_TRACE_HEADS * SHORT_TR,
         c->short_trace_heads = (int)x->n_head;
-    /* GLIM_CUDA_SHORT4: 4 warps while the keys fit, so the CTA (~30K registers) shares an SM with two
-     * persistent-v3 CTAs instead of needing a whole one (the graph class keeps captures apart) */
-    bool four = c->short4 && p->pos_host0 < SHORT_KEYS4;
-    dim3 grid((unsigned)x->n_head), block(32 * (four ? SHORT_WARPS4 : SHORT_WARPS));
     if (x->kv_type == GLIM_TYPE_BF16)
-        four ? cuda_launch_dep(c, grid, block, 0, attn_short_kernel<true, SHORT_WARPS4>, a)
-             : cuda_launch_dep(c, grid, block, 0, attn_short_kernel<true, SHORT_WARPS>, a);
+        cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<true>, a);
     else
-        four ? cuda_launch_dep(c, grid, block, 0, attn_short_kernel<false, SHORT_WARPS4>, a)
-             : cuda_launch_dep(c, grid, block, 0, attn_short_kernel<false, SHORT_WARPS>, a);
+        cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<false>, a);
     if (!CUDA_LAUNCHED(c, "attention (short)") && gate)
         c->att_x = x->out, c->att_g = gate, c->att_k = (int64_t)x->n_head * x->head_dim;
     return true;

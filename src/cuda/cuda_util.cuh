@@ -169,15 +169,6 @@ struct cuda_ctx {
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
-    bool            gate_job;      /* GLIM_CUDA_GATE_JOB=1: a gate in the q/k/v job runs last, the short
-                                    * attention starting on the q/k/v rows' count (gemv_job.early) */
-    const float    *early_req;     /* gemv_q8.cu: the next one-row job counts the tasks before this part's */
-    struct cuda_buf early_cnt;     /* ... on [0]; [1]: the short kernel's CTAs that read it */
-    bool            early_taken;   /* ... and whether its kernel did */
-    unsigned        early_n;       /* ... how many */
-    bool            short_early;   /* the pending short attention starts on that count */
-    bool            short4;        /* GLIM_CUDA_SHORT4=1: 4 warps a CTA below CUDA_SHORT_KEYS4 */
-    int             gate_job_late; /* GLIM_CUDA_GATE_JOB=2: ... and lets Wo launch only after the job's end */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
@@ -326,7 +317,6 @@ bool cuda_q8_k45(const struct cuda_ctx *c, const struct be_weight *w);
 extern "C" long backend_cuda_att_used(struct backend *be);
 /* attn_short.cu: contexts of at most this many keys take the short kernel (a decode graph class) */
 #define CUDA_SHORT_KEYS 256
-#define CUDA_SHORT_KEYS4 128   /* GLIM_CUDA_SHORT4: the 4-warp form's (attn_short.cu) */
 /* ... whether p (one decode token at p->pos_host0) is the short kernel's */
 bool cuda_attn_short_ok(const struct cuda_ctx *c, const struct be_attn_prep_args *p);
 /* ... attn_prep(p) then attention(x) in one launch, with Wo's gated int8 input (att_q) when gate is
@@ -337,7 +327,6 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
 bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t **gq, float2 **gd);
 extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
 extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
-extern "C" int backend_cuda_set_gate_job(struct backend *be, bool on);
 extern "C" long backend_cuda_short_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
