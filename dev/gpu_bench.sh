@@ -11,7 +11,7 @@ set -u
 # HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SWEEPP / TAILP (=1, or only: dev/cuda/sweep_probe.cu / tail_probe.cu first), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
 # SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
 # LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far), MTRACE (the span's stamps per env),
-# STRACE (the short attention's stamps per env; X=1: the default),
+# STRACE (the short attention's stamps per env; X=1: the default), GEMVB (args of dev/cuda/gemv_bench.c, run after the tests, e.g. "two"),
 # NCU ("env,env@kernel-regex" per run: ncu stall reasons of NCUC launches after NCUS, no graphs), NCUSRC (the same: the SASS lines that stall most):
 # lists that replace the defaults.
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -64,6 +64,12 @@ done
 if [ -n "${OPS_S:-}" ]; then   # OPS_S=seconds: the whole op test (OPS_ENV: its env; GLIM_TEST_QUICK=1: without the caches past 10000 slots)
   env ${OPS_ENV:-X=1} timeout $OPS_S stdbuf -oL $BD/tests/test_cuda_ops >/tmp/ops.log 2>&1; echo "test_cuda_ops rc=$? $(tail -1 /tmp/ops.log)"
   grep -m8 FAIL /tmp/ops.log; cp /tmp/ops.log $O/
+fi
+if [ -n "${GEMVB:-}" ]; then   # GEMVB="two": dev/cuda/gemv_bench.c against the build's libglim (its own GPU time, ~20-60 s)
+  cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c $BD/src/libglim.a /usr/local/cuda/lib64/libcudart_static.a \
+     -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench 2>/tmp/gb_cc.log \
+    && timeout 120 /tmp/gemv_bench $GEMVB 2>&1 | tee $O/gemv_bench.txt | grep -E "copy|rows=" | cut -c1-140 \
+    || { echo "gemv_bench failed"; head -5 /tmp/gb_cc.log; }
 fi
 wait $MK; tail -1 /tmp/mk.log
 python3 -c "import torch; p=torch.cuda.get_device_properties(0); print(\"L2 bytes\", p.L2_cache_size)" 2>/dev/null

@@ -7,6 +7,10 @@
  *   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
  *      -L/usr/local/cuda/lib64 -lcudart -lcublas -lstdc++ -lpthread -lm -ldl -o gemv_bench
  * Run: ./gemv_bench            (prints one line per shape; never asserts)
+ *      ./gemv_bench quick      (rows 1 and 8 of the Muse shapes, no exact)
+ *      ./gemv_bench two        (rows 1 and 2 of the projections a norm feeds and of Wo/down: what a
+ *                               second activation vector costs, e.g. a norm applied after the GEMV
+ *                               as y = r_x (W A + r_o W B), docs/CUDA.md nineteenth session)
  *
  * Weights are random blocks with sane fp16 scales (contents do not change the
  * timing); several copies of each weight rotate so the 50 MB L2 never holds
@@ -182,6 +186,7 @@ int main(int argc, char **argv)
     struct backend *be = NULL;
     struct glim_err err = {0};
     bool quick = argc > 1 && !strcmp(argv[1], "quick");   /* rows 1 and 8 of the Muse shapes, no exact */
+    bool two = argc > 1 && !strcmp(argv[1], "two");       /* rows 1 and 2 of the decode projections */
     if (backend_cuda_new(0, &be, &err) != GLIM_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
@@ -199,6 +204,13 @@ int main(int argc, char **argv)
         {"ffn_up", GLIM_TYPE_BF16, 6656, 19968},
     };
     int n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
+    if (two) {
+        static const int TWO[] = {1, 2};
+        for (int i = 0; i < 7; i++)   /* the Q4_K_M shapes, up to attn_v */
+            bench(be, shapes[i], TWO, 2, false);
+        backend_free(be);
+        return 0;
+    }
     for (int i = 0; i < n_shapes; i++)
         bench(be, shapes[i], quick ? QUICK : DEC, quick ? 2 : 5, !quick);
     bench(be, (struct shape){"output", GLIM_TYPE_Q6_K, 6656, 202048}, DEC, quick ? 1 : 2, !quick);
