@@ -204,9 +204,10 @@ int main(int argc, char **argv)
         {"ffn_up", GLIM_TYPE_BF16, 6656, 19968},
     };
     int n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
+    const int n_decode = 7;   /* shapes[0 .. 6]: the Q4_K_M file's decode projections, up to attn_v */
     if (two) {
         static const int TWO[] = {1, 2};
-        for (int i = 0; i < 7; i++)   /* the Q4_K_M shapes, up to attn_v */
+        for (int i = 0; i < n_decode && i < n_shapes; i++)
             bench(be, shapes[i], TWO, 2, false);
         backend_free(be);
         return 0;
