@@ -37,8 +37,6 @@ struct short_params {
                                * and reset by the last CTA to read it */
     int          window, group;
     float        scale;
-    int          trig;        /* where the next kernel may launch (no flag to poll): 0 after the PDL
-                               * wait, 1 once q/k/v are in, 2 at the end (GLIM_CUDA_MEGA_ATRIG) */
     unsigned long long *trace;   /* GLIM_CUDA_SHORT_TRACE=1: SHORT_TR stamps a CTA (short_stamp), else NULL */
 };
 
@@ -130,7 +128,7 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     /* With a flag to poll, the next kernel may start only once the gate is there: its CTAs would
      * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock) */
     cuda_pdl_wait();
-    if (!a.ready && a.trig == 0)
+    if (!a.ready)
         cuda_pdl_trigger();
     short_stamp(a, 1);
 
@@ -169,8 +167,6 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     if (warp == 3)
         g_s[lane] = g;
     __syncthreads();   /* the angles, the value row, the gate */
-    if (!a.ready && a.trig == 1)
-        cuda_pdl_trigger();
     short_stamp(a, 2);
     g = g_s[lane];
     if (warp < 2) {
@@ -278,8 +274,6 @@ static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(con
     ((float4 *)(a.out + (int64_t)h * D))[lane] = o;
     if (a.gate)
         gate_quant4_k45(o, g, gi, a.gq, a.gd);
-    if (!a.ready && a.trig == 2)
-        cuda_pdl_trigger();
     short_stamp(a, 5);
 }
 
@@ -313,7 +307,6 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
         gate = NULL;
     a.gate = gate;
     a.ready = gate ? ready : NULL;
-    a.trig = c->mega ? c->mg_atrig : 0;
     if (c->short_trace && c->short_trace_n < SHORT_TRACE_CAP && x->n_head <= SHORT_TRACE_HEADS)
         a.trace = (unsigned long long *)c->short_trace + (size_t)c->short_trace_n++ * SHORT_TRACE_HEADS * SHORT_TR,
         c->short_trace_heads = (int)x->n_head;

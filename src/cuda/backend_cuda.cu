@@ -1408,8 +1408,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->mg_depth = f_mdp ? atoi(f_mdp) : 1;
     const char *f_mfd = getenv("GLIM_CUDA_MEGA_FEED");
     c->mg_feed = !(f_mfd && strcmp(f_mfd, "0") == 0);
-    const char *f_mat = getenv("GLIM_CUDA_MEGA_ATRIG");
-    c->mg_atrig = f_mat && f_mat[0] >= '0' && f_mat[0] <= '2' && !f_mat[1] ? f_mat[0] - '0' : 0;
     const char *f_mef = getenv("GLIM_CUDA_MEGA_EF");
     c->mg_ef = !(f_mef && strcmp(f_mef, "0") == 0);
     const char *f_mfl = getenv("GLIM_CUDA_MEGA_FLAGS");

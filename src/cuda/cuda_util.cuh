@@ -183,7 +183,6 @@ struct cuda_ctx {
     long            mg_used;       /* spans launched (tests) */
     struct cuda_buf mg_scratch, mg_cnt;   /* its partial sums and x's other copy; its counts and barriers */
     bool            mg_ef;         /* the span's weight copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: not; bench knob) */
-    int             mg_atrig;      /* GLIM_CUDA_MEGA_ATRIG=0..2: where the short attention before a span lets it launch (attn_short.cu's trig; bench knob) */
     int             mg_pre;        /* GLIM_CUDA_MEGA_PRE=N: records a span's warp asks for before its PDL wait (bench knob; -1: a full ring) */
     int             mg_feed;       /* GLIM_CUDA_MEGA_FEED=0: with a depth, a span's waits do not feed its rings (bench knob) */
     int             mg_depth;      /* GLIM_CUDA_MEGA_DEPTH=d: at most d records unread a span's warp has in its stage (default 1; 0: a full ring) */

@@ -187,29 +187,6 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
     }
 }
 
-/* GLIM_CUDA_V5_L2PF=P (bench knob, sm_90, tiled parts): before its PDL wait, lane i < P of a warp
- * asks L2 for unit a + UA + i of its range [a, b), the units after the ones its registers hold
- * first, so that while the kernel before still runs (the norm, or the GEMV whose tail this one's
- * CTAs fill) more than the register head start is on its way. A hint: the bits do not change. */
-template <class KA, int UA, class KB>
-static __device__ __forceinline__ void v5_l2pf(const v5_job &job, int64_t w, int lane)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    int64_t units = v5_units(job);
-    int64_t x = v5_split_lo(w, units, job.n_warps) + UA + lane, b = v5_split_lo(w + 1, units, job.n_warps);
-    if (lane >= job.l2pf || x >= b)
-        return;
-    int64_t tile = x / job.n_sb;
-    v5_part P = v5_pick(job, tile);
-    bool kb = !std::is_same<KA, KB>::value && P.kind;
-    if (!(kb ? KB::TILED : KA::TILED))
-        return;
-    int bytes = kb ? KB::REC : KA::REC;
-    const uint8_t *r = P.p + ((tile - P.tile0) * job.n_sb + x - tile * job.n_sb) * bytes;
-    bulk_prefetch_l2(r, (unsigned)bytes);
-#endif
-}
-
 template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
@@ -223,8 +200,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     bool waited = job.wait_first != 0;
     if (waited)
         cuda_pdl_wait();
-    else if (job.l2pf)
-        v5_l2pf<KA, UA, KB>(job, w, lane);
     v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
@@ -417,9 +392,6 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return 0;   /* recorded in the context; these parts go to v3 */
     static int wf_forced = -1;   /* GLIM_CUDA_V5_WAIT_FIRST=1: no weight loads before the wait */
     job.wait_first = cuda_env_knob("GLIM_CUDA_V5_WAIT_FIRST", &wf_forced);
-    static int pf_forced = -1;   /* GLIM_CUDA_V5_L2PF=P: P (1..32) units a warp asked of L2 before the wait */
-    int pf = cuda_env_knob("GLIM_CUDA_V5_L2PF", &pf_forced);
-    job.l2pf = pf > 0 && pf <= 32 && c->cc_major >= 9 ? pf : 0;
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
