@@ -675,11 +675,7 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
         c->short_side = true;
         c->short_armed = ready != NULL;
     }
-    int persist = c->gemv_persist;
-    if (c->short_side && c->qkv_ctas > 0 && persist > 0)   /* room for the side gate's CTAs beside the job */
-        c->gemv_persist = c->qkv_ctas;
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
-    c->gemv_persist = persist;
     prep_finish(c, a);
 }
 
@@ -1340,8 +1336,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * --no-graph 161.0 vs 161.3), 2026-12-04. GLIM_CUDA_GATE_SIDE=0: in the q/k/v job */
     const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");
     c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 2;
-    const char *f_qc = getenv("GLIM_CUDA_QKV_CTAS");
-    c->qkv_ctas = f_qc && f_qc[0] >= '1' && f_qc[0] <= '4' && !f_qc[1] ? f_qc[0] - '0' : 0;
     const char *f_gf = getenv("GLIM_CUDA_GATE_FOLD");
     /* default: tg128 172.2 vs 171.0 t/s with the Wo prefetch, --no-graph 161.7 vs 160.4-161.8 alone (H200, 2026-12-05) */
     c->gate_fold = !(f_gf && strcmp(f_gf, "0") == 0);

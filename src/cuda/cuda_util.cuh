@@ -138,7 +138,6 @@ struct cuda_ctx {
     int             carveout;      /* every launch's preferred shared-memory share, % (GLIM_CUDA_CARVEOUT; default 0; -1: none given) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */
     bool            capturing;     /* between graph_begin and graph_end: scratch must not grow */
-    int             qkv_ctas;      /* > 0: CTAs an SM of the q/k/v job whose gate went to `side` (GLIM_CUDA_QKV_CTAS, bench knob) */
     int             side_ctas;     /* > 0: the output gate's GEMV of a one-token q/k/v/gate job runs on `side`
                                     * with this many persistent CTAs an SM, beside attn_prep and attention
                                     * (GLIM_CUDA_GATE_SIDE=0..4, default 2, backend_cuda_set_gate_side); 0: in the job */
