@@ -1381,6 +1381,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->gate_job_late = f_gj && strcmp(f_gj, "2") == 0;
     const char *f_lite = getenv("GLIM_CUDA_SHORT_LITE");
     c->short_lite = f_lite && (f_lite[0] == '1' || f_lite[0] == '2') && !f_lite[1] ? f_lite[0] - '0' : 0;
+    const char *f_lc = getenv("GLIM_CUDA_LITE_CARVE");
+    c->lite_carve = f_lc && *f_lc ? atoi(f_lc) : 4;
+    c->lite_carve = c->lite_carve < 0 ? 0 : c->lite_carve > 100 ? 100 : c->lite_carve;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

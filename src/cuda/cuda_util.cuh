@@ -180,6 +180,7 @@ struct cuda_ctx {
     int             short_lite;    /* GLIM_CUDA_SHORT_LITE=1|2 (with GATE_JOB): the short attention in 4 warps
                                     * without the keys preloaded (a job CTA's registers); 1: the job leaves
                                     * one CTA slot a query head free for it (lite_room) */
+    int             lite_carve;    /* ... the job's shared-memory share then, % (GLIM_CUDA_LITE_CARVE, default 4) */
     int             lite_room;     /* ... the slots the next early job leaves (its q/k/v/gate's query heads) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
@@ -339,6 +340,7 @@ bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t
 extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
 extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
 extern "C" int backend_cuda_set_gate_job(struct backend *be, bool on);
+extern "C" int backend_cuda_set_short_lite(struct backend *be, int lite);
 extern "C" long backend_cuda_short_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */

@@ -429,6 +429,11 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
                                              attr);
+    /* a CTA needing more shared memory than its SM's split waits for the SM to drain: the job's SMs
+     * keep a few KB for the lite short attention's 6 KB (GLIM_CUDA_LITE_CARVE, %) */
+    for (unsigned i = 0; i < cfg.numAttrs; i++)
+        if (job.early && c->short_lite && attr[i].id == cudaLaunchAttributePreferredSharedMemoryCarveout)
+            attr[i].val.sharedMemCarveout = (unsigned)c->lite_carve;
     for (int i = 1; i < job.n_parts; i++)
         if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
             return v3_mix() && launch_v3p2(c, cfg, job, xq, xd);
