@@ -70,8 +70,6 @@ int backend_cuda_get_norm_scratch(struct backend *be_);
 long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_set_attn_short(struct backend *be_, bool on);   /* attn_short.cu at short contexts (default on) */
 int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling the side gate's flag (default on) */
-int backend_cuda_set_gate_job(struct backend *be_, bool on);     /* ... starting on the q/k/v rows of a job with the gate last */
-int backend_cuda_set_short_lite(struct backend *be_, int lite);   /* ... in 4 warps (1: the job leaving it room) */
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
 int backend_cuda_set_mega(struct backend *be_, bool on);         /* the persistent decode span (mega.cu) */
 long backend_cuda_mega_used(struct backend *be_);                /* spans it launched */
@@ -2258,18 +2256,12 @@ static void test_attn_short(void)
         {GLIM_TYPE_Q4_K, GLIM_TYPE_F16, 32, 128, 100, false, true, 1024, 222},
     };
     int side0 = backend_cuda_get_gate_side(be);
-    bool gate_job0 = getenv("GLIM_CUDA_GATE_JOB") && strcmp(getenv("GLIM_CUDA_GATE_JOB"), "1") == 0;
-    /* the side gate's flag polled (3: 2 CTAs an SM) or joined (2), in the job (0), in the job last with
-     * the kernel starting on the q/k/v rows' count (-1, GLIM_CUDA_GATE_JOB), the same in 4 warps with
-     * the job leaving them room (-2) or not (-3, GLIM_CUDA_SHORT_LITE) */
-    for (int side = 3; side >= -3; side--) {
+    for (int side = 3; side >= 0; side--) {   /* the side gate's flag polled (3: 2 CTAs an SM) or joined (2), in the job (0) */
         if (side == 1)
             continue;
         CHECK_EQ(backend_cuda_set_short_poll(be, side == 3), GLIM_OK);
-        CHECK_EQ(backend_cuda_set_gate_job(be, side < 0), GLIM_OK);
-        CHECK_EQ(backend_cuda_set_short_lite(be, side < -1 ? -1 - side : 0), GLIM_OK);
         for (int mode = SHORT; mode <= SHORT_GRAPH; mode++) {
-            CHECK_EQ(backend_cuda_set_gate_side(be, side == 3 ? 2 : side < 0 ? 0 : side), GLIM_OK);
+            CHECK_EQ(backend_cuda_set_gate_side(be, side == 3 ? 2 : side), GLIM_OK);
             for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 fold_window = cases[i].window;
                 check_prep_fold(mode, cases[i].v, cases[i].H, 2, 128, cases[i].rot, cases[i].neox, cases[i].norms,
@@ -2285,8 +2277,6 @@ static void test_attn_short(void)
     check_prep_fold(SHORT, GLIM_TYPE_Q4_K, 32, 2, 128, 128, false, true, 1024, 1, 10, GLIM_TYPE_F32, false);
     CHECK_EQ(backend_cuda_set_attn_short(be, false), GLIM_OK);
     CHECK_EQ(backend_cuda_set_short_poll(be, true), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_gate_job(be, gate_job0), GLIM_OK);
-    CHECK_EQ(backend_cuda_set_short_lite(be, 0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
 }
 

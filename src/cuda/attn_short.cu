@@ -37,13 +37,6 @@ struct short_params {
                                * and reset by the last CTA to read it */
     int          window, group;
     float        scale;
-    unsigned    *early;       /* NULL, or the q/k/v/gate job's count of its q/k/v tasks (gemv_job.early):
-                               * the kernel starts once it reaches early_n, and waits for the job (the
-                               * gate) only before the gate's multiply; [1] counts the CTAs that read
-                               * it, the last puts both back to 0 */
-    unsigned     early_n;
-    int          early_late;  /* with early: the next kernel may launch only after the job's end
-                               * (GLIM_CUDA_GATE_JOB=2), else right after the count */
     unsigned long long *trace;   /* GLIM_CUDA_SHORT_TRACE=1: SHORT_TR stamps a CTA (short_stamp), else NULL */
 };
 
@@ -88,80 +81,9 @@ static __device__ __forceinline__ float dot4(float4 a, float4 b)
     return fmaf(a.w, b.w, fmaf(a.z, b.z, fmaf(a.y, b.y, a.x * b.x)));
 }
 
-/* a warp's 32 old keys from `base` (those before pos; the rest 0): a lane's 4 dims of each */
-static __device__ __forceinline__ void short_load(const prep_params &p, int kvh, int base, int pos, int lane,
-                                                  uint2 (&r)[SHORT_KPW], const void *cache)
-{
-    const int64_t kv_dim = (int64_t)p.n_head_kv * SHORT_D;
-    const uint2 *c = (const uint2 *)((const uint16_t *)cache + (int64_t)kvh * SHORT_D) + lane;
-#pragma unroll
-    for (int j = 0; j < SHORT_KPW; j++) {
-        int key = base + j;
-        r[j] = make_uint2(0u, 0u);
-        if (key < pos)
-            r[j] = c[(int64_t)key % p.n_slots * (kv_dim / 4)];
-    }
-}
-
-/* A warp's 32 keys from `base` (key pos is the new one, rows[1] / rows[2]): its max m, its sum l
- * and its unscaled output acc. LOAD (the lite form): the keys' rows are loaded here, the values
- * after the scores, so no more than one set is held; else kr and vr came before the wait. */
-template <bool BF16, bool LOAD>
-static __device__ __forceinline__ void short_keys(const short_params &a, int kvh, int base, int pos, int lane,
-                                                  const float (&rows)[3][SHORT_D], uint2 (&kr)[SHORT_KPW],
-                                                  uint2 (&vr)[SHORT_KPW], float &m, float &l, float4 &acc)
-{
-    if (LOAD)
-        short_load(a.pp, kvh, base, pos, lane, kr, a.pp.k_cache);
-    float4 q4 = ((const float4 *)rows[0])[lane], kn = ((const float4 *)rows[1])[lane];
-    float4 vn = ((const float4 *)rows[2])[lane];
-    float sc[SHORT_KPW];
-#pragma unroll
-    for (int j = 0; j < SHORT_KPW; j++)
-        sc[j] = dot4(q4, base + j < pos ? short_f4(kr[j], BF16) : kn);
-    if (LOAD)
-        short_load(a.pp, kvh, base, pos, lane, vr, a.pp.v_cache);
-    /* transposed butterfly: after the step of offset o a lane keeps the half of its sums
-     * whose index bit o is its own lane bit, so lane j ends with key base + j's full sum */
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) {
-        bool up = lane & o;
-#pragma unroll
-        for (int i = 0; i < o; i++) {
-            float send = up ? sc[i] : sc[i + o], keep = up ? sc[i + o] : sc[i];
-            sc[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-        }
-    }
-    const float sl2 = a.scale * 1.4426950408889634f;    /* log2 units */
-    float s = base + lane <= pos ? sc[0] * sl2 : -INFINITY;
-    m = s;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));   /* finite: key `base` is visible */
-    float pe = exp2f(s - m);                              /* masked: 0 */
-    l = pe;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        l += __shfl_xor_sync(0xffffffffu, l, o);
-#pragma unroll
-    for (int j = 0; j < SHORT_KPW; j++) {
-        float pj = __shfl_sync(0xffffffffu, pe, j);
-        float4 v = base + j < pos ? short_f4(vr[j], BF16) : vn;   /* past pos: pj = 0 */
-        acc.x = fmaf(pj, v.x, acc.x);
-        acc.y = fmaf(pj, v.y, acc.y);
-        acc.z = fmaf(pj, v.z, acc.z);
-        acc.w = fmaf(pj, v.w, acc.w);
-    }
-}
-
-/* grid: one CTA per query head; block: 32 * SHORT_WARPS, or with LITE 32 * SHORT_LITE_WARPS, each
- * warp taking virtual warps w and w + SHORT_LITE_WARPS in turn (the same sums and merge, so the same
- * bits) without the keys held from before the wait: ~100 registers instead of 226, so the CTA fits
- * one persistent-v3 CTA's slot (GLIM_CUDA_SHORT_LITE) */
-#define SHORT_LITE_WARPS 4
-template <bool BF16, bool LITE>
-static __global__ void __launch_bounds__(32 * (LITE ? SHORT_LITE_WARPS : SHORT_WARPS), LITE ? 4 : 1)
-attn_short_kernel(const short_params a)
+/* grid: one CTA per query head; block: 32 * SHORT_WARPS */
+template <bool BF16>
+static __global__ void __launch_bounds__(32 * SHORT_WARPS) attn_short_kernel(const short_params a)
 {
     __shared__ __align__(16) float rows[3][SHORT_D];   /* q (normed, roped), new k, new v (as cached) */
     __shared__ float2 cs_s[SHORT_D / 2];
@@ -181,9 +103,19 @@ attn_short_kernel(const short_params a)
     /* before the wait, what no kernel of this step writes: the old keys and values, the norm
      * weights, and without the step's table the RoPE angles */
     uint2 kr[SHORT_KPW], vr[SHORT_KPW];
-    if (!LITE) {
-        short_load(p, kvh, base, pos, lane, kr, p.k_cache);
-        short_load(p, kvh, base, pos, lane, vr, p.v_cache);
+    {
+        const uint2 *kc = (const uint2 *)((const uint16_t *)p.k_cache + (int64_t)kvh * D) + lane;
+        const uint2 *vc = (const uint2 *)((const uint16_t *)p.v_cache + (int64_t)kvh * D) + lane;
+#pragma unroll
+        for (int j = 0; j < SHORT_KPW; j++) {
+            int key = base + j;
+            kr[j] = vr[j] = make_uint2(0u, 0u);
+            if (key < pos) {
+                int64_t at = (int64_t)key % p.n_slots * (kv_dim / 4);
+                kr[j] = kc[at];
+                vr[j] = vc[at];
+            }
+        }
     }
     const float *w = warp == 0 ? p.q_norm : p.k_norm;
     float wv[4];
@@ -194,24 +126,10 @@ attn_short_kernel(const short_params a)
     if ((int)threadIdx.x < n_pairs && !p.cs)
         rope_cos_sin(pos, p.rope_base, threadIdx.x, p.n_rot, &csv.x, &csv.y);
     /* With a flag to poll, the next kernel may start only once the gate is there: its CTAs would
-     * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock). On the job's early
-     * count, Wo may start now: the job is persistent, all its CTAs resident before this launch. */
-    if (a.early) {
-        if (threadIdx.x == 0) {
-            for (unsigned k = 0; ld_acquire(a.early) < a.early_n; k++)
-                if (k > (1u << 26))
-                    __trap();   /* a count gone wrong: fail the launch instead of hanging */
-            if (atomicAdd(a.early + 1, 1u) == gridDim.x - 1)   /* every CTA past it: 0 for the next job */
-                a.early[0] = 0u, a.early[1] = 0u;
-        }
-        __syncthreads();
-        if (!a.early_late)
-            cuda_pdl_trigger();
-    } else {
-        cuda_pdl_wait();
-        if (!a.ready)
-            cuda_pdl_trigger();
-    }
+     * otherwise wait in SMs that the gate GEMV's last CTAs need (a deadlock) */
+    cuda_pdl_wait();
+    if (!a.ready)
+        cuda_pdl_trigger();
     short_stamp(a, 1);
 
     /* after it, at once: the head's q (warp 0), the group's new k (warp 1) and v (warp 2), the angles */
@@ -222,7 +140,7 @@ attn_short_kernel(const short_params a)
         x[e] = warp < 3 ? __ldcg(src + lane + 32 * e) : 0.0f;
     const int64_t gi = (int64_t)h * 32 + lane;              /* this lane's float4 of the gate */
     float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (warp == 3 && a.gate && !a.ready && !a.early)         /* ready now: the q/k/v job's, or joined */
+    if (warp == 3 && a.gate && !a.ready)                     /* ready now: the q/k/v job's, or joined */
         g = __ldcg((const float4 *)a.gate + gi);
     float4 *g_s = &acc_s[0][0];                              /* warp 3 hands it to warp 0 (below) */
     if ((int)threadIdx.x < n_pairs) {
@@ -276,23 +194,52 @@ attn_short_kernel(const short_params a)
     __syncthreads();
     short_stamp(a, 3);
 
-    float m = -INFINITY, l = 0.0f, m1 = -INFINITY, l1 = 0.0f;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f), acc1 = acc;
-    if (active)
-        short_keys<BF16, LITE>(a, kvh, base, pos, lane, rows, kr, vr, m, l, acc);
-    const int base1 = base + SHORT_LITE_WARPS * SHORT_KPW;   /* LITE: virtual warp warp + 4 */
-    if (LITE && base1 <= pos)
-        short_keys<BF16, true>(a, kvh, base1, pos, lane, rows, kr, vr, m1, l1, acc1);
+    float m = -INFINITY, l = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (active) {
+        float4 q4 = ((const float4 *)rows[0])[lane], kn = ((const float4 *)rows[1])[lane];
+        float4 vn = ((const float4 *)rows[2])[lane];
+        float sc[SHORT_KPW];
+#pragma unroll
+        for (int j = 0; j < SHORT_KPW; j++)
+            sc[j] = dot4(q4, base + j < pos ? short_f4(kr[j], BF16) : kn);
+        /* transposed butterfly: after the step of offset o a lane keeps the half of its sums
+         * whose index bit o is its own lane bit, so lane j ends with key base + j's full sum */
+#pragma unroll
+        for (int o = 16; o >= 1; o >>= 1) {
+            bool up = lane & o;
+#pragma unroll
+            for (int i = 0; i < o; i++) {
+                float send = up ? sc[i] : sc[i + o], keep = up ? sc[i + o] : sc[i];
+                sc[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
+        }
+        const float sl2 = a.scale * 1.4426950408889634f;    /* log2 units */
+        float s = base + lane <= pos ? sc[0] * sl2 : -INFINITY;
+        m = s;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));   /* finite: key `base` is visible */
+        float pe = exp2f(s - m);                              /* masked: 0 */
+        l = pe;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            l += __shfl_xor_sync(0xffffffffu, l, o);
+#pragma unroll
+        for (int j = 0; j < SHORT_KPW; j++) {
+            float pj = __shfl_sync(0xffffffffu, pe, j);
+            float4 v = base + j < pos ? short_f4(vr[j], BF16) : vn;   /* past pos: pj = 0 */
+            acc.x = fmaf(pj, v.x, acc.x);
+            acc.y = fmaf(pj, v.y, acc.y);
+            acc.z = fmaf(pj, v.z, acc.z);
+            acc.w = fmaf(pj, v.w, acc.w);
+        }
+    }
     __syncthreads();   /* every warp has its copy of the gate */
     short_stamp(a, 4);
     acc_s[warp][lane] = acc;
     if (lane == 0)
         m_s[warp] = m, l_s[warp] = l;
-    if (LITE) {
-        acc_s[warp + SHORT_LITE_WARPS][lane] = acc1;
-        if (lane == 0)
-            m_s[warp + SHORT_LITE_WARPS] = m1, l_s[warp + SHORT_LITE_WARPS] = l1;
-    }
     __syncthreads();
     if (warp != 0)
         return;
@@ -306,12 +253,6 @@ attn_short_kernel(const short_params a)
         __syncwarp();
         g = __ldcg((const float4 *)a.gate + gi);
         cuda_pdl_trigger();
-    } else if (a.early) {   /* the job's end (its last rows are the gate's), and this kernel's after it */
-        cuda_pdl_wait();
-        if (a.gate)
-            g = __ldcg((const float4 *)a.gate + gi);
-        if (a.early_late)
-            cuda_pdl_trigger();
     }
     float M = m_s[0], L = 0.0f;                              /* warp 0 always holds key lo */
 #pragma unroll
@@ -366,19 +307,13 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
         gate = NULL;
     a.gate = gate;
     a.ready = gate ? ready : NULL;
-    if (c->short_early)   /* the gate, if any, is the job's (no side flag) */
-        a.early = (unsigned *)c->early_cnt.p, a.early_n = c->early_n, a.ready = NULL, a.early_late = c->gate_job_late;
     if (c->short_trace && c->short_trace_n < SHORT_TRACE_CAP && x->n_head <= SHORT_TRACE_HEADS)
         a.trace = (unsigned long long *)c->short_trace + (size_t)c->short_trace_n++ * SHORT_TRACE_HEADS * SHORT_TR,
         c->short_trace_heads = (int)x->n_head;
-    bool lite = c->short_early && c->short_lite;   /* in the job's free slots, or beside its CTAs */
-    dim3 grid((unsigned)x->n_head), block(32 * (lite ? SHORT_LITE_WARPS : SHORT_WARPS));
     if (x->kv_type == GLIM_TYPE_BF16)
-        lite ? cuda_launch_dep(c, grid, block, 0, attn_short_kernel<true, true>, a)
-             : cuda_launch_dep(c, grid, block, 0, attn_short_kernel<true, false>, a);
+        cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<true>, a);
     else
-        lite ? cuda_launch_dep(c, grid, block, 0, attn_short_kernel<false, true>, a)
-             : cuda_launch_dep(c, grid, block, 0, attn_short_kernel<false, false>, a);
+        cuda_launch_dep(c, dim3((unsigned)x->n_head), dim3(32 * SHORT_WARPS), 0, attn_short_kernel<false>, a);
     if (!CUDA_LAUNCHED(c, "attention (short)") && gate)
         c->att_x = x->out, c->att_g = gate, c->att_k = (int64_t)x->n_head * x->head_dim;
     return true;

@@ -119,10 +119,6 @@ static struct cuda_ctx *ctx_raw(struct backend *be)
  * once the GEMV has ended */
 static void short_disarm(struct cuda_ctx *c)
 {
-    if (c->short_early) {   /* the job's early count, which no short kernel read */
-        c->short_early = false;
-        CUDA_TRY(c, cudaMemsetAsync(c->early_cnt.p, 0, 2 * sizeof(unsigned), c->stream));
-    }
     if (!c->short_armed)
         return;
     c->short_armed = false;
@@ -606,7 +602,6 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
         const float *g = short_gate(c, a, &ready);
         if (cuda_attn_short(c, &c->short_prep, a, g, ready)) {
             c->short_armed = c->short_armed && !ready;   /* the kernel resets what it read */
-            c->short_early = false;                      /* ... and the early count it started on */
             c->short_used++;
             short_disarm(c);
             return;
@@ -675,22 +670,12 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     /* a 4th part (the output gate) is read by no attn_prep or attention (backend.h): its GEMV may
      * run beside the q/k/v GEMV, attn_prep and attention, on the side stream (a prep fold needs
      * parts 0..2 only) */
-    bool early = c->gate_job && n == 4 && n_rows == 1 && !c->prep_req && cuda_attn_short_ok(c, a);
-    if (n == 4 && n_rows == 1 && !early && cuda_matmul_side(c, ys[3], ws[3], x, ready)) {
+    if (n == 4 && n_rows == 1 && cuda_matmul_side(c, ys[3], ws[3], x, ready)) {
         n = 3;
         c->short_side = true;
         c->short_armed = ready != NULL;
     }
-    /* GLIM_CUDA_GATE_JOB: the gate in the job, after q/k/v, whose rows the short kernel starts on */
-    c->early_req = NULL;
-    c->early_taken = false;
-    if (early && n == 4 && cuda_buf_counts(c, &c->early_cnt, 2 * sizeof(unsigned)))
-        c->early_req = ys[3];
-    c->lite_room = c->early_req && c->short_lite == 1 ? (int)a->n_head : 0;
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
-    c->short_early = c->early_req && c->early_taken;
-    c->early_req = NULL;
-    c->lite_room = 0;
     prep_finish(c, a);
 }
 
@@ -887,7 +872,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
-                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt, &c->early_cnt};
+                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -1173,22 +1158,6 @@ extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::short_poll, on);
 }
 
-/* a gate in the q/k/v job last, the short attention starting on the q/k/v rows (GLIM_CUDA_GATE_JOB) */
-extern "C" int backend_cuda_set_gate_job(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::gate_job, on);
-}
-
-/* ... with the short attention in 4 warps (1: the job leaving it room, 2: not; 0 off; GLIM_CUDA_SHORT_LITE) */
-extern "C" int backend_cuda_set_short_lite(struct backend *be, int lite)
-{
-    if (!is_cuda(be) || lite < 0 || lite > 2)
-        return GLIM_EINVAL;
-    cuda_side_join(ctx_of(be));
-    ctx_of(be)->short_lite = lite;
-    return GLIM_OK;
-}
-
 /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (res_norm) */
 extern "C" int backend_cuda_set_norm_scratch(struct backend *be, bool on)
 {
@@ -1376,14 +1345,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
-    const char *f_gj = getenv("GLIM_CUDA_GATE_JOB");
-    c->gate_job = f_gj && (strcmp(f_gj, "1") == 0 || strcmp(f_gj, "2") == 0);
-    c->gate_job_late = f_gj && strcmp(f_gj, "2") == 0;
-    const char *f_lite = getenv("GLIM_CUDA_SHORT_LITE");
-    c->short_lite = f_lite && (f_lite[0] == '1' || f_lite[0] == '2') && !f_lite[1] ? f_lite[0] - '0' : 0;
-    const char *f_lc = getenv("GLIM_CUDA_LITE_CARVE");
-    c->lite_carve = f_lc && *f_lc ? atoi(f_lc) : 4;
-    c->lite_carve = c->lite_carve < 0 ? 0 : c->lite_carve > 100 ? 100 : c->lite_carve;
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");

@@ -169,19 +169,6 @@ struct cuda_ctx {
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
-    bool            gate_job;      /* GLIM_CUDA_GATE_JOB=1: a gate in the q/k/v job runs last, the short
-                                    * attention starting on the q/k/v rows' count (gemv_job.early) */
-    const float    *early_req;     /* gemv_q8.cu: the next one-row job counts the tasks before this part's */
-    struct cuda_buf early_cnt;     /* ... on [0]; [1]: the short kernel's CTAs that read it */
-    bool            early_taken;   /* ... and whether its kernel did */
-    unsigned        early_n;       /* ... how many */
-    bool            short_early;   /* the pending short attention starts on that count */
-    int             gate_job_late; /* GLIM_CUDA_GATE_JOB=2: ... and lets Wo launch only after the job's end */
-    int             short_lite;    /* GLIM_CUDA_SHORT_LITE=1|2 (with GATE_JOB): the short attention in 4 warps
-                                    * without the keys preloaded (a job CTA's registers); 1: the job leaves
-                                    * one CTA slot a query head free for it (lite_room) */
-    int             lite_carve;    /* ... the job's shared-memory share then, % (GLIM_CUDA_LITE_CARVE, default 4) */
-    int             lite_room;     /* ... the slots the next early job leaves (its q/k/v/gate's query heads) */
     void           *norm_trace;    /* GLIM_CUDA_NORM_TRACE=1: add_rmsnorm's phases (fused.cu, diagnosis) */
     int             norm_trace_n;  /* launches traced since graph_begin */
     bool            graph_time;    /* GLIM_CUDA_GRAPH_TIME=1: each replay's GPU time (events, diagnosis) */
@@ -339,8 +326,6 @@ bool cuda_attn_short(struct cuda_ctx *c, const struct be_attn_prep_args *p, cons
 bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t **gq, float2 **gd);
 extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
 extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
-extern "C" int backend_cuda_set_gate_job(struct backend *be, bool on);
-extern "C" int backend_cuda_set_short_lite(struct backend *be, int lite);
 extern "C" long backend_cuda_short_used(struct backend *be);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */

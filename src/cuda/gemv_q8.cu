@@ -286,22 +286,13 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
     int64_t stride = (int64_t)gridDim.x * Q8_WARPS;
-    unsigned k_early = 0;   /* the tasks rise: the early ones (< late0) come first */
-    bool pend = job.early != NULL;
 #pragma unroll 1
     for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride) {
-        if (pend && task >= job.late0) {
-            gemv_early_arrive(job.early, k_early, lane);
-            pend = false;
-        }
         gemv_task t = job_task(job, task);
         gemv3_rows<W, 1, RW, W::U / RW>(t.v, t.row0, xq, xd, t.y, 1, lane);
         if (PREP)
             gemv_prep_arrive(job, t.part, t.row0, lane);
-        k_early++;
     }
-    if (pend)
-        gemv_early_arrive(job.early, k_early, lane);
     if (job.ready) {   /* the CUDA sample's threadfence reduction: rows visible, then the count */
         __threadfence();
         __syncthreads();
@@ -324,7 +315,7 @@ static __global__ void ready_set_kernel(unsigned *ready)
  * and a Q6_K attn_v), parts of kind A first (tasks [0, n_a)): a warp's tasks rise by the grid
  * stride, so it runs its A tasks in one loop, then its B tasks in another, the same tasks a
  * one-kind walk gives it and no kind switch inside a loop (which spills). Same rows, same bits. */
-template <class WA, int RWA, class WB, int RWB, bool EARLY>
+template <class WA, int RWA, class WB, int RWB>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, 4)
 gemv3p2_kernel(const gemv_job job, int64_t n_a, const int8_t *__restrict__ xq, const float2 *__restrict__ xd,
                bool trig)
@@ -332,39 +323,16 @@ gemv3p2_kernel(const gemv_job job, int64_t n_a, const int8_t *__restrict__ xq, c
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
-    int64_t stride = (int64_t)gridDim.x * Q8_WARPS, t0 = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
-    int64_t task = t0;
-    unsigned k_early = 0;
-    if (EARLY) {   /* gemv_job.early: the B tasks (v) first, then A's (q, k, then the gate from late0) */
-        if (task < n_a)
-            task += (n_a - task + stride - 1) / stride * stride;
-#pragma unroll 1
-        for (; task < job.n_tasks; task += stride, k_early++) {
-            gemv_task t = job_task(job, task);
-            gemv3_rows<WB, 1, RWB, WB::U / RWB>(t.v, t.row0, xq, xd, t.y, 1, lane);
-        }
-        task = t0;
-    }
-    bool pend = EARLY;
+    int64_t stride = (int64_t)gridDim.x * Q8_WARPS, task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5);
 #pragma unroll 1
     for (; task < n_a; task += stride) {
-        if (EARLY && pend && task >= job.late0) {
-            gemv_early_arrive(job.early, k_early, lane);
-            pend = false;
-        }
         gemv_task t = job_task(job, task);
         gemv3_rows<WA, 1, RWA, WA::U / RWA>(t.v, t.row0, xq, xd, t.y, 1, lane);
-        k_early++;
     }
-    if constexpr (EARLY) {
-        if (pend)
-            gemv_early_arrive(job.early, k_early, lane);
-    } else {
 #pragma unroll 1
-        for (; task < job.n_tasks; task += stride) {
-            gemv_task t = job_task(job, task);
-            gemv3_rows<WB, 1, RWB, WB::U / RWB>(t.v, t.row0, xq, xd, t.y, 1, lane);
-        }
+    for (; task < job.n_tasks; task += stride) {
+        gemv_task t = job_task(job, task);
+        gemv3_rows<WB, 1, RWB, WB::U / RWB>(t.v, t.row0, xq, xd, t.y, 1, lane);
     }
 }
 
@@ -400,20 +368,16 @@ static bool launch_v3p2(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gemv_
     while (i < job.n_parts && job.p[i].kind == WK_Q4K && job.p[i].rw == job.p[0].rw)
         i++;
     int64_t n_a = i < job.n_parts ? job.p[i].task0 : job.n_tasks;
-    if (i == 0 || i == job.n_parts || job.prep_cnt || (job.early && job.late0 > n_a))
+    if (i == 0 || i == job.n_parts || job.prep_cnt)
         return false;
     for (int j = i; j < job.n_parts; j++)
         if (job.p[j].kind != WK_Q6K)
             return false;
-    c->early_taken = job.early != NULL;
     typedef slot_k45<false> k4;
-    bool two = job.p[0].rw == 2;
-    if (job.early)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, two ? gemv3p2_kernel<k4, 2, slot_q6_k, 1, true> : gemv3p2_kernel<k4, 1, slot_q6_k, 1, true>,
-                                       job, n_a, xq, xd, c->pdl_all));
+    if (job.p[0].rw == 2)
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p2_kernel<k4, 2, slot_q6_k, 1>, job, n_a, xq, xd, c->pdl_all));
     else
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, two ? gemv3p2_kernel<k4, 2, slot_q6_k, 1, false> : gemv3p2_kernel<k4, 1, slot_q6_k, 1, false>,
-                                       job, n_a, xq, xd, c->pdl_all));
+        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p2_kernel<k4, 1, slot_q6_k, 1>, job, n_a, xq, xd, c->pdl_all));
     return true;
 }
 
@@ -424,23 +388,15 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
     if (c->gemv_persist <= 0)
         return false;
     int64_t need = (job.n_tasks + Q8_WARPS - 1) / Q8_WARPS, most = (int64_t)c->gemv_persist * c->n_sm;
-    if (job.early && c->lite_room > 0 && c->lite_room < most / 2)   /* slots for the lite short attention */
-        most -= c->lite_room;
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)(need < most ? need : most)), dim3(Q8_WARPS * 32), 0,
                                              attr);
-    /* a CTA needing more shared memory than its SM's split waits for the SM to drain: the job's SMs
-     * keep a few KB for the lite short attention's 6 KB (GLIM_CUDA_LITE_CARVE, %) */
-    for (unsigned i = 0; i < cfg.numAttrs; i++)
-        if (job.early && c->short_lite && attr[i].id == cudaLaunchAttributePreferredSharedMemoryCarveout)
-            attr[i].val.sharedMemCarveout = (unsigned)c->lite_carve;
     for (int i = 1; i < job.n_parts; i++)
         if (job.p[i].kind != job.p[0].kind || job.p[i].rw != job.p[0].rw)
             return v3_mix() && launch_v3p2(c, cfg, job, xq, xd);
     typedef slot_k45<false> k4;
     bool two = job.p[0].rw == 2;
     c->job_ready_taken = job.ready != NULL;   /* gemv3p_kernel sets it; the default case launches nothing */
-    c->early_taken = job.early != NULL;      /* ... and counts the early tasks */
     switch (job.p[0].kind) {
     case WK_Q4K:
         two ? launch_v3p_of<k4, 2>(c, cfg, job, xq, xd) : launch_v3p_of<k4, 1>(c, cfg, job, xq, xd);
@@ -451,7 +407,7 @@ static bool launch_v3p(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq
         return true;
     case WK_Q6K_T16: launch_v3p_of<slot_q6k_t16, 1>(c, cfg, job, xq, xd); return true;
     case WK_Q80: launch_v3p_of<slot_q8_0, 1>(c, cfg, job, xq, xd); return true;
-    default: c->job_ready_taken = c->early_taken = false; return false;
+    default: c->job_ready_taken = false; return false;
     }
 }
 
@@ -757,17 +713,6 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     job.n_parts = n;
     job.n_tasks = tasks;
     job.ready = v4 ? NULL : c->job_ready;   /* launch_v3p says whether it took it */
-    c->early_taken = false;
-    /* the gate (early_req) the late part of a q/k/v/gate job: last, or the last Q4_K part before v */
-    if (c->early_req && n == 4 && n_rows == 1 && !v4 && !c->prep_req) {
-        for (int i = 0; i < n; i++)
-            if (ys[i] == c->early_req && (i == n - 1 || (kinds[i] == WK_Q4K && kinds[i + 1] == WK_Q6K))) {
-                int64_t end = i == n - 1 ? tasks : job.p[i + 1].task0;
-                job.late0 = job.p[i].task0;
-                job.early = (unsigned *)c->early_cnt.p;
-                c->early_n = (unsigned)(tasks - (end - job.p[i].task0));
-            }
-    }
     if (!v4 && n_rows == 1)
         prep_plan(c, job, n, ys, ws);
     if (v4 && cuda_gemv4(c, job, xq, xd)) {

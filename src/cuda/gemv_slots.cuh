@@ -418,22 +418,7 @@ struct gemv_job {
     unsigned   *ready;      /* != NULL (gemv3p_kernel): the last CTA to end sets ready[1] = 1 after every
                              * row is stored (ready[0] counts the CTAs, back to 0 by that CTA); for a
                              * kernel that polls it instead of waiting for the grid (attn_short.cu) */
-    unsigned   *early;      /* != NULL (persistent v3, GLIM_CUDA_GATE_JOB): the tasks of the parts before
-                             * `late0` (the q/k/v of a q/k/v/gate job) are counted in early[0] as their
-                             * warps store them, so the short attention starts on them while the gate's
-                             * rows stream; its reader puts it back to 0 */
-    int64_t     late0;      /* the first late task (gemv3p_kernel); gemv3p2_kernel: the first late task of
-                             * kind A, whose tasks [late0, n_a) run after the B tasks */
 };
-
-/* a warp's arrival on gemv_job.early: its k early tasks stored (every lane's rows), then counted */
-static __device__ __forceinline__ void gemv_early_arrive(unsigned *early, unsigned k, int lane)
-{
-    __threadfence();
-    __syncwarp();
-    if (lane == 0 && k)
-        atomicAdd(early, k);
-}
 
 /* After a warp stored rows [row0, row0 + rw) of part `part` of a job with prep_cnt: count them
  * for their head, and if they were the head's last, prepare it (attn_prep.cuh). rw divides
