@@ -278,11 +278,10 @@ gemv3_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__
  * once walks the tasks, so no partial last wave and no CTA turnover. One weight kind per
  * kernel: with gemv3_task's kind switch inside a task loop ptxas spills at any register
  * budget (docs/CUDA.md); this one uses 98-120 registers, no spills. Same rows, same bits. */
-template <class W, int RW, bool PREP, int UD = 1>
+template <class W, int RW, bool PREP>
 static __global__ void __launch_bounds__(Q8_WARPS * 32, 4)
 gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
-    constexpr int U = W::U / RW / UD > 0 ? W::U / RW / UD : 1;   /* UD: GLIM_CUDA_V3_UD (bench knob) */
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
@@ -290,7 +289,7 @@ gemv3p_kernel(const gemv_job job, const int8_t *__restrict__ xq, const float2 *_
 #pragma unroll 1
     for (int64_t task = (int64_t)blockIdx.x * Q8_WARPS + (threadIdx.x >> 5); task < job.n_tasks; task += stride) {
         gemv_task t = job_task(job, task);
-        gemv3_rows<W, 1, RW, U>(t.v, t.row0, xq, xd, t.y, 1, lane);
+        gemv3_rows<W, 1, RW, W::U / RW>(t.v, t.row0, xq, xd, t.y, 1, lane);
         if (PREP)
             gemv_prep_arrive(job, t.part, t.row0, lane);
     }
@@ -341,12 +340,8 @@ template <class W, int RW>
 static void launch_v3p_of(struct cuda_ctx *c, cudaLaunchConfig_t &cfg, const gemv_job &job, const int8_t *xq,
                           const float2 *xd)
 {
-    static int ud_forced = -1;   /* GLIM_CUDA_V3_UD=2: half the slots in flight a lane (same order, same bits) */
-    bool half = cuda_env_knob("GLIM_CUDA_V3_UD", &ud_forced) == 2;
     if (job.prep_cnt)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<W, RW, true>, job, xq, xd, c->pdl_all));
-    else if (half)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<W, RW, false, 2>, job, xq, xd, c->pdl_all));
     else
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv3p_kernel<W, RW, false>, job, xq, xd, c->pdl_all));
 }
