@@ -616,3 +616,74 @@ int cuda_v5_jobs(struct cuda_ctx *c, int n, float *const *ys, const struct be_we
             return 0;
     return m;
 }
+
+/* ---- GLIM_CUDA_PACE (bench knob): a one-row v5 job's first units into L2 ahead of it. The HBM
+ * idles through the attention half's latency-bound chain (~20 us a layer on the H200), and every
+ * early stream tried so far (prefetch instructions, the L2 head start) flooded the memory queue
+ * that chain's loads wait in. Here a load of 4 bytes asks for 256 (L2::256B) and a lane keeps at
+ * most `depth` of them unanswered, so the queue stays short (dev/cuda/queue_probe.cu: one record
+ * a warp in flight already streams at full rate). One warp a CTA: room beside any kernel. */
+static __device__ __forceinline__ unsigned v5_pace_load(const void *a, uint64_t pol)
+{
+    unsigned v = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.u32 %0, [%1], %2;"
+                 : "=r"(v)
+                 : "l"(a), "l"(pol));
+#endif
+    return v;
+}
+
+static __global__ void __launch_bounds__(32) v5_pace_kernel(const v5_job job, int head, int depth, int rec, bool last,
+                                                            unsigned key, unsigned *sink)
+{
+    int lane = threadIdx.x & 31;
+    int64_t units = v5_units(job);
+    int64_t w0 = (int64_t)blockIdx.x * job.n_warps / gridDim.x, w1 = (int64_t)(blockIdx.x + 1) * job.n_warps / gridDim.x;
+    int64_t nw = w1 - w0, per = (rec + 255) / 256 + 1;   /* 256-byte blocks a record may touch */
+    int64_t n = (int64_t)head * nw * per;                 /* the warps' i-th units, i = 0, 1, ... */
+    uint64_t pol = l2_policy(last ? L2_EVICT_LAST : L2_EVICT_NORMAL);
+    unsigned acc = 0;
+    for (int64_t j0 = 0; j0 < n; j0 += 32 * depth) {
+        unsigned v[8];
+#pragma unroll
+        for (int d = 0; d < 8; d++) {
+            v[d] = 0;
+            int64_t j = j0 + d * 32 + lane;
+            if (d >= depth || j >= n)
+                continue;
+            int64_t i = j / (nw * per), r = j % (nw * per), w = w0 + r / per, b = r % per;
+            int64_t x = v5_split_lo(w, units, job.n_warps) + i;
+            if (x >= v5_split_lo(w + 1, units, job.n_warps))
+                continue;
+            int64_t tile = x / job.n_sb;
+            v5_part P = v5_pick(job, tile);
+            uintptr_t rp = (uintptr_t)(P.p + ((tile - P.tile0) * job.n_sb + x % job.n_sb) * rec);
+            uintptr_t a = (rp & ~(uintptr_t)255) + (uintptr_t)b * 256;
+            if (a < rp + (uintptr_t)rec)
+                v[d] = v5_pace_load((const void *)a, pol);
+        }
+#pragma unroll
+        for (int d = 0; d < 8; d++)
+            acc ^= v[d];   /* waits for the loads: the next ones go out only then */
+    }
+    if (acc == key && sink)
+        *sink = acc;       /* (keeps the loads; a match only writes scratch) */
+}
+
+bool cuda_v5_pace(struct cuda_ctx *c, cudaStream_t s, int n, const struct be_weight *const *ws, int head, int depth,
+                  bool last)
+{
+    static const int REC[2] = {CUDA_T16_Q4K_BYTES, CUDA_T16_Q6K_BYTES};
+    float *ys[GEMV_MAX_PARTS] = {NULL, NULL, NULL, NULL};
+    v5_job jobs[2];
+    int kinds[2];
+    size_t po = 0, co = 0;
+    if (n < 1 || n > GEMV_MAX_PARTS || c->cc_major < 8 ||
+        cuda_v5_jobs(c, n, ys, ws, false, jobs, kinds, NULL, NULL, &po, &co) != 1 ||
+        !cuda_buf_reserve(c, &c->pace_sink, sizeof(unsigned)))
+        return false;
+    v5_pace_kernel<<<c->n_sm, 32, 0, s>>>(jobs[0], head, depth, REC[kinds[0]], last, 0x9e3779b9u,
+                                          (unsigned *)c->pace_sink.p);
+    return !CUDA_LAUNCHED(c, "v5_pace");
+}
