@@ -213,10 +213,6 @@ struct backend_i {
      * attention that follows; called between a matmul_attn_prep and that attention), so a backend
      * may start moving its bytes nearer beside the work in flight. NULL = not offered. */
     void (*prefetch)(struct backend *be, const struct be_weight *w);
-    /* optional hint, no effect on any result: ws[0..n) (the FFN's gate and up) are read once this
-     * layer's attention half has run; called before that half is queued, for n_rows rows. NULL =
-     * not offered. */
-    void (*prefetch_ffn)(struct backend *be, int n, const struct be_weight *const *ws, int n_rows);
 
     /* ---- optional: the greedy pick on the device ----
      * out[r] = the index of the largest x[r][0..n), r < n_rows (out: device memory), in the

@@ -174,7 +174,6 @@ static void be_release(struct backend *be, void *p)
     if (!p)
         return;
     struct cuda_ctx *c = op_ctx(be);
-    cuda_pace_join(c);
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* queued ops may still read p */
     CUDA_TRY(c, cudaFree(p));
 }
@@ -199,7 +198,6 @@ static int be_download(struct backend *be, void *dst, const void *src, size_t nb
 static int be_sync(struct backend *be, struct glim_err *err)
 {
     struct cuda_ctx *c = op_ctx(be);
-    cuda_pace_join(c);
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));
     return ctx_status(c, err);
 }
@@ -515,23 +513,6 @@ static void be_prefetch(struct backend *be, const struct be_weight *w)
     }
 }
 
-/* GLIM_CUDA_PACE=head:depth:last (bench knob, off by default): the FFN's gate/up heads into L2,
- * paced, on `pace` while the attention half's latency-bound chain leaves the HBM idle
- * (cuda_v5_pace). Forked from the stream here, before the half is queued. */
-static void be_prefetch_ffn(struct backend *be, int n, const struct be_weight *const *ws, int n_rows)
-{
-    struct cuda_ctx *c = (struct cuda_ctx *)be->ctx;   /* a hint: nothing deferred needs to run first */
-    if (!c->pace_head || n_rows != 1 || c->mega || c->exact)
-        return;
-    for (int i = 0; i < n; i++)
-        if (!ws[i]->dev)
-            return;
-    if (CUDA_TRY(c, cudaEventRecord(c->pace_fork, c->stream)) || CUDA_TRY(c, cudaStreamWaitEvent(c->pace, c->pace_fork, 0)))
-        return;
-    if (cuda_v5_pace(c, c->pace, n, ws, c->pace_head, c->pace_depth, c->pace_last != 0))
-        c->pace_pending = true;
-}
-
 static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
 {
     cuda_argmax(op_ctx(be), out, x, n_rows, n, pos_inc);
@@ -785,7 +766,6 @@ static int be_graph_end(struct backend *be, void **graph, struct glim_err *err)
     if (!c->capturing)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_end without graph_begin");
     cuda_side_join(c);   /* a capture must end with every forked stream joined */
-    cuda_pace_join(c);
     c->capturing = false;
     cuda_xq_forget(c);
     cudaGraph_t g = NULL;
@@ -892,8 +872,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
-                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt,
-                                       &c->pace_sink};
+                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -922,14 +901,6 @@ static void be_destroy(struct backend *be)
             cudaStreamSynchronize(c->side);
             cudaStreamDestroy(c->side);
         }
-        if (c->pace) {
-            cudaStreamSynchronize(c->pace);
-            cudaStreamDestroy(c->pace);
-        }
-        if (c->pace_fork)
-            cudaEventDestroy(c->pace_fork);
-        if (c->pace_done)
-            cudaEventDestroy(c->pace_done);
         if (c->side_fork)
             cudaEventDestroy(c->side_fork);
         if (c->side_done)
@@ -992,7 +963,6 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
         o.prefetch = be_prefetch;
-        o.prefetch_ffn = be_prefetch_ffn;
         o.matmul_ffn = be_matmul_ffn;
         o.add_rmsnorm_ffn = be_add_rmsnorm_ffn;
         o.add_rmsnorm_attn = be_add_rmsnorm_attn;
@@ -1377,26 +1347,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
     const char *f_pf = getenv("GLIM_CUDA_WO_PF");
     c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
-    const char *f_pace = getenv("GLIM_CUDA_PACE");
-    if (f_pace && sscanf(f_pace, "%d:%d:%d", &c->pace_head, &c->pace_depth, &c->pace_last) >= 1 && c->pace_head > 0) {
-        c->pace_depth = c->pace_depth < 1 ? 1 : c->pace_depth > 8 ? 8 : c->pace_depth;
-        size_t aside = 0;
-        if (CUDA_TRY(c, cudaStreamCreateWithPriority(&c->pace, cudaStreamNonBlocking, prio_least)) ||
-            CUDA_TRY(c, cudaEventCreateWithFlags(&c->pace_fork, cudaEventDisableTiming)) ||
-            CUDA_TRY(c, cudaEventCreateWithFlags(&c->pace_done, cudaEventDisableTiming)) ||
-            (c->pace_last && CUDA_TRY(c, cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize,
-                                                            (size_t)prop.persistingL2CacheMaxSize))) ||
-            CUDA_TRY(c, cudaDeviceGetLimit(&aside, cudaLimitPersistingL2CacheSize)) ||
-            !cuda_buf_reserve(c, &c->pace_sink, sizeof(unsigned))) {
-            int rc = ctx_status(c, err);
-            be_destroy(be);
-            return rc;
-        }
-        fprintf(stderr, "glim: cuda: GLIM_CUDA_PACE head %d depth %d last %d; L2 %d bytes, set aside %zu\n",
-                c->pace_head, c->pace_depth, c->pace_last, prop.l2CacheSize, aside);
-    } else {
-        c->pace_head = 0;
-    }
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

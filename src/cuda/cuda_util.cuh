@@ -154,11 +154,6 @@ struct cuda_ctx {
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
     bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=0: stored) */
     int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; 0 off, 3 in graphs) */
-    int             pace_head, pace_depth, pace_last;   /* prefetch_ffn (GLIM_CUDA_PACE=head:depth:last; head 0: off) */
-    cudaStream_t    pace;          /* ... its stream (lowest priority), forked per layer, joined at graph_end and sync */
-    cudaEvent_t     pace_fork, pace_done;
-    bool            pace_pending;
-    struct cuda_buf pace_sink;
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     bool            attn_short;    /* one decode token's attn_prep, attention and gate in one launch while the
                                     * context is short (attn_short.cu; GLIM_CUDA_ATTN_SHORT=0: off) */
@@ -346,24 +341,6 @@ bool cuda_check_blas(struct cuda_ctx *c, cublasStatus_t s, const char *what, con
 #define CUDA_TRY(c, call) cuda_check((c), (call), #call, __FILE__, __LINE__)
 #define CUDA_LAUNCHED(c, what) cuda_check((c), cudaGetLastError(), what, __FILE__, __LINE__)
 #define CUBLAS_TRY(c, call) cuda_check_blas((c), (call), #call, __FILE__, __LINE__)
-
-/* gemv_mma.cu: the first `head` units of every warp's range of the v5 job that one-row gate/up
- * GEMV ws[0..n) will be, asked into L2 on stream s in the order the warps read them, at most
- * `depth` 256-byte loads a lane in flight; last: with an evict-last policy (GLIM_CUDA_PACE).
- * false: not such a job (nothing launched) */
-bool cuda_v5_pace(struct cuda_ctx *c, cudaStream_t s, int n, const struct be_weight *const *ws, int head, int depth,
-                  bool last);
-
-/* Make `stream` wait for what prefetch_ffn queued on `pace` (only a capture's end and the
- * syncs need it: it reads weights and writes nothing) */
-static inline void cuda_pace_join(struct cuda_ctx *c)
-{
-    if (!c->pace_pending)
-        return;
-    c->pace_pending = false;
-    CUDA_TRY(c, cudaEventRecord(c->pace_done, c->pace));
-    CUDA_TRY(c, cudaStreamWaitEvent(c->stream, c->pace_done, 0));
-}
 
 /* Make `stream` wait for the work forked to `side` (cuda_matmul_side). Every op but attn_prep and
  * attention calls this first: the side GEMV reads the int8 x scratch and writes its y, which the

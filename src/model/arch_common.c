@@ -303,8 +303,6 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
     int n = o->gate ? 4 : 3;
     bool in_attn = op->attention_prep != NULL;   /* the prep goes with attention, not the matmul */
     bool fold = o->pre && op->add_rmsnorm_attn && op->matmul_attn_prep && !in_attn;
-    if (o->later[0] && op->prefetch_ffn)
-        op->prefetch_ffn(be, o->later[1] ? 2 : 1, o->later, T);
     if (o->pre && !fold)   /* (first, as if the previous layer had run it) */
         arch_res_norm(be, o->pre, T);
     if (o->rope && op->rope_table && hp->n_rot >= 2) {   /* the step's angles once, not per layer and head */

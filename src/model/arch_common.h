@@ -81,9 +81,6 @@ struct attend_opts {
     /* optional: the weight read right after attention (Wo), hinted to the backend (prefetch)
      * once the projections are queued, so its bytes move while attention's chain runs */
     const struct be_weight *next;
-    /* optional: the FFN's first weights (gate, up; NULL: none), hinted to the backend
-     * (prefetch_ffn) before the attention half is queued */
-    const struct be_weight *later[2];
 };
 /* The sandwich-norm residual step of T rows (struct be_res_norm; r->h NULL: no second norm):
  * add_rmsnorm when the backend has it, else rmsnorm, add, rmsnorm. */
