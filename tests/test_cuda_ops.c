@@ -2083,8 +2083,6 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
             CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
         be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
         if (mode >= GFOLD) {
-            if (be->i->prefetch)   /* as the model does (arch_common.c): the hint between the two */
-                be->i->prefetch(be, &dwo);
             be->i->attention(be, &aa);
             be->i->matmul_glu(be, ywo, &dwo, ys[4], ys[3], BE_GLU_SIGMOID, T);
         } else if (mode != FOLD) {

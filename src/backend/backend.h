@@ -209,10 +209,6 @@ struct backend_i {
      * that attention, as with attention_prep */
     void (*matmul_attn_prep)(struct backend *be, int n, float *const *ys, const struct be_weight *const *ws,
                              const float *x, int n_rows, const struct be_attn_prep_args *a);
-    /* optional hint, no effect on any result: w is read soon (the output projection after the
-     * attention that follows; called between a matmul_attn_prep and that attention), so a backend
-     * may start moving its bytes nearer beside the work in flight. NULL = not offered. */
-    void (*prefetch)(struct backend *be, const struct be_weight *w);
 
     /* ---- optional: the greedy pick on the device ----
      * out[r] = the index of the largest x[r][0..n), r < n_rows (out: device memory), in the

@@ -1101,7 +1101,7 @@ static bool attn_mma_launch(struct cuda_ctx *c, const struct be_attn_args *x, at
     if (failed || (n_splits == 1 && !fold))
         return true;
     if (fold)
-        cuda_side_join_gate(c);   /* the combine reads the gate the side stream makes */
+        cuda_side_join(c);   /* the combine reads the gate the side stream makes */
     cuda_launch_dep(c, dim3((unsigned)((int64_t)x->n_tokens * x->n_head)), dim3(32 * ATTN4_COMBINE_WARPS), 0,
                     attn_combine4_kernel, a);
     if (!CUDA_LAUNCHED(c, "attention v4 combine") && fold)

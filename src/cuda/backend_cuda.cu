@@ -105,7 +105,7 @@ void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b)
 
 static void mega_flush(struct backend *be, struct cuda_ctx *c);
 
-/* the context as it is: only for the ops a deferred attn_prep may wait across (attention, prefetch);
+/* the context as it is: only for the ops a deferred attn_prep may wait across (attention);
  * what the persistent span deferred (mega_flush) runs first for every op */
 static struct cuda_ctx *ctx_raw(struct backend *be)
 {
@@ -136,7 +136,7 @@ static void short_flush(struct cuda_ctx *c)
     short_disarm(c);
 }
 
-/* the context of any op but attention and prefetch: a deferred attn_prep runs first */
+/* the context of any op but attention: a deferred attn_prep runs first */
 static struct cuda_ctx *ctx_of(struct backend *be)
 {
     struct cuda_ctx *c = ctx_raw(be);
@@ -494,25 +494,6 @@ static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *
     cuda_matmul_glu(c, y, w, x, g, act, n_rows);
 }
 
-/* Wo into L2 while attn_prep and attention run: queued on the side stream after the output gate's
- * GEMV (no join: only a hint; attention's combine waits for the gate alone, cuda_side_join_gate),
- * when that GEMV is there (one decode token). GLIM_CUDA_WO_PF: 0 never (the default), 1 always,
- * 2 always with an evict-last policy, 3 while a graph is captured. Eagerly it lost (tg128 --no-graph
- * 158.8 vs 160.4-161.8 t/s, 2026-12-05); since attn_prep and the combine load before their waits it
- * loses in graphs too (H100: 143.80 vs 144.70 off, 146.41 in graphs vs 147.58). Only a weight kept in
- * its file's layout, whose device copy is w->nbytes long. (The next layer's q/k/v kept in L2 through
- * the FFN with an evict-last policy gave nothing: H100 140.43 / 140.06 vs 140.06-140.45 t/s.) */
-static void be_prefetch(struct backend *be, const struct be_weight *w)
-{
-    struct cuda_ctx *c = ctx_raw(be);   /* a hint: the deferred attn_prep may wait across it */
-    bool on = (c->wo_prefetch == 1 || c->wo_prefetch == 2) || (c->wo_prefetch == 3 && c->capturing);
-    if (on && c->side_pending && !c->side_more && w->dev && !w->aux && w->dev_type == w->type &&
-        !CUDA_TRY(c, cudaEventRecord(c->side_gate, c->side))) {   /* the gate's end, for the combine */
-        cuda_prefetch_l2(c, c->side, w->dev, w->nbytes, c->wo_prefetch == 2);
-        c->side_more = true;
-    }
-}
-
 static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
 {
     cuda_argmax(op_ctx(be), out, x, n_rows, n, pos_inc);
@@ -585,7 +566,7 @@ static const float *short_gate(struct cuda_ctx *c, const struct be_attn_args *a,
         if (c->short_armed)
             *ready = (unsigned *)c->short_ready.p;
         else
-            cuda_side_join_gate(c);
+            cuda_side_join(c);
     }
     return g;
 }
@@ -905,8 +886,6 @@ static void be_destroy(struct backend *be)
             cudaEventDestroy(c->side_fork);
         if (c->side_done)
             cudaEventDestroy(c->side_done);
-        if (c->side_gate)
-            cudaEventDestroy(c->side_gate);
         glim_free(c->mg);
         if (c->cublas)
             cublasDestroy(c->cublas);
@@ -962,7 +941,6 @@ static struct backend_i cuda_ops(bool fused, bool attn_prep = false, bool rope_t
         o.add_rmsnorm = be_add_rmsnorm;
         o.attn_prep = be_attn_prep;
         o.matmul_attn_prep = be_matmul_attn_prep;
-        o.prefetch = be_prefetch;
         o.matmul_ffn = be_matmul_ffn;
         o.add_rmsnorm_ffn = be_add_rmsnorm_ffn;
         o.add_rmsnorm_attn = be_add_rmsnorm_attn;
@@ -1296,7 +1274,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         CUDA_TRY(c, cudaStreamCreateWithPriority(&c->side, cudaStreamNonBlocking, prio_least)) ||
         CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_fork, cudaEventDisableTiming)) ||
         CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_done, cudaEventDisableTiming)) ||
-        CUDA_TRY(c, cudaEventCreateWithFlags(&c->side_gate, cudaEventDisableTiming)) ||
         CUBLAS_TRY(c, cublasCreate(&c->cublas)) || CUBLAS_TRY(c, cublasSetStream(c->cublas, c->stream))) {
         int rc = ctx_status(c, err);
         be_destroy(be);
@@ -1337,7 +1314,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_side = getenv("GLIM_CUDA_GATE_SIDE");
     c->side_ctas = f_side && f_side[0] >= '0' && f_side[0] <= '4' && !f_side[1] ? f_side[0] - '0' : 2;
     const char *f_gf = getenv("GLIM_CUDA_GATE_FOLD");
-    /* default: tg128 172.2 vs 171.0 t/s with the Wo prefetch, --no-graph 161.7 vs 160.4-161.8 alone (H200, 2026-12-05) */
+    /* default: tg128 172.2 vs 171.0 t/s, --no-graph 161.7 vs 160.4-161.8 (H200, 2026-12-05) */
     c->gate_fold = !(f_gf && strcmp(f_gf, "0") == 0);
     const char *f_ns = getenv("GLIM_CUDA_NORM_SCRATCH");
     /* default: tg128 141.42 / 141.28 vs 140.72 / 140.40 / 140.38 t/s, the logits identical (H100, 2026-12-05) */
@@ -1345,8 +1322,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
-    const char *f_pf = getenv("GLIM_CUDA_WO_PF");
-    c->wo_prefetch = f_pf && f_pf[0] >= '0' && f_pf[0] <= '3' && !f_pf[1] ? f_pf[0] - '0' : 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

@@ -142,9 +142,8 @@ struct cuda_ctx {
                                     * with this many persistent CTAs an SM, beside attn_prep and attention
                                     * (GLIM_CUDA_GATE_SIDE=0..4, default 2, backend_cuda_set_gate_side); 0: in the job */
     cudaStream_t    side;          /* lower priority than `stream`; forked by side_fork, joined by side_done */
-    cudaEvent_t     side_fork, side_done, side_gate;
+    cudaEvent_t     side_fork, side_done;
     bool            side_pending;  /* work on `side` not yet joined: the next op but attention joins it */
-    bool            side_more;     /* ... and some queued after the gate GEMV, whose end side_gate marks */
     float          *side_y;        /* ... that work's output (the gate) and its length */
     int64_t         side_n;
     bool            gate_fold;     /* attention's combine applies that gate and quantizes Wo's input (default; GLIM_CUDA_GATE_FOLD=0: off) */
@@ -153,7 +152,6 @@ struct cuda_ctx {
     int64_t         att_k;
     long            att_used;      /* matmuls that took att_q instead of quantizing (tests) */
     bool            norm_scratch;  /* the fused add_rmsnorm ops leave o and h unwritten where nothing reads them (GLIM_CUDA_NORM_SCRATCH=0: stored) */
-    int             wo_prefetch;   /* prefetch: Wo into L2 on `side` after the gate GEMV (GLIM_CUDA_WO_PF; 0 off, 3 in graphs) */
     long            side_used;     /* gate GEMVs run on `side` (tests) */
     bool            attn_short;    /* one decode token's attn_prep, attention and gate in one launch while the
                                     * context is short (attn_short.cu; GLIM_CUDA_ATTN_SHORT=0: off) */
@@ -354,17 +352,6 @@ static inline void cuda_side_join(struct cuda_ctx *c)
     CUDA_TRY(c, cudaStreamWaitEvent(c->stream, c->side_done, 0));
 }
 
-/* Make `stream` wait for the side stream's gate GEMV only: what was queued after it (the Wo
- * prefetch, a hint nothing reads) stays pending for the next op's cuda_side_join */
-static inline void cuda_side_join_gate(struct cuda_ctx *c)
-{
-    if (!c->side_pending || !c->side_more) {
-        cuda_side_join(c);
-        return;
-    }
-    CUDA_TRY(c, cudaStreamWaitEvent(c->stream, c->side_gate, 0));
-}
-
 /* Launch k on ctx's stream; as a programmatic dependent launch when ctx->pdl_all
  * (sm_90 unless GLIM_CUDA_PDL=0 or 1), so k must begin with cuda_pdl_enter. Failures are recorded. */
 template <typename... KArgs, typename... Args>
@@ -458,7 +445,6 @@ void cuda_rope(struct cuda_ctx *c, float *x, int n_rows, int n_head, int head_di
 void cuda_add(struct cuda_ctx *c, float *y, const float *x, int64_t n);
 void cuda_mul_sigmoid(struct cuda_ctx *c, float *y, const float *g, int64_t n);
 /* ops.cu: a kernel on s that asks L2 for [p, p + nbytes) (sm_90; a hint: no result changes) */
-void cuda_prefetch_l2(struct cuda_ctx *c, cudaStream_t s, const void *p, size_t nbytes, bool last);
 void cuda_swiglu(struct cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
 void cuda_scale_softcap(struct cuda_ctx *c, float *y, int64_t n, float scale, float cap);
 void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const float *src,

@@ -771,7 +771,7 @@ bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, c
     }
     c->job_ready = NULL;
     c->stream = main, c->gemv_persist = persist, c->pdl = pdl, c->pdl_all = pdl_all;
-    c->side_pending = true, c->side_more = false;
+    c->side_pending = true;
     c->side_y = y, c->side_n = w->n;
     c->side_used++;
     return true;

@@ -176,34 +176,3 @@ void cuda_copy_rows(struct cuda_ctx *c, float *dst, int64_t dst_stride, const fl
     CUDA_LAUNCHED(c, "copy_rows");
 }
 
-/* ---- L2 prefetch (backend.h prefetch) ---------------------------------------- */
-
-/* Asks L2 for [p, p + nbytes) in 4 KB bulk requests, one per thread at a time; the kernel
- * ends when they are issued, not when the bytes arrive. sm_90 only (cp.async.bulk). last: with
- * an evict-last policy, so the weights streaming past until the reader comes evict them later. */
-static __global__ void l2_prefetch_kernel(const char *p, size_t nbytes, bool last)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const size_t chunk = 4096;
-    size_t n_chunks = (nbytes + chunk - 1) / chunk;
-    uint64_t pol = last ? l2_policy(L2_EVICT_LAST) : 0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_chunks; i += (size_t)gridDim.x * blockDim.x) {
-        size_t off = i * chunk, len = nbytes - off < chunk ? nbytes - off : chunk;
-        if (last)
-            asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p + off),
-                         "r"((unsigned)len), "l"(pol)
-                         : "memory");
-        else
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"((unsigned)len) : "memory");
-    }
-#endif
-}
-
-void cuda_prefetch_l2(struct cuda_ctx *c, cudaStream_t s, const void *p, size_t nbytes, bool last)
-{
-    nbytes &= ~(size_t)15;   /* whole 16-byte units, as the bulk copy asks */
-    if (!nbytes || ((uintptr_t)p & 15) || c->cc_major < 9)
-        return;
-    l2_prefetch_kernel<<<c->n_sm, 32, 0, s>>>((const char *)p, nbytes, last);
-    CUDA_LAUNCHED(c, "l2_prefetch");
-}

@@ -321,8 +321,6 @@ void arch_attend(struct glim_model *m, struct kv_cache *kv, int il, int T, int32
         if (!in_attn)
             arch_attn_prep(be, &p);
     }
-    if (o->next && op->prefetch)
-        op->prefetch(be, o->next);
     struct be_attn_args a = {
         .out = s->a, .q = s->q, .k_cache = c->k, .v_cache = c->v, .kv_type = kv->type,
         .n_slots = c->n_slots, .n_tokens = T, .pos = s->pos, .pos_host0 = pos0,

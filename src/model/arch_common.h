@@ -78,9 +78,6 @@ struct attend_opts {
     /* optional: the residual step that makes h (its r->h), not yet run: arch_attend runs it
      * first, or hands it to the backend with the projections (add_rmsnorm_attn) */
     const struct be_res_norm *pre;
-    /* optional: the weight read right after attention (Wo), hinted to the backend (prefetch)
-     * once the projections are queued, so its bytes move while attention's chain runs */
-    const struct be_weight *next;
 };
 /* The sandwich-norm residual step of T rows (struct be_res_norm; r->h NULL: no second norm):
  * add_rmsnorm when the backend has it, else rmsnorm, add, rmsnorm. */

@@ -142,8 +142,7 @@ static void attention_block(struct glim_model *m, struct kv_cache *kv, int il, i
     bool swa = hp->is_swa[il];
     /* RoPE only on sliding layers; global layers are NoPE and see the whole context */
     struct attend_opts o = {.rope = swa, .rope_base = hp->rope_base_swa, .neox = hp->rope_neox,
-                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate, .pre = pre,
-                            .next = &L->wo};
+                            .window = swa ? hp->n_swa : 0, .gate = &L->attn_gate, .pre = pre};
 
     arch_attend(m, kv, il, T, pos0, s, &o);                 /* gate, QK-norm, RoPE, window */
     const struct backend_i *op = be->i;
