@@ -1,9 +1,9 @@
 #!/bin/bash
-# dev/gpu_s9.sh — one batched device call (V4CFG / V4E2E: GLIM_CUDA_V4 shapes to try) (repo root on the GPU machine):
+# dev/gpu_s9.sh — one batched device call (repo root on the GPU machine):
 #   bash dev/gpu_s9.sh [build] [test] [testq] [kern] [prof] [e2e] [tl] [brk] [depth] 2>&1 | tee $OUT/log
 # build: CUDA build of everything; test: test_cuda_ops + GPU goldens (also with the pre-2026-12-03
 # defaults GLIM_CUDA_PDL=1 GLIM_CUDA_GEMV_PERSIST=0); testq: only the GEMV tests + goldens; kern: GEMV
-# benches (default, plain v3 at 1/2 rows per warp, V4CFG: v4 shapes); prof: ncu of GEMV v3 vs v4; attn: the
+# benches (default, plain v3 at 1/2 rows per warp); prof: ncu of the GEMVs (PROF: versions); attn: the
 # attention bench; e2e: the 30B preset end to end (pp512/pp4096, tg128 with/without graphs and each
 # path switched off/on); tl: nsys timeline of decode tokens, each kernel's exposed time and the idle
 # gaps (dev/cuda/timeline.py; TL: extra env configs); brk: ncu per-kernel time of a decode token (dev/cuda/kernel_breakdown.py;
@@ -58,7 +58,6 @@ if want kern; then
     echo "== GEMV v5 GLIM_CUDA_V5_KC=$kc" >> /tmp/gemv.log
     GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_KC=$kc timeout 100 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7 >> /tmp/gemv.log
   done
-  for cfg in ${V4CFG:-}; do echo "== GEMV v4 GLIM_CUDA_V4=$cfg"; GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -8; done >> /tmp/gemv.log
   # v3's wave tail: 6656 rows at 2 rows per warp are 1.58 waves of 4 CTAs per SM (K = 19968)
   for rw in 1 2; do echo "== GEMV v3 GLIM_CUDA_GEMV_RW=$rw"; GLIM_CUDA_GEMV_PERSIST=0 GLIM_CUDA_GEMV=3 GLIM_CUDA_GEMV_RW=$rw timeout 60 /tmp/gemv_bench quick 2>&1 | grep -E "rows=1 " | head -7; done >> /tmp/gemv.log
   cat /tmp/gemv.log; cp /tmp/gemv.log $O/
@@ -79,11 +78,11 @@ if want kern5; then   # v5 variants: T16 = the 16-row tile layout's traffic (raw
   cat /tmp/gemv5.log; cp /tmp/gemv5.log $O/
   el "gemv v5 variants done"
 fi
-if want prof; then   # why GEMV v4 streams at ~2 TB/s: stall reasons and throughputs of v4 vs v3
+if want prof; then   # stall reasons and throughputs of the GEMVs (PROF: versions)
   cc -O2 -std=gnu11 -Iinclude -Isrc dev/cuda/gemv_bench.c build-gpu/src/libglim.a \
      /usr/local/cuda/lib64/libcudart_static.a -L/usr/local/cuda/lib64 -lcublas -lstdc++ -lpthread -lm -ldl -lrt -o /tmp/gemv_bench
   for v in ${PROF:-3}; do   # 3 = the default persistent kernel (gemv3p) on sm_90; PROF="3 5" adds v5
-    env GLIM_CUDA_GEMV=$v ${PROFENV//,/ } timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|4|5|5s)_kernel' --launch-skip 20 --launch-count 1 \
+    env GLIM_CUDA_GEMV=$v ${PROFENV//,/ } timeout 120 ncu --clock-control none --kernel-name regex:'gemv(3p|5|5s)_kernel' --launch-skip 20 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
       --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis \
       --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
@@ -124,7 +123,6 @@ if want e2e; then   # defaults on sm_90 since 2026-12-03: persistent v3 (4 CTAs/
   tg gemv5-q6k GLIM_CUDA_GEMV=5 GLIM_CUDA_V5_KINDS=2 -- -p 0 -n 128 -r 2   # Q4_K stays on v3
   tg rw1 GLIM_CUDA_GEMV_RW=1 -- -p 0 -n 128 -r 2   # rows per warp forced for every Q4_K part
   tg rw2 GLIM_CUDA_GEMV_RW=2 -- -p 0 -n 128 -r 2
-  for cfg in ${V4E2E:-}; do tg v4=$cfg GLIM_CUDA_GEMV=4 GLIM_CUDA_V4=$cfg -- -p 0 -n 128 -r 2; done
   el "e2e done"
 fi
 if want tl; then   # nsys: real overlap (graphs, PDL); TL: more configs, each comma-separated VAR=value

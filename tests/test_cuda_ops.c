@@ -48,7 +48,7 @@ static double q8_worst;     /* largest rel. L2 error seen on the int8-activation
 /* src/cuda/backend_cuda.cu (not in backend.h yet) */
 int backend_cuda_set_exact(struct backend *be_, bool exact);
 int backend_cuda_set_new(struct backend *be_, bool on);   /* attention v2 (default) or v1 */
-int backend_cuda_set_gemv(struct backend *be_, int version);              /* dp4a GEMV 2, 3 (default) or 4 */
+int backend_cuda_set_gemv(struct backend *be_, int version);              /* GEMV 2, 3 (default) or 5 */
 int backend_cuda_set_gemv_persist(struct backend *be_, int ctas_per_sm);   /* persistent v3, 0 = off */
 int backend_cuda_get_gemv_persist(struct backend *be_);                    /* default 4 on sm_90 */
 int backend_cuda_get_gemv(struct backend *be_);                            /* 3 unless set */
@@ -576,7 +576,7 @@ static void check_matmul_n(int n, const uint32_t *types, const int64_t *ns, int6
         bool v5 = v5_takes(&dw[i], n_rows, backend_cuda_get_gemv(be));   /* then float order only */
         CHECK(v5 ? close_enough(y[i], ysep[i], n_rows * ns[i], 1e-5, "matmul_n ~ matmul (v5)")
                  : memcmp(y[i], ysep[i], yb) == 0);
-        float *y2 = malloc(yb);   /* the default GEMV (v4/v3 for one row) == v2 */
+        float *y2 = malloc(yb);   /* the default GEMV (v3 for one row) == v2 */
         CHECK_EQ(backend_cuda_set_gemv(be, 2), GLIM_OK);
         be->i->matmul(be, dy[i], &dw[i], dx, n_rows);
         CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
@@ -604,9 +604,6 @@ static void test_matmul_n(void)
     const int64_t n_qkvg[4] = {4096 + 3, 256, 256 + 1, 4224 + 9};
     for (int nr = 1; nr <= 16; nr += 5)
         check_matmul_n(4, qkvg, n_qkvg, 6656, nr);
-    CHECK_EQ(backend_cuda_set_gemv(be, 4), GLIM_OK);   /* the same job through GEMV v4 */
-    check_matmul_n(4, qkvg, n_qkvg, 6656, 1);
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
     const uint32_t gate_up[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K};   /* one kind: the persistent v3 */
     const int64_t n_gate_up[2] = {4224 + 7, 4224 + 7};
     int persist0 = backend_cuda_get_gemv_persist(be);
@@ -979,12 +976,6 @@ static void test_t16(void)
     const uint32_t q8k4[2] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_K};
     const int64_t n_q8k4[2] = {300, 77};
     check_t16_matmul_n(3, 2, q8k4, n_q8k4, 4096, 1);   /* layouts differ: one matmul each */
-    /* GEMV v4 (sm_90) refuses the tiles: v3's bits, which are v4's */
-    if (backend_cuda_set_gemv(be, 4) == GLIM_OK) {
-        check_t16_matmul_n(4, 4, qkvg, n_qkvg, 6656, 1);
-        check_t16_matmul_n(4, 2, gate_up, n_gate_up, 4096, 1);
-    }
-    CHECK_EQ(backend_cuda_set_gemv(be, 3), GLIM_OK);
     /* GEMV v5 (sm_80): the tiles and the rows read by v5 give the same bits; by default (v3) one
      * activation row of tiles goes to v5 (gemv_mma.cu cuda_gemv5; t16_v5_twin): the FFN gate/up,
      * down (Q4_K and Q6_K) and output head shapes, ragged n */

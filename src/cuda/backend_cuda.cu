@@ -330,7 +330,7 @@ static int be_weight_init(struct backend *be, struct be_weight *w, struct glim_e
                          w->name ? w->name : "?", (long long)w->k, (long long)w->n,
                          quant_type_name(w->type), w->nbytes);
     size_t aux_bytes = c->k45_aux ? cuda_k45_aux_bytes(dev_type, w->k, w->n) : 0;
-    /* + 16: GEMV v4 copies whole aligned 16-byte units, up to 14 bytes past Q6_K's last scale */
+    /* + 16: slack for loads of whole aligned 16-byte units, which may pass a Q6_K row's last scale */
     size_t alloc_bytes = (aux_bytes ? CUDA_K45_AUX_OFFSET(dev_bytes) + aux_bytes : dev_bytes) + 16;
     void *d = NULL;
     if (cudaMalloc(&d, alloc_bytes) != cudaSuccess) {
@@ -1021,13 +1021,13 @@ extern "C" int backend_cuda_set_new(struct backend *be, bool on)
     return GLIM_OK;
 }
 
-/* dp4a GEMV version for one activation row: 3 (default), 4 (Q4_K/Q6_K weights streamed
- * through shared memory, other kinds take 3; sm_90), 5 (Q4_K and Q6_K weights on the tensor
- * cores, others take 3), or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5.
+/* GEMV version for one activation row: 3 (default: dp4a), 5 (Q4_K and Q6_K weights on the tensor
+ * cores, others take 3), or 2 (one launch per weight); GLIM_CUDA_GEMV=2|3|5. (4, the shared-memory
+ * stream, measured slower and was removed on 2026-12-06: its code is at 9c5b9ba.)
  * GLIM_EINVAL if not a CUDA backend, another version, or 5 before sm_80. */
 extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 {
-    if (!is_cuda(be) || version < 2 || version > 5 || (version == 5 && ctx_of(be)->cc_major < 8))
+    if (!is_cuda(be) || (version != 2 && version != 3 && version != 5) || (version == 5 && ctx_of(be)->cc_major < 8))
         return GLIM_EINVAL;
     ctx_of(be)->gemv_ver = version;
     return GLIM_OK;
@@ -1035,7 +1035,7 @@ extern "C" int backend_cuda_set_gemv(struct backend *be, int version)
 
 /* Q4_K and Q6_K weights initialised from now on are uploaded in 16-row tiles (CUDA_DT_Q4_K_T16,
  * CUDA_DT_Q6_K_T16: quant_t16_repack), every one of them (on), or row-major (off). Every kernel
- * reads both; GEMV v4 leaves the tiles to v3. Default at creation: on sm_90 the big matrices only
+ * reads both. Default at creation: on sm_90 the big matrices only
  * (GLIM_CUDA_T16_MIN, cuda_ctx.t16_min), else off; GLIM_CUDA_T16=0|1 overrides.
  * GLIM_EINVAL if not a CUDA backend. */
 extern "C" int backend_cuda_set_t16(struct backend *be, bool on)
@@ -1342,8 +1342,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_skip = getenv("GLIM_CUDA_DBG_SKIP");
     c->dbg_skip = f_skip ? (unsigned)strtoul(f_skip, NULL, 0) : 0;
     const char *f_gemv = getenv("GLIM_CUDA_GEMV");
-    /* v4 (GLIM_CUDA_GEMV=4) is correct but measured slower than v3 (docs/CUDA.md): opt-in */
-    c->gemv_ver = f_gemv && f_gemv[0] >= '2' && f_gemv[0] <= '5' && !f_gemv[1] ? f_gemv[0] - '0' : 3;
+    c->gemv_ver = f_gemv && (f_gemv[0] == '2' || f_gemv[0] == '5') && !f_gemv[1] ? f_gemv[0] - '0' : 3;
     /* persistent v3 with 4 CTAs per SM and every decode kernel as a programmatic dependent
      * launch measured fastest on the H200 (tg128 149.0 t/s vs 142.4, 2026-12-03,
      * docs/PERFORMANCE.md); not measured on sm_80, so there the plain v3 stays */
@@ -1356,13 +1355,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->gemv_persist = f_persist && f_persist[0] >= '0' && f_persist[0] <= '8' && !f_persist[1] ? f_persist[0] - '0'
                       : prop.major >= 9                                                        ? 4
                                                                                                : 0;
-    c->v4_warps = 8, c->v4_depth = 6, c->v4_ctas = 1;
-    c->smem_optin = prop.sharedMemPerBlockOptin;
-    const char *f_v4 = getenv("GLIM_CUDA_V4");   /* bench knob: warps,depth,ctas */
-    int w4, d4, k4;
-    if (f_v4 && sscanf(f_v4, "%d,%d,%d", &w4, &d4, &k4) == 3 && w4 >= 1 && w4 <= 8 &&
-        (d4 == 3 || d4 == 4 || d4 == 6 || d4 == 8) && k4 >= 1 && k4 <= 4)
-        c->v4_warps = w4, c->v4_depth = d4, c->v4_ctas = k4;
     const char *f_pdl = getenv("GLIM_CUDA_PDL");
     c->cc_major = prop.major;
     /* opt-in until measured: every Q4_K/Q6_K weight in tiles, which the span streams */
@@ -1392,8 +1384,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         be_destroy(be);
         return rc;
     }
-    if (prop.major < 9)
-        c->gemv_ver = c->gemv_ver == 4 ? 3 : c->gemv_ver;   /* v4 streams with the sm_90 bulk copy */
     if (prop.major < 8)
         c->gemv_ver = c->gemv_ver == 5 ? 3 : c->gemv_ver;   /* v5's int8 mma needs sm_80 */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);

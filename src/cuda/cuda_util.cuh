@@ -125,15 +125,11 @@ struct cuda_ctx {
     const char     *t16_also;      /* ... and those whose names end with one of these (':' or ','
                                     * between; GLIM_CUDA_T16_ALSO, e.g. attn_q.weight:attn_k.weight:attn_v.weight:
                                     * q/k/v on v5) */
-    int             gemv_ver;      /* dp4a GEMV for one activation row: 3 (default), 4 (gemv_stream.cu,
-                                    * Q4_K/Q6_K jobs, others take v3; slower so far), 5 (gemv_mma.cu,
-                                    * tensor cores for Q4_K/Q6_K, others take v3; not yet measured),
-                                    * or 2 (one launch per weight); GLIM_CUDA_GEMV=2..5, backend_cuda_set_gemv */
+    int             gemv_ver;      /* GEMV for one activation row: 3 (default, dp4a), 5 (gemv_mma.cu,
+                                    * tensor cores for Q4_K/Q6_K, others take v3), or 2 (one launch
+                                    * per weight); GLIM_CUDA_GEMV=2|3|5, backend_cuda_set_gemv */
     int             gemv_persist;  /* > 0: persistent GEMV v3 with this many CTAs per SM for jobs of one
                                     * weight kind (default 4 on sm_90; GLIM_CUDA_GEMV_PERSIST=0..8); 0 = off */
-    int             v4_warps, v4_depth, v4_ctas;   /* v4 shape: warps per CTA, ring depth, CTAs per
-                                    * SM (GLIM_CUDA_V4=warps,depth,ctas; default 8,6,1) */
-    size_t          smem_optin;    /* shared memory a block may opt in to */
     bool            pdl;           /* programmatic dependent launch of the v3/v4 GEMVs (sm_90; GLIM_CUDA_PDL=0: off) */
     int             carveout;      /* every launch's preferred shared-memory share, % (GLIM_CUDA_CARVEOUT; default 0; -1: none given) */
     bool            pdl_all;       /* ... and of the other decode kernels (default with pdl; GLIM_CUDA_PDL=1: GEMVs only) */

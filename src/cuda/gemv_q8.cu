@@ -693,7 +693,6 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
         k4q6 = k4q6 && (kinds[i] == WK_Q4K || kinds[i] == WK_Q4K_AUX || kinds[i] == WK_Q6K ||
                         kinds[i] == WK_Q4K_T16 || kinds[i] == WK_Q6K_T16);
     }
-    bool v4 = cuda_gemv4_kinds(c, n, kinds);   /* v4 wants one row per task */
     gemv_job job;
     memset(&job, 0, sizeof job);
     int64_t tasks = 0;
@@ -701,7 +700,7 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
         const struct be_weight *w = ws[i];
         int kind = kinds[i];
         bool two = kind == WK_Q4K || kind == WK_Q4K_AUX || kind == WK_Q40 || kind == WK_Q4K_T16;
-        int rw = !v4 && two && rows_per_warp_v3() == 2 ? 2 : 1;
+        int rw = two && rows_per_warp_v3() == 2 ? 2 : 1;
         const uint8_t *aux = kind == WK_Q4K_AUX || kind == WK_Q5K_AUX ? (const uint8_t *)w->aux : NULL;
         job.p[i].v = (wview8){(const uint8_t *)w->dev, w->k, w->n, aux};
         job.p[i].y = ys[i];
@@ -712,13 +711,9 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     }
     job.n_parts = n;
     job.n_tasks = tasks;
-    job.ready = v4 ? NULL : c->job_ready;   /* launch_v3p says whether it took it */
-    if (!v4 && n_rows == 1)
+    job.ready = c->job_ready;   /* launch_v3p says whether it took it */
+    if (n_rows == 1)
         prep_plan(c, job, n, ys, ws);
-    if (v4 && cuda_gemv4(c, job, xq, xd)) {
-        CUDA_LAUNCHED(c, "matmul q8 v4");
-        return;
-    }
     if (launch_v3p(c, job, xq, xd)) {
         CUDA_LAUNCHED(c, "matmul q8 v3 persistent");
         return;

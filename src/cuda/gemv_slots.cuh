@@ -1,6 +1,6 @@
 /*
  * gemv_slots.cuh — private to src/cuda: the per-slot arithmetic of the int8-activation
- * GEMVs (gemv_q8.cu: v2, v3; gemv_stream.cu: v4) and the multi-weight job they share.
+ * GEMVs (gemv_q8.cu: v2, v3) and the multi-weight job they share.
  * A "slot" is the run of weights one lane handles at a time (32; Q8_0: 16): fetch()
  * issues its loads, decode() unpacks them, xload() loads the activations, dot() gives
  * the slot's contribution. Every GEMV version sums a row's slots per lane in the same
@@ -435,11 +435,6 @@ static __device__ __forceinline__ void gemv_prep_arrive(const gemv_job &job, int
     prep_count_arrive(p, job.prep_cnt, slot, need, part == 0 ? head : p.n_qb + head, prep_row[threadIdx.x >> 5], lane);
 }
 
-/* gemv_stream.cu: GEMV v4 for one activation row of a job of Q4_K/Q6_K weights with
- * rw = 1 (then task = row); false = not launched (other kinds, T16 ones too, or v4 is off) */
-bool cuda_gemv4(struct cuda_ctx *c, const gemv_job &job, const int8_t *xq, const float2 *xd);
-/* true when v4 takes a job of these kinds (the caller then builds it with rw = 1) */
-bool cuda_gemv4_kinds(struct cuda_ctx *c, int n, const int *kinds);
 /* gemv_mma.cu: GEMV v5 (tensor cores) for one activation row: launches the Q4_K and Q6_K
  * weights of the n sharing x, marks them in taken[n] and returns how many (0: v5 off or none) */
 int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, const int8_t *xq,

@@ -1,7 +1,7 @@
 /*
  * tma.cuh — private to src/cuda: sm_90 bulk copies (the TMA engine, cp.async.bulk) from global
  * into shared memory that complete on an mbarrier, for kernels that stream their weights through
- * a shared-memory ring (gemv_stream.cu: GEMV v4; dev/cuda/mega_model.cu). Below sm_90 they
+ * a shared-memory ring (mega.cu: the persistent span; dev/cuda/mega_model.cu). Below sm_90 they
  * compile to nothing; callers launch those kernels only on sm_90.
  */
 #ifndef GLIM_TMA_CUH
