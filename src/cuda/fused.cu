@@ -12,9 +12,6 @@
  */
 #include "attn_prep.cuh"
 
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-
 /* ---- add_rmsnorm ----------------------------------------------------------------- */
 
 /* the norm trace (GLIM_CUDA_NORM_TRACE=1, diagnosis): one thread's global timer at entry, after
@@ -28,41 +25,16 @@ static __device__ __forceinline__ void norm_stamp(unsigned long long *tr, int wh
         tr[which] = cuda_globaltimer();
 }
 
-/* A cluster of NORM_CL CTAs of 128 threads plays one 1024-thread block (thread rank * 128 + t):
- * one row's work over 8 SMs instead of one. (Opt-in: on the H200 its stores and quantization take
- * 0.74 us instead of 2.0, but its second sum then waits while the next GEMV's head start streams
- * beside it; 4.8-5.0 us from the PDL wait to the end, as one CTA's 4.8. docs/CUDA.md.) */
-#define NORM_CL 8
-
-/* block_sum's additions in block_sum's order over such a cluster: each warp's butterfly, every
- * warp's sum into slot rank * 4 + warp of every CTA's red, one cluster barrier, then each warp's
- * butterfly over the 32 slots (as block_sum's warps do over red). red: one array per sum of a
- * launch, so no CTA rewrites a slot another may still read. */
-static __device__ inline double cluster_sum(double v, double *red)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cg::cluster_group cl = cg::this_cluster();
-    v = warp_sum(v);
-    if ((threadIdx.x & 31) == 0) {
-        int slot = (int)cl.block_rank() * 4 + (int)(threadIdx.x >> 5);
-        for (unsigned r = 0; r < NORM_CL; r++)
-            cl.map_shared_rank(red, r)[slot] = v;
-    }
-    cl.sync();
-    v = warp_sum(red[threadIdx.x & 31]);
-#endif
-    return v;
-}
-
 /* Rows for which rms_vec_ok (the separate norms take rmsnorm_vec_kernel): o, x and both
  * weights are loaded up front; o's sum, x's update and sum, and h stay in registers.
  * xq != NULL (n % 256 == 0): h is also quantized for the next matmul (cuda_xq_reserve).
- * tid: the thread of the 1024 this one is; CL: the sums over a cluster (cluster_sum), else the block. */
-template <bool TR, bool CL>
+ * (A cluster of 8 CTAs a row, GLIM_CUDA_NORM_CLUSTER, and the PDL trigger after a sum,
+ * GLIM_CUDA_NORM_TRIG, measured no faster and slower: removed 2026-12-06, code at 9c5b9ba.) */
+template <bool TR>
 static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float *o, const float *w_o, float eps_o,
                                                        const float *w_h, float eps_h, int n, int8_t *xq, float2 *xd,
                                                        int early, unsigned long long *tr, int64_t row, int tid,
-                                                       bool stamp, double (*red)[32], int trig, unsigned skip)
+                                                       bool stamp, double *red, unsigned skip)
 {
     int n4 = n / 4;
     float4 ov[RMS_VEC_MAX], xv[RMS_VEC_MAX], wo[RMS_VEC_MAX], wh[RMS_VEC_MAX];
@@ -74,8 +46,7 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
             rms_vec_load(xv, x + row, n4, 0.0f, tid);
     }
     cuda_pdl_wait();
-    if (trig == 0)   /* and the GEMV that reads h may start its weight loads now (1, 2: after a sum) */
-        cuda_pdl_trigger();
+    cuda_pdl_trigger();   /* and the GEMV that reads h may start its weight loads now */
     norm_stamp<TR>(tr, 1, stamp);
     rms_vec_load(ov, o + row, n4, 0.0f, tid);
     if (early != 1)
@@ -85,20 +56,16 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
         rms_vec_load(wh, w_h, n4, 1.0f, tid);
     }
     double ss = rms_vec_sumsq(ov);
-    float r = rms_scale(CL ? cluster_sum(ss, red[0]) : block_sum(ss, red[0]), n, eps_o);
+    float r = rms_scale(block_sum(ss, red), n, eps_o);
     norm_stamp<TR>(tr, 2, stamp);
-    if (trig == 1)
-        cuda_pdl_trigger();
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {   /* padding stays 0: 0 + 0 * r */
         ov[j] = rms_vec_apply(ov[j], r, wo[j], w_o != NULL);
         xv[j] = add_normed4(xv[j], ov[j]);
     }
     ss = rms_vec_sumsq(xv);
-    r = rms_scale(CL ? cluster_sum(ss, red[1]) : block_sum(ss, red[0]), n, eps_h);
+    r = rms_scale(block_sum(ss, red), n, eps_h);
     norm_stamp<TR>(tr, 3, stamp);
-    if (trig == 2)
-        cuda_pdl_trigger();
 #pragma unroll
     for (int j = 0; j < RMS_VEC_MAX; j++) {
         int i = tid + j * RMS_VEC_THREADS;
@@ -119,46 +86,12 @@ static __device__ __forceinline__ void add_rmsnorm_row(float *x, float *h, float
 template <bool TR>
 static __global__ void __launch_bounds__(RMS_VEC_THREADS)
     add_rmsnorm_vec_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig,
+                           float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr,
                            unsigned skip)
 {
-    __shared__ double red[1][32];
-    add_rmsnorm_row<TR, false>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, (int64_t)blockIdx.x * n,
-                               (int)threadIdx.x, threadIdx.x == 0, red, trig, skip);
-}
-
-/* The same, one cluster of NORM_CL CTAs a row (sm_90; the few rows of decode and verify): the
- * same threads' work and the same sums, so the same bits */
-template <bool TR>
-static __global__ void __launch_bounds__(RMS_VEC_THREADS / NORM_CL)
-    add_rmsnorm_cl_kernel(float *x, float *h, float *o, const float *w_o, float eps_o, const float *w_h,
-                          float eps_h, int n, int8_t *xq, float2 *xd, int early, unsigned long long *tr, int trig,
-                          unsigned skip)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    __shared__ double red[2][32];
-    int rank = (int)cg::this_cluster().block_rank();
-    add_rmsnorm_row<TR, true>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr,
-                              (int64_t)(blockIdx.x / NORM_CL) * n, rank * (RMS_VEC_THREADS / NORM_CL) + (int)threadIdx.x,
-                              rank == 0 && threadIdx.x == 0, red, trig, skip);
-#endif
-}
-
-/* launch the cluster form: grid of n_rows clusters; PDL and the carveout as cuda_launch_dep */
-template <bool TR>
-static void launch_add_rmsnorm_cl(struct cuda_ctx *c, int64_t n_rows, float *x, float *h, float *o,
-                                  const float *w_o, float eps_o, const float *w_h, float eps_h, int n, int8_t *xq,
-                                  float2 *xd, int early, unsigned long long *tr, int trig, unsigned skip)
-{
-    cudaLaunchAttribute attr[3];
-    cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)(n_rows * NORM_CL)),
-                                                 dim3(RMS_VEC_THREADS / NORM_CL), 0, attr, c->pdl_all);
-    attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
-    attr[cfg.numAttrs].val.clusterDim.x = NORM_CL;
-    attr[cfg.numAttrs].val.clusterDim.y = 1;
-    attr[cfg.numAttrs++].val.clusterDim.z = 1;
-    CUDA_TRY(c, cudaLaunchKernelEx(&cfg, add_rmsnorm_cl_kernel<TR>, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early,
-                                   tr, trig, skip));
+    __shared__ double red[32];
+    add_rmsnorm_row<TR>(x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, (int64_t)blockIdx.x * n,
+                        (int)threadIdx.x, threadIdx.x == 0, red, skip);
 }
 
 bool cuda_norm_trace_init(struct cuda_ctx *c)
@@ -250,27 +183,12 @@ void cuda_add_rmsnorm(struct cuda_ctx *c, float *x, float *h, float *o, const fl
     unsigned long long *tr = NULL;
     if (c->norm_trace && n_rows == 1 && c->norm_trace_n < NORM_TRACE_CAP)
         tr = (unsigned long long *)c->norm_trace + (size_t)c->norm_trace_n++ * NORM_TRACE_PER;
-    /* the cluster form for decode and verify (sm_90; opt-in GLIM_CUDA_NORM_CLUSTER=1): same bits,
-     * but no faster (tg128 169.37 vs 169.27 t/s, 2026-12-04): from its PDL wait to its end 4.8-5.0 us
-     * as the one CTA's 4.8, only the phases move (docs/CUDA.md) */
-    static int cl_env = -1;
-    if (cl_env < 0) {
-        const char *e = getenv("GLIM_CUDA_NORM_CLUSTER");
-        cl_env = e && strcmp(e, "1") == 0;
-    }
-    bool cl = cl_env && c->cc_major >= 9 && n_rows <= 16;
-    static int trig_env = -1;   /* GLIM_CUDA_NORM_TRIG=1|2 (bench knob): the PDL trigger after the first or second sum */
-    int trig = cuda_env_knob("GLIM_CUDA_NORM_TRIG", &trig_env);
-    if (vec_o && vec_x && cl && tr)
-        launch_add_rmsnorm_cl<true>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
-    else if (vec_o && vec_x && cl)
-        launch_add_rmsnorm_cl<false>(c, n_rows, x, h, o, w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
-    else if (vec_o && vec_x && tr)
+    if (vec_o && vec_x && tr)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<true>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, skip);
     else if (vec_o && vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(RMS_VEC_THREADS), 0, add_rmsnorm_vec_kernel<false>, x, h, o,
-                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, trig, skip);
+                        w_o, eps_o, w_h, eps_h, n, xq, xd, early, tr, skip);
     else if (!vec_o && !vec_x)
         cuda_launch_dep(c, dim3((unsigned)n_rows), dim3(rms_threads(n)), 0, add_rmsnorm_kernel, x, h, o, w_o, eps_o,
                         w_h, eps_h, n);
