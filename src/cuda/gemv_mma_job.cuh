@@ -17,7 +17,6 @@ struct v5_job {
     int64_t   n_tiles, n_sb;   /* tiles of all parts; super-blocks per row */
     int64_t   n_warps;         /* warps that take work (<= units: each gets at least one) */
     int       stride;          /* most pieces a tile is cut into */
-    int       wait_first;      /* wait for the predecessor before the first loads (bench knob) */
     unsigned *glu_cnt;         /* != NULL: parts 0 (gate) and 1 (up) of one shape; per 32-row block the
                                 * tiles arrived (4 = both tiles of both parts; 0 between launches) */
     int8_t   *glu_q;           /* ... and the last of them writes silu(gate) * up quantized (K45) */
