@@ -21,7 +21,7 @@
  * and every output bit-equal to the separate CUDA ops they replace.
  * test_t16: Q4_K/Q6_K weights in 16-row tiles (backend_cuda_set_t16) give the row-major
  * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
- * v3, bf16 GEMM, get_rows, multi-part jobs, v4 refusing them), v5 within its 1e-5.
+ * v3, bf16 GEMM, get_rows, multi-part jobs), v5 within its 1e-5.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
  */
 #include "harness.h"
@@ -388,8 +388,7 @@ static void test_matmul_q8_old(void)
     CHECK_EQ(backend_cuda_set_new(be, true), GLIM_OK);
 }
 
-/* GEMV v3 (deep loads, several weights per launch) and v4 (weights streamed through shared
- * memory; Q4_K/Q6_K, other kinds fall back to v3) must give v2's bits: the same slot
+/* GEMV v3 (deep loads, several weights per launch) must give v2's bits: the same slot
  * arithmetic in the same order per lane. */
 static void check_vs_v2(int ver, uint32_t type, int64_t k, int64_t n, int n_rows)
 {
@@ -424,29 +423,28 @@ static void check_vs_v2(int ver, uint32_t type, int64_t k, int64_t n, int n_rows
     free(x), free(a), free(b), free(ref), free((void *)hw.host);
 }
 
-static void test_gemv_v3(void)   /* v3/v4 run one activation row (more rows take v2) */
+static void test_gemv_v3(void)   /* v3 runs one activation row (more rows take v2) */
 {
     static const uint32_t QT[] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_0, GLIM_TYPE_Q4_K, GLIM_TYPE_Q5_K, GLIM_TYPE_Q6_K};
     int persist0 = backend_cuda_get_gemv_persist(be);   /* the default: restored at the end */
     CHECK(persist0 >= 0);
     CHECK_EQ(backend_cuda_set_gemv_persist(be, 0), GLIM_OK);   /* first the plain v3 */
-    for (int ver = 3; ver <= 4; ver++)
-        for (int ti = 0; ti < 5; ti++) {
-            for (int i = 0; i < 4; i++)
-                check_vs_v2(ver, QT[ti], rand_k(QT[ti]), rndi(1, 300), 1);
-            /* more slots than one batch of loads (K = 19968: 624 slots of 32), 2 rows per warp */
-            check_vs_v2(ver, QT[ti], 19968, rndi(1, 70), 1);
-            check_vs_v2(ver, QT[ti], 6656, 4224 + 5, 1);
-            check_vs_v2(ver, QT[ti], 4096, 130, 1);
-        }
-    /* v4's chunks are 16 super-blocks: rows of 1..40 blocks (partial last chunks, odd
-     * block counts: Q6_K's 2-byte scales start mid-word), more rows than the grid has warps */
-    for (int i = 0; i < 6; i++) {
-        check_vs_v2(4, GLIM_TYPE_Q4_K, 256 * rndi(1, 40), rndi(1, 3000), 1);
-        check_vs_v2(4, GLIM_TYPE_Q6_K, 256 * rndi(1, 40), rndi(1, 3000), 1);
+    for (int ti = 0; ti < 5; ti++) {
+        for (int i = 0; i < 4; i++)
+            check_vs_v2(3, QT[ti], rand_k(QT[ti]), rndi(1, 300), 1);
+        /* more slots than one batch of loads (K = 19968: 624 slots of 32), 2 rows per warp */
+        check_vs_v2(3, QT[ti], 19968, rndi(1, 70), 1);
+        check_vs_v2(3, QT[ti], 6656, 4224 + 5, 1);
+        check_vs_v2(3, QT[ti], 4096, 130, 1);
     }
-    check_vs_v2(4, GLIM_TYPE_Q6_K, 256 * 17, 2111, 1);
-    check_vs_v2(4, GLIM_TYPE_Q4_K, 256 * 33, 1, 1);
+    /* rows of 1..40 super-blocks (odd block counts: Q6_K's 2-byte scales start mid-word), more
+     * rows than the grid has warps */
+    for (int i = 0; i < 6; i++) {
+        check_vs_v2(3, GLIM_TYPE_Q4_K, 256 * rndi(1, 40), rndi(1, 3000), 1);
+        check_vs_v2(3, GLIM_TYPE_Q6_K, 256 * rndi(1, 40), rndi(1, 3000), 1);
+    }
+    check_vs_v2(3, GLIM_TYPE_Q6_K, 256 * 17, 2111, 1);
+    check_vs_v2(3, GLIM_TYPE_Q4_K, 256 * 33, 1, 1);
     /* the persistent v3 (one weight kind per kernel): more tasks than the grid's warps, 1 and
      * 2 rows per warp, and a kind it does not take (Q5_K: the plain v3) */
     for (int k = 1; k <= 4; k += 3) {
@@ -741,8 +739,8 @@ static void check_t16_matmul(uint32_t type, int64_t k, int64_t n, int n_rows)
 }
 
 /* n weights sharing x (matmul_n: one job) in both layouts, GEMV version ver (3: v3, persistent
- * or not as set; 4: v4 takes the row-major Q4_K/Q6_K job and must leave the tiles to v3; 5: v5
- * takes the row-major Q4_K/Q6_K, maybe not the tiles: 1e-5, its tolerance against v2/v3) */
+ * or not as set; 5: v5 takes the row-major Q4_K/Q6_K, maybe not the tiles: 1e-5, its tolerance
+ * against v2/v3) */
 static void check_t16_matmul_n(int ver, int n, const uint32_t *types, const int64_t *ns, int64_t k, int n_rows)
 {
     struct be_weight hw[4], rm[4], tl[4];
