@@ -84,10 +84,10 @@ struct mg_params {
     int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
     int           feed;             /* GLIM_CUDA_MEGA_FEED=0 (bench knob): with a depth, the waits do not feed the rings */
     int           depth;            /* GLIM_CUDA_MEGA_DEPTH=d (1 by default): at most d records a warp unread in its stage, more during its waits (mg_lim); 0: as the ring holds */
+    int           fdepth;           /* GLIM_CUDA_MEGA_FDEPTH=d (bench knob): the same in the FFN's stages (gate/up, down); else depth */
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
-    uint8_t      *hbuf[2];          /* GLIM_CUDA_MEGA_NORM1=1: each norm's h (n int8, n / 32 float2) from the CTA that made it; else NULL */
 };
 
 /* the trace's stamps a CTA: entry, PDL wait done, then per stage its barrier passed, its prologue
@@ -98,8 +98,6 @@ enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 6, MG_TR = MG_TR_STAGE 
 static __shared__ unsigned long long mg_tr_last;   /* the trace: when warp 0 last had a record in */
 static __shared__ unsigned mg_landed[MG_CW];       /* GLIM_CUDA_MEGA_DEPTH: each warp's records known to be in */
 static __shared__ volatile unsigned mg_pass;       /* GLIM_CUDA_MEGA_DEPTH: thread 0 saw the grid barrier open */
-static __shared__ volatile unsigned mg_role;       /* GLIM_CUDA_MEGA_NORM1: this CTA arrived last, so it runs the norm */
-static __shared__ unsigned long long mg_target;    /* GLIM_CUDA_MEGA_NORM1: the count its barrier opens at (thread 0's) */
 
 static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
 {
@@ -138,15 +136,12 @@ static __device__ __forceinline__ void mg_bar_wait(uint64_t *bar, unsigned parit
  * reaches the next multiple of the grid. Two trips to L2 from the last arrival to everyone's pass,
  * against five for the generation form it replaced (read the generation, arrive, put the count
  * back to 0, move the generation on, see it move): each trip waits behind the rings' copies in the
- * HBM's queue (queue_probe: 0.2-0.6 us at p50, 0.5-4 at p90). Thread 0 arrives: its target, and
- * whether it was the last. */
-static __device__ __forceinline__ unsigned long long mg_bar_arrive(unsigned *bar, bool *last)
+ * HBM's queue (queue_probe: 0.2-0.6 us at p50, 0.5-4 at p90). Thread 0 arrives: its target. */
+static __device__ __forceinline__ unsigned long long mg_bar_arrive(unsigned *bar)
 {
     __threadfence();   /* the CTA's stores (ordered before by mg_sync) before the arrival */
     unsigned long long old = atomicAdd((unsigned long long *)bar, 1ull);
-    unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
-    *last = old + 1 == target;
-    return target;
+    return (old / gridDim.x + 1) * gridDim.x;
 }
 
 static __device__ __forceinline__ bool mg_bar_open(const unsigned *bar, unsigned long long target)
@@ -154,6 +149,24 @@ static __device__ __forceinline__ bool mg_bar_open(const unsigned *bar, unsigned
     unsigned long long v;
     asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(bar) : "memory");
     return v >= target;
+}
+
+/* thread 0: arrive, and wait for the barrier to open */
+static __device__ __forceinline__ void mg_bar_pass(unsigned *bar)
+{
+    unsigned long long target = mg_bar_arrive(bar);
+    for (unsigned i = 0; !mg_bar_open(bar, target); i++)
+        if (i > MG_SPIN_MAX)
+            __trap();
+}
+
+/* Every CTA's consumers have arrived (and what they stored before is visible) */
+static __device__ void mg_grid_bar(unsigned *bar)
+{
+    mg_sync();
+    if (threadIdx.x == 0)
+        mg_bar_pass(bar);
+    mg_sync();
 }
 
 /* k int8 activations and their k / 32 scales (written by other CTAs or kernels) into xs */
@@ -202,8 +215,8 @@ static __device__ __forceinline__ void mg_norm_prefetch(const mg_norm &m)
 }
 
 /* add_rmsnorm_row's arithmetic (fused.cu) for one row, h quantized into xs (K45) instead of stored,
- * x' stored by the CTA whose turn each float4 is (all: this CTA stores all of it) */
-static __device__ void mg_norm_run(const mg_norm &m, uint8_t *xs, double *red, bool all)
+ * x' stored by the CTA whose turn each float4 is */
+static __device__ void mg_norm_run(const mg_norm &m, uint8_t *xs, double *red)
 {
     int n4 = m.n / 4;
     float4 ov[2][RMS_VEC_MAX], xv[2][RMS_VEC_MAX], wo[2][RMS_VEC_MAX], wh[2][RMS_VEC_MAX];
@@ -234,7 +247,7 @@ static __device__ void mg_norm_run(const mg_norm &m, uint8_t *xs, double *red, b
             int i = tid + j * MG_VT;
             if (i >= n4)   /* n % 256 == 0: whole warps leave together */
                 break;
-            if (all || i % (int)gridDim.x == (int)blockIdx.x)
+            if (i % (int)gridDim.x == (int)blockIdx.x)
                 ((float4 *)m.x_out)[i] = xv[h][j];
             quantize4_k45(rms_vec_apply(xv[h][j], r, wh[h][j], m.w_h != NULL), i, xq, xd);
         }
@@ -350,55 +363,27 @@ static __device__ __forceinline__ void mg_fill_ring(const mg_params &p, int64_t 
     __syncwarp();   /* off[] as lane 0 wrote it */
 }
 
-/* A grid barrier: thread 0 arrives and waits for the count to reach the grid's next multiple;
- * fed: meanwhile warps 1.. feed their rings (GLIM_CUDA_MEGA_DEPTH).
- * norm1 (GLIM_CUDA_MEGA_NORM1=1, before a norm): the norm is made by one CTA instead of by all.
- * The last CTA to arrive (everyone's stores are in) runs it at once, with no wait for the
- * barrier to open, stores all of x' and h, and raises the barrier's flag (bar + 32, its own
- * 128-byte line) to the count it opened at; the others wait for the flag, not the count, and copy
- * h (8 KB) instead of each pulling o, x and both weights (106 KB a CTA, 14 MB through L2 at once:
- * the norm took 4.6 us, trace 2026-12-06). The same arithmetic in the same CTA shape: the same
- * bits. mg_role tells the CTA which it is. */
-static __device__ void mg_bar_fed(unsigned *bar, bool fed, bool norm1, const mg_params &p, int64_t w, const mg_ring &rg,
-                                  mg_cursor &c, mg_fill &f, unsigned seq, int lane)
+/* GLIM_CUDA_MEGA_DEPTH: mg_grid_bar with warps 1.. feeding their rings while thread 0 waits for the
+ * barrier to open (with a depth, the rings fill during the waits instead of before them). Thread 0
+ * spins as mg_grid_bar's does: polling between its warp's feeds made the barrier ~3.5 us slower
+ * (H100, 2026-12-06). */
+static __device__ void mg_grid_bar_fed(unsigned *bar, const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
+                                       mg_fill &f, unsigned seq, int lane)
 {
     if (threadIdx.x == 0)
         mg_pass = 0u;   /* every warp read the last barrier's before its closing mg_sync */
     mg_sync();
     if (threadIdx.x == 0) {
-        bool last;
-        unsigned long long target = mg_bar_arrive(bar, &last);
-        mg_target = target;
-        mg_role = norm1 && last;
-        if (mg_role)
-            __threadfence();   /* after the last arrival: every CTA's stores before theirs are seen */
-        else
-            for (unsigned i = 0; !mg_bar_open(norm1 ? bar + 32 : bar, target); i++)
-                if (i > MG_SPIN_MAX)
-                    __trap();
+        mg_bar_pass(bar);
         mg_pass = 1u;
     }
-    if (fed && threadIdx.x >= 32)   /* thread 0 spins on its own: polling between its warp's feeds made the barrier ~3.5 us slower (H100, 2026-12-06) */
+    if (threadIdx.x >= 32)
         for (unsigned i = 0; !__shfl_sync(0xffffffffu, lane == 0 ? mg_pass : 0u, 0); i++) {
             mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
             if (i > MG_SPIN_MAX)
                 __trap();
         }
     mg_sync();   /* thread 0's acquire before anyone reads what the other CTAs stored */
-}
-
-/* GLIM_CUDA_MEGA_NORM1: the CTA that ran the norm (mg_norm_run with all) hands its h to the others */
-static __device__ void mg_norm1_publish(unsigned *bar, uint8_t *hb, const uint8_t *xs, int n)
-{
-    for (int i = threadIdx.x; i < n / 16; i += MG_NT)
-        ((uint4 *)hb)[i] = ((const uint4 *)xs)[i];
-    for (int i = threadIdx.x; i < n / 32; i += MG_NT)
-        ((float2 *)(hb + n))[i] = ((const float2 *)(xs + n))[i];
-    mg_sync();
-    if (threadIdx.x == 0) {
-        __threadfence();   /* x' and h before the flag */
-        asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(bar + 32), "l"(mg_target) : "memory");
-    }
 }
 
 /* GLIM_CUDA_MEGA_DEPTH: mg_wait_ready with the warp feeding its ring while it waits */
@@ -505,7 +490,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
 template <class K>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const int8_t *xq,
                                                   const float2 *xd, int64_t w, int lane, const mg_ring &rg, unsigned &seq,
-                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp)
+                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp, unsigned lim)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
@@ -529,7 +514,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             __syncwarp();
             if (f.issued != seq + 1)
                 f.r_off = rg.off[(seq + 1) % MG_NB];
-            mg_fill_ring(p, w, rg, c, f, seq + 1, lane, p.depth ? (unsigned)p.depth : MG_NB);
+            mg_fill_ring(p, w, rg, c, f, seq + 1, lane, lim);
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
         mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0, p.ready, x == a ? 0 : 1);
@@ -537,9 +522,6 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
     }
 }
 
-/* N1: GLIM_CUDA_MEGA_NORM1's form (mg_bar_fed), an instance of its own so the other keeps its
- * registers (the norm1 paths cost it 32 bytes of spills) */
-template <bool N1>
 static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p)
 {
     extern __shared__ __align__(128) uint8_t mg_smem[];
@@ -578,18 +560,15 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     for (int st = 0; st < MG_STAGES; st++) {
         bool flags = st == MG_DOWN && p.ready;   /* down waits on the ready counts instead */
         bool norm = st == MG_GU || st == MG_QKV;
-        bool norm1 = N1 && norm;
         if (st > MG_WO && !flags) {
-            mg_bar_fed(p.bar + 64 * (st - 1), p.depth && p.feed, norm1, p, w, rg, c, f, seq, lane);
+            if (p.depth && p.feed)
+                mg_grid_bar_fed(p.bar + 64 * (st - 1), p, w, rg, c, f, seq, lane);
+            else
+                mg_grid_bar(p.bar + 64 * (st - 1));
         }
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st);
-        if (norm1 && !mg_role) {
-            mg_copy_x(xs, (const int8_t *)p.hbuf[st == MG_QKV], (const float2 *)(p.hbuf[st == MG_QKV] + p.k[st]), p.k[st]);
-        } else if (norm) {
-            mg_norm_run(p.norm[st == MG_QKV], xs, red, norm1);
-            if (norm1)
-                mg_norm1_publish(p.bar + 64 * (st - 1), p.hbuf[st == MG_QKV], xs, p.k[st]);
-        }
+        if (norm)
+            mg_norm_run(p.norm[st == MG_QKV], xs, red);
         else if (st == MG_WO)
             mg_copy_x(xs, p.xq_in, p.xd_in, p.k[st]);
         else if (!flags)
@@ -604,6 +583,8 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
             mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 2);
         }
+        int d = st == MG_GU || st == MG_DOWN ? p.fdepth : p.depth;
+        unsigned lim = d ? (unsigned)d : MG_NB;
         const int8_t *xq = flags ? p.xq_glu : (const int8_t *)xs;
         const float2 *xd = flags ? p.xd_glu : (const float2 *)(xs + p.k[st]);
 #pragma unroll 1
@@ -615,9 +596,9 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             else if (flags)
                 mg_wait_ready(p.job[j], w, p.ready, lane);
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, lim);
             else
-                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, lim);
         }
         if (p.trace && threadIdx.x == 0)
             p.trace[(size_t)blockIdx.x * MG_TR + MG_TR_STAGE + MG_TR_PER * st + 3] = mg_tr_last;
@@ -702,9 +683,7 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     if (!cuda_mega_ok(c, a) || !mg_plan(c, a, p, NULL, NULL, &po, &co))
         return false;
     size_t x2_off = (po * sizeof(float) + 255) & ~(size_t)255;
-    size_t h_off = (x2_off + (size_t)a->r_ffn.n * sizeof(float) + 255) & ~(size_t)255;
-    size_t h_bytes = ((size_t)a->r_ffn.n + (size_t)a->r_ffn.n / 32 * sizeof(float2) + 255) & ~(size_t)255;
-    if (!cuda_buf_reserve(c, &c->mg_scratch, h_off + 2 * h_bytes) ||
+    if (!cuda_buf_reserve(c, &c->mg_scratch, x2_off + (size_t)a->r_ffn.n * sizeof(float)) ||
         !cuda_buf_counts(c, &c->mg_cnt, (MG_BARW + MG_RDYW + co) * sizeof(unsigned)))
         return false;
     float *part = (float *)c->mg_scratch.p, *x2 = (float *)((uint8_t *)c->mg_scratch.p + x2_off);
@@ -716,10 +695,9 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     p.depth = c->mg_depth >= 1 && c->mg_depth < MG_NB ? c->mg_depth : 0;
     p.feed = c->mg_feed;
     p.pre = c->mg_pre == 0 ? 0 : p.depth ? p.depth : c->mg_pre >= 1 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
+    p.fdepth = p.depth && c->mg_fdepth >= 1 && c->mg_fdepth < MG_NB ? c->mg_fdepth : p.depth;
     p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;
-    for (int i = 0; i < 2; i++)
-        p.hbuf[i] = c->mg_norm1 ? (uint8_t *)c->mg_scratch.p + h_off + i * h_bytes : NULL;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
@@ -733,15 +711,14 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
                               r[i]->eps_o, r[i]->eps_h, r[i]->n};
     }
     if (!attr_set) {
-        if (CUDA_TRY(c, cudaFuncSetAttribute(mega_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)) ||
-            CUDA_TRY(c, cudaFuncSetAttribute(mega_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)))
+        if (CUDA_TRY(c, cudaFuncSetAttribute(mega_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)MG_SMEM)))
             return false;
         attr_set = true;
     }
     cudaLaunchAttribute attr[2];
     cudaLaunchConfig_t cfg = cuda_launch_cfg_pdl(c, dim3((unsigned)c->n_sm), dim3(MG_NT), MG_SMEM, attr, c->pdl_all);
     cfg.numAttrs = c->pdl_all ? 1 : 0;   /* no carveout below the whole shared memory: the ring needs it */
-    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, p.hbuf[0] ? mega_kernel<true> : mega_kernel<false>, p));
+    return !CUDA_TRY(c, cudaLaunchKernelEx(&cfg, mega_kernel, p));
 }
 
 /* ---- the trace (GLIM_CUDA_MEGA_TRACE=1, diagnosis): per span launched since graph_begin (the last
