@@ -334,5 +334,5 @@ void cuda_short_trace_dump(struct cuda_ctx *c)
     if (c->short_trace)
         cuda_stamps_dump("short trace", c->short_trace,
                          c->short_trace_n < SHORT_TRACE_CAP ? c->short_trace_n : SHORT_TRACE_CAP,
-                         SHORT_TRACE_HEADS * SHORT_TR, c->short_trace_heads, SHORT_TR, what);
+                         SHORT_TRACE_HEADS * SHORT_TR, c->short_trace_heads, SHORT_TR, SHORT_TR, what);
 }

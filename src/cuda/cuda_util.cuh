@@ -177,12 +177,11 @@ struct cuda_ctx {
     long            mg_used;       /* spans launched (tests) */
     struct cuda_buf mg_scratch, mg_cnt;   /* its partial sums and x's other copy; its counts and barriers */
     bool            mg_ef;         /* the span's weight copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: not; bench knob) */
-    int             mg_pre;        /* GLIM_CUDA_MEGA_PRE=N: records a span's warp asks for before its PDL wait (bench knob; -1: a full ring) */
+    int             mg_pre;        /* GLIM_CUDA_MEGA_PRE=N: records a span's warp asks for before its PDL wait (bench knob; -1: none with a depth, else a full ring) */
     int             mg_feed;       /* GLIM_CUDA_MEGA_FEED=0: with a depth, a span's waits do not feed its rings (bench knob) */
     int             mg_depth;      /* GLIM_CUDA_MEGA_DEPTH=d: at most d records unread a span's warp has in its stage (default 1; 0: a full ring) */
     bool            mg_flags;      /* the span's down waits on per-super-block ready counts, not a grid barrier (GLIM_CUDA_MEGA_FLAGS=0: the barrier) */
     bool            mg_gmerge;     /* GLIM_CUDA_MEGA_GMERGE=1: the span merges every cut tile through global memory (bench knob) */
-    int             mg_fdepth;     /* GLIM_CUDA_MEGA_FDEPTH=d: the span's depth in its FFN stages (bench knob; 0: its depth) */
     void           *short_trace;   /* GLIM_CUDA_SHORT_TRACE=1: per short attention and CTA its stamps (diagnosis) */
     int             short_trace_n, short_trace_heads;   /* launches traced since graph_begin; their CTAs */
     void           *mg_trace;      /* GLIM_CUDA_MEGA_TRACE=1: per span and CTA its stage stamps (diagnosis) */
@@ -294,7 +293,8 @@ bool cuda_norm_trace_init(struct cuda_ctx *c);   /* fused.cu: add_rmsnorm's phas
 /* stamps.cu: qsort's order of doubles; the summary of n launches' per-CTA stamps (per a CTA, ns,
  * device memory dev, launch i's from stamp i * stride), what[k] naming stamp k, on stderr under tag */
 int cuda_cmp_dbl(const void *a, const void *b);
-void cuda_stamps_dump(const char *tag, const void *dev, int n, int stride, int ctas, int per, const char *const *what);
+void cuda_stamps_dump(const char *tag, const void *dev, int n, int stride, int ctas, int per, int cta_stride,
+                      const char *const *what);
 bool cuda_short_trace_init(struct cuda_ctx *c);   /* attn_short.cu: its phases (GLIM_CUDA_SHORT_TRACE=1) */
 void cuda_short_trace_dump(struct cuda_ctx *c);
 void cuda_norm_trace_dump(struct cuda_ctx *c);

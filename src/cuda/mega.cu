@@ -81,10 +81,9 @@ struct mg_params {
     mg_norm       norm[2];          /* before MG_GU and before MG_QKV */
     unsigned     *bar;              /* 3 barriers, 64 words each: a 64-bit count of arrivals at 0 (mg_bar_arrive) */
     int           ef;               /* the rings' copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: evict-normal, bench knob) */
-    int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring) */
+    int           pre;              /* records a warp asks for before its PDL wait (GLIM_CUDA_MEGA_PRE, bench knob; MG_NB: a full ring; 0 with a depth) */
     int           feed;             /* GLIM_CUDA_MEGA_FEED=0 (bench knob): with a depth, the waits do not feed the rings */
     int           depth;            /* GLIM_CUDA_MEGA_DEPTH=d (1 by default): at most d records a warp unread in its stage, more during its waits (mg_lim); 0: as the ring holds */
-    int           fdepth;           /* GLIM_CUDA_MEGA_FDEPTH=d (bench knob): the same in the FFN's stages (gate/up, down); else depth */
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
@@ -94,6 +93,7 @@ struct mg_params {
  * done (norm or copy), warp 0's first record of the stage in its ring, when warp 0 had waited for
  * its last record of the stage, warp 0's jobs done, and all warps' jobs done */
 enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 6, MG_TR = MG_TR_STAGE + MG_TR_PER * MG_STAGES };
+#define MG_TR_CTA (MG_TR + 1)   /* a CTA's slots in the trace: its stamps, then its SM */
 
 static __shared__ unsigned long long mg_tr_last;   /* the trace: when warp 0 last had a record in */
 static __shared__ unsigned mg_landed[MG_CW];       /* GLIM_CUDA_MEGA_DEPTH: each warp's records known to be in */
@@ -102,7 +102,7 @@ static __shared__ volatile unsigned mg_pass;       /* GLIM_CUDA_MEGA_DEPTH: thre
 static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
 {
     if (p.trace && threadIdx.x == 0)
-        p.trace[(size_t)blockIdx.x * MG_TR + which] = cuda_globaltimer();
+        p.trace[(size_t)blockIdx.x * MG_TR_CTA + which] = cuda_globaltimer();
 }
 
 static_assert(MG_STAGES == 4, "stages: Wo, gate/up, down, q/k/v");
@@ -490,7 +490,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
 template <class K>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const int8_t *xq,
                                                   const float2 *xd, int64_t w, int lane, const mg_ring &rg, unsigned &seq,
-                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp, unsigned lim)
+                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
@@ -514,7 +514,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             __syncwarp();
             if (f.issued != seq + 1)
                 f.r_off = rg.off[(seq + 1) % MG_NB];
-            mg_fill_ring(p, w, rg, c, f, seq + 1, lane, lim);
+            mg_fill_ring(p, w, rg, c, f, seq + 1, lane, p.depth ? (unsigned)p.depth : MG_NB);
         }
         int64_t w0 = v5_warp_of(job, tile * n_sb), w1 = v5_warp_of(job, tend - 1);
         mg_store(job, P, tile, w, w0, w1, r0, lane, acc_g, acc_g8, mm, jp, p.gmerge != 0, p.ready, x == a ? 0 : 1);
@@ -531,6 +531,11 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
     __shared__ mg_merge mm;
     int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     mg_stamp(p, MG_TR_ENTRY);
+    if (p.trace && threadIdx.x == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        p.trace[(size_t)blockIdx.x * MG_TR_CTA + MG_TR] = sm;
+    }
     cuda_pdl_trigger();   /* the attention after it may be placed; it waits for the end */
     if (threadIdx.x == 0) {
         for (int i = 0; i < MG_CW * MG_NB; i++)
@@ -583,8 +588,6 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             mg_bar_wait(&rg.full[seq % MG_NB], (seq / MG_NB) & 1);
             mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 2);
         }
-        int d = st == MG_GU || st == MG_DOWN ? p.fdepth : p.depth;
-        unsigned lim = d ? (unsigned)d : MG_NB;
         const int8_t *xq = flags ? p.xq_glu : (const int8_t *)xs;
         const float2 *xd = flags ? p.xd_glu : (const float2 *)(xs + p.k[st]);
 #pragma unroll 1
@@ -596,12 +599,12 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             else if (flags)
                 mg_wait_ready(p.job[j], w, p.ready, lane);
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, lim);
+                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
             else
-                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, lim);
+                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
         }
         if (p.trace && threadIdx.x == 0)
-            p.trace[(size_t)blockIdx.x * MG_TR + MG_TR_STAGE + MG_TR_PER * st + 3] = mg_tr_last;
+            p.trace[(size_t)blockIdx.x * MG_TR_CTA + MG_TR_STAGE + MG_TR_PER * st + 3] = mg_tr_last;
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 4);
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 5);
@@ -694,12 +697,15 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
     p.ef = c->mg_ef;
     p.depth = c->mg_depth >= 1 && c->mg_depth < MG_NB ? c->mg_depth : 0;
     p.feed = c->mg_feed;
-    p.pre = c->mg_pre == 0 ? 0 : p.depth ? p.depth : c->mg_pre >= 1 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
-    p.fdepth = p.depth && c->mg_fdepth >= 1 && c->mg_fdepth < MG_NB ? c->mg_fdepth : p.depth;
+    /* with a depth, no record before the PDL wait unless GLIM_CUDA_MEGA_PRE says: the attention
+     * before the span then reads with no copies queued ahead of it (131.07 / 131.14 vs 130.21 /
+     * 130.18 t/s, H100, 2026-12-06) */
+    p.pre = p.depth ? (c->mg_pre >= 1 && c->mg_pre <= p.depth ? c->mg_pre : 0)
+                    : c->mg_pre >= 0 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
     p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
-        p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR;
+        p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR_CTA;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
     for (int j = 0; j < p.n_jobs; j++)
         if (p.stage[j] == MG_GU)
@@ -725,10 +731,71 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
  * replay's, in graphs), per CTA the stamps of mg_stamp; printed at backend_destroy ---- */
 bool cuda_mega_trace_init(struct cuda_ctx *c)
 {
-    return !CUDA_TRY(c, cudaMalloc(&c->mg_trace, (size_t)MG_TRACE_CAP * c->n_sm * MG_TR * sizeof(unsigned long long)));
+    return !CUDA_TRY(c, cudaMalloc(&c->mg_trace, (size_t)MG_TRACE_CAP * c->n_sm * MG_TR_CTA * sizeof(unsigned long long)));
 }
 
-/* Over the traced spans: cuda_stamps_dump */
+static double mg_corr(const double *a, const double *b, int n)
+{
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (int i = 0; i < n; i++)
+        ma += a[i] / n, mb += b[i] / n;
+    for (int i = 0; i < n; i++)
+        sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
+    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0.0;
+}
+
+/* Is a stage's spread between CTAs the SMs'? Per SM, the mean time of each FFN stage from its
+ * prologue's end to its last warp's end (gate/up, down), over the even and the odd launches
+ * apart: the spread of those means, and how they correlate (even vs odd: is an SM's pace its
+ * own; gate/up vs down: is it the same in both stages) */
+static void mg_trace_by_sm(struct cuda_ctx *c, int n)
+{
+    int ns = c->n_sm, per = MG_TR_CTA;
+    size_t all = (size_t)n * ns * per;
+    unsigned long long *h = (unsigned long long *)malloc(all * sizeof *h);
+    double *acc = (double *)calloc((size_t)ns * 6, sizeof *acc);   /* per SM: gate/up even, odd, down even, odd, counts even, odd */
+    if (n < 2 || !h || !acc || cudaMemcpy(h, c->mg_trace, all * sizeof *h, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        free(h), free(acc);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < ns; b++) {
+            const unsigned long long *q = h + ((size_t)i * ns + b) * per;
+            unsigned long long sm = q[MG_TR];
+            if (sm >= (unsigned long long)ns)
+                continue;
+            int e = i & 1;
+            double gu = ((double)q[MG_TR_STAGE + MG_TR_PER * MG_GU + 5] - (double)q[MG_TR_STAGE + MG_TR_PER * MG_GU + 1]) / 1e3;
+            double dn = ((double)q[MG_TR_STAGE + MG_TR_PER * MG_DOWN + 5] - (double)q[MG_TR_STAGE + MG_TR_PER * MG_DOWN + 1]) / 1e3;
+            acc[sm * 6 + e] += gu, acc[sm * 6 + 2 + e] += dn, acc[sm * 6 + 4 + e] += 1;
+        }
+    double *g0 = (double *)malloc((size_t)ns * 6 * sizeof(double));
+    if (!g0) {
+        free(h), free(acc);
+        return;
+    }
+    double *g1 = g0 + ns, *d0 = g0 + 2 * ns, *d1 = g0 + 3 * ns, *gs = g0 + 4 * ns, *ds = g0 + 5 * ns;
+    int m = 0;
+    for (int s = 0; s < ns; s++) {
+        const double *a = acc + s * 6;
+        if (a[4] < 1 || a[5] < 1)
+            continue;
+        g0[m] = a[0] / a[4], g1[m] = a[1] / a[5], d0[m] = a[2] / a[4], d1[m] = a[3] / a[5];
+        gs[m] = (g0[m] + g1[m]) / 2, ds[m] = (d0[m] + d1[m]) / 2;
+        m++;
+    }
+    if (m > 2) {
+        fprintf(stderr, "mega trace: by SM (%d SMs seen in both halves): corr(gate/up even, odd) %.3f, corr(down even, odd) %.3f, "
+                        "corr(gate/up, down) %.3f\n", m, mg_corr(g0, g1, m), mg_corr(d0, d1, m), mg_corr(gs, ds, m));
+        qsort(gs, (size_t)m, sizeof *gs, cuda_cmp_dbl);
+        qsort(ds, (size_t)m, sizeof *ds, cuda_cmp_dbl);
+        fprintf(stderr, "mega trace: by SM, gate/up us: min %.2f p10 %.2f p50 %.2f p90 %.2f max %.2f | down us: min %.2f p50 %.2f max %.2f\n",
+                gs[0], gs[m / 10], gs[m / 2], gs[m * 9 / 10], gs[m - 1], ds[0], ds[m / 2], ds[m - 1]);
+    }
+    free(g0), free(h), free(acc);
+}
+
+/* Over the traced spans: cuda_stamps_dump, then mg_trace_by_sm */
 void cuda_mega_trace_dump(struct cuda_ctx *c)
 {
     static const char *const what[MG_TR] = {
@@ -737,7 +804,9 @@ void cuda_mega_trace_dump(struct cuda_ctx *c)
         "barrier", "norm", "  w0 first record in", "  w0 last record in", "  w0 jobs done", "gate/up done",
         "barrier", "GLU copy", "  w0 first record in", "  w0 last record in", "  w0 jobs done", "down done",
         "barrier", "norm", "  w0 first record in", "  w0 last record in", "  w0 jobs done", "q/k/v done"};
-    if (c->mg_trace)
-        cuda_stamps_dump("mega trace", c->mg_trace, c->mg_trace_n < MG_TRACE_CAP ? c->mg_trace_n : MG_TRACE_CAP,
-                         c->n_sm * MG_TR, c->n_sm, MG_TR, what);
+    if (!c->mg_trace)
+        return;
+    int n = c->mg_trace_n < MG_TRACE_CAP ? c->mg_trace_n : MG_TRACE_CAP;
+    cuda_stamps_dump("mega trace", c->mg_trace, n, c->n_sm * MG_TR_CTA, c->n_sm, MG_TR, MG_TR_CTA, what);
+    mg_trace_by_sm(c, n);
 }

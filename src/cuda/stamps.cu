@@ -1,7 +1,7 @@
 /*
  * stamps.cu — the summary of a per-CTA stamp trace (diagnosis knobs: GLIM_CUDA_MEGA_TRACE,
  * GLIM_CUDA_SHORT_TRACE). A traced kernel's thread 0 of each CTA writes `per` globaltimer stamps
- * (ns) in order, launch i's at stamp i * stride; the summary says, for each stamp, its median distance from the same CTA's stamp
+ * (ns) in order, CTA b's from b * cta_stride of its launch, launch i's at stamp i * stride; the summary says, for each stamp, its median distance from the same CTA's stamp
  * before it, and when the first and the last CTA reached it, from the launch's first entry
  * (medians over launches).
  */
@@ -16,7 +16,8 @@ int cuda_cmp_dbl(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void cuda_stamps_dump(const char *tag, const void *dev, int n, int stride, int ctas, int per, const char *const *what)
+void cuda_stamps_dump(const char *tag, const void *dev, int n, int stride, int ctas, int per, int cta_stride,
+                      const char *const *what)
 {
     size_t all = (size_t)n * stride;
     unsigned long long *h = (unsigned long long *)malloc(all * sizeof *h);
@@ -34,7 +35,7 @@ void cuda_stamps_dump(const char *tag, const void *dev, int n, int stride, int c
             const unsigned long long *r = h + (size_t)i * stride;
             unsigned long long t0 = ~0ull, lo = ~0ull, hi = 0;
             for (int b = 0; b < ctas; b++) {
-                const unsigned long long *q = r + (size_t)b * per;
+                const unsigned long long *q = r + (size_t)b * cta_stride;
                 t0 = q[0] < t0 ? q[0] : t0;
                 lo = q[k] < lo ? q[k] : lo;
                 hi = q[k] > hi ? q[k] : hi;
