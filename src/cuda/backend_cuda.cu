@@ -1368,8 +1368,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
         c->t16 = true, c->t16_min = 0;
     const char *f_mtr = getenv("GLIM_CUDA_MEGA_TRACE"), *f_mgm = getenv("GLIM_CUDA_MEGA_GMERGE");
     c->mg_gmerge = f_mgm && strcmp(f_mgm, "1") == 0;
-    const char *f_mef2 = getenv("GLIM_CUDA_MEGA_ENDFED");
-    c->mg_endfed = f_mef2 && strcmp(f_mef2, "1") == 0;
     const char *f_mpre = getenv("GLIM_CUDA_MEGA_PRE");
     c->mg_pre = f_mpre ? atoi(f_mpre) : -1;
     const char *f_mdp = getenv("GLIM_CUDA_MEGA_DEPTH");

@@ -182,7 +182,6 @@ struct cuda_ctx {
     int             mg_depth;      /* GLIM_CUDA_MEGA_DEPTH=d: at most d records unread a span's warp has in its stage (default 1; 0: a full ring) */
     bool            mg_flags;      /* the span's down waits on per-super-block ready counts, not a grid barrier (GLIM_CUDA_MEGA_FLAGS=0: the barrier) */
     bool            mg_gmerge;     /* GLIM_CUDA_MEGA_GMERGE=1: the span merges every cut tile through global memory (bench knob) */
-    bool            mg_endfed;     /* GLIM_CUDA_MEGA_ENDFED=1: a span's warp done with its stage feeds its ring while the CTA's others finish (bench knob) */
     void           *short_trace;   /* GLIM_CUDA_SHORT_TRACE=1: per short attention and CTA its stamps (diagnosis) */
     int             short_trace_n, short_trace_heads;   /* launches traced since graph_begin; their CTAs */
     void           *mg_trace;      /* GLIM_CUDA_MEGA_TRACE=1: per span and CTA its stage stamps (diagnosis) */

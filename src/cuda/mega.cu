@@ -87,7 +87,6 @@ struct mg_params {
     unsigned     *ready;            /* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU blocks of 32 made, per 256 (down waits on them, not on a barrier); else NULL */
     int           gmerge;           /* GLIM_CUDA_MEGA_GMERGE=1 (bench knob): every cut tile merged through global memory */
     unsigned long long *trace;      /* GLIM_CUDA_MEGA_TRACE=1: per CTA MG_TR stamps (mg_stamp), else NULL */
-    int           endfed;           /* GLIM_CUDA_MEGA_ENDFED=1 (bench knob): a warp done with its stage feeds its ring until the CTA's others are (mg_end_fed) */
 };
 
 /* the trace's stamps a CTA: entry, PDL wait done, then per stage its barrier passed, its prologue
@@ -99,7 +98,6 @@ enum { MG_TR_ENTRY, MG_TR_WAIT, MG_TR_STAGE, MG_TR_PER = 6, MG_TR = MG_TR_STAGE 
 static __shared__ unsigned long long mg_tr_last;   /* the trace: when warp 0 last had a record in */
 static __shared__ unsigned mg_landed[MG_CW];       /* GLIM_CUDA_MEGA_DEPTH: each warp's records known to be in */
 static __shared__ volatile unsigned mg_pass;       /* GLIM_CUDA_MEGA_DEPTH: thread 0 saw the grid barrier open */
-static __shared__ unsigned mg_ended;               /* GLIM_CUDA_MEGA_ENDFED: consumer warps done with their stages so far */
 
 static __device__ __forceinline__ void mg_stamp(const mg_params &p, int which)
 {
@@ -388,23 +386,6 @@ static __device__ void mg_grid_bar_fed(unsigned *bar, const mg_params &p, int64_
     mg_sync();   /* thread 0's acquire before anyone reads what the other CTAs stored */
 }
 
-/* GLIM_CUDA_MEGA_ENDFED=1: a warp done with its stage's jobs counts itself and feeds its ring
- * until all the CTA's warps have (target: the count after this stage), instead of idling in the
- * stage's closing mg_sync, which still follows; in a layer's trace the CTA's first and last warp
- * ended a stage 1.0-1.8 us apart (p50, H100, 2026-12-06) */
-static __device__ void mg_end_fed(unsigned target, const mg_params &p, int64_t w, const mg_ring &rg, mg_cursor &c,
-                                  mg_fill &f, unsigned seq, int lane)
-{
-    __syncwarp();
-    if (lane == 0)
-        atomicAdd(&mg_ended, 1u);
-    for (unsigned i = 0; !__shfl_sync(0xffffffffu, lane == 0 ? *(volatile unsigned *)&mg_ended >= target : 0u, 0); i++) {
-        mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
-        if (i > MG_SPIN_MAX)
-            __trap();
-    }
-}
-
 /* GLIM_CUDA_MEGA_DEPTH: mg_wait_ready with the warp feeding its ring while it waits */
 static __device__ void mg_wait_ready_fed(const v5_job &job, int64_t w, const unsigned *ready, int lane, const mg_params &p,
                                          const mg_ring &rg, mg_cursor &c, mg_fill &f, unsigned seq)
@@ -565,8 +546,6 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         mm.cnt[i / MG_CW][i % MG_CW] = 0u;
     if (threadIdx.x < MG_CW)
         mg_landed[threadIdx.x] = 0u;
-    if (threadIdx.x == 0)
-        mg_ended = 0u;
     __syncthreads();
     mg_ring rg = {mg_smem + (size_t)warp * MG_RB, full + warp * MG_NB, offs + warp * MG_NB, l2_policy(p.ef ? L2_EVICT_FIRST : L2_EVICT_NORMAL)};
     int64_t w = (int64_t)blockIdx.x * MG_CW + warp;
@@ -627,8 +606,6 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
         if (p.trace && threadIdx.x == 0)
             p.trace[(size_t)blockIdx.x * MG_TR_CTA + MG_TR_STAGE + MG_TR_PER * st + 3] = mg_tr_last;
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 4);
-        if (p.endfed)
-            mg_end_fed((unsigned)(st + 1) * MG_CW, p, w, rg, c, f, seq, lane);
         mg_sync();   /* xs is rewritten by the next stage */
         mg_stamp(p, MG_TR_STAGE + MG_TR_PER * st + 5);
     }
@@ -727,7 +704,6 @@ bool cuda_mega_launch(struct cuda_ctx *c, const struct cuda_mega_args *a)
                     : c->mg_pre >= 0 && c->mg_pre < MG_NB ? c->mg_pre : MG_NB;
     p.ready = c->mg_flags ? cnt + MG_BARW : NULL;
     p.gmerge = c->mg_gmerge;
-    p.endfed = c->mg_endfed && p.depth && p.feed;
     if (c->mg_trace && c->mg_trace_n < MG_TRACE_CAP)
         p.trace = (unsigned long long *)c->mg_trace + (size_t)c->mg_trace_n++ * c->n_sm * MG_TR_CTA;
     p.xq_in = a->wo_xq, p.xd_in = a->wo_xd;
