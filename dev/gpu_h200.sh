@@ -11,18 +11,19 @@
 #
 # Run from the root of a `git archive` snapshot, with .gpu/testdata carried (docs/PERFORMANCE.md):
 #   cd .gpu/snap && OUT=$OUT bash dev/gpu_h200.sh > $OUT/h200.log 2>&1; tail -80 $OUT/h200.log
-# It runs, in order (~450 s on an H200):
-#   1. dev/cuda/sweep_probe.cu: v5's load shape alone (no arithmetic), 150 MB and 1100 MB;
-#   2. dev/cuda/mega_model.cu, 16 consumer warps, with synthetic and with v5's own Q4_K arithmetic
-#      (variant 4): does the ring keep its rate with real consumers;
-#   3. dev/gpu_bench.sh:
+# It runs, in order (~450 s on an H200; QUICK=1: only the goldens, test_mega, the default, the span
+# and its trace, then the two models, ~200 s):
+#   1. dev/gpu_bench.sh:
 #      - goldens and test_mega;
 #      - the default with and without graphs, and --greedy;
 #      - the GEMVs alone;
 #      - the span at depth 1 (its default) and 2, with and without graphs;
 #      - the span's stage trace, and the trace by SM;
 #      - the issue's other figures (copy bandwidth, pp4096, depths 4096 / 32768 / 131072, GPU memory
-#        at 131072).
+#        at 131072);
+#   2. dev/cuda/mega_model.cu, 16 consumer warps, with synthetic and with v5's own Q4_K arithmetic
+#      (variant 4): does the ring keep its rate with real consumers;
+#   3. dev/cuda/sweep_probe.cu: v5's load shape alone (no arithmetic), 150 MB and 1100 MB.
 set -u
 N=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 echo "card: ${N:-none}"
@@ -32,12 +33,17 @@ case "$N" in
 esac
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-nvcc -arch=sm_90 -O3 -o /tmp/sweep_probe dev/cuda/sweep_probe.cu && timeout 90 /tmp/sweep_probe 2>&1 | tee "$O/sweep_probe.txt" | tail -12
-el "sweep probe"
+M1=GLIM_CUDA_MEGA=1
+if [ -n "${QUICK:-}" ]; then   # QUICK=1: the default and the span only (~200 s), for a short budget
+  L=(GOLD="X=1" TESTS="test_mega" SKIPS=" " EXTRA="$M1 $M1" MTRACE="X=1")
+else
+  L=(GOLD="X=1" TESTS="test_mega" SKIPS="15" GREEDY=1 EXTRA="$M1 $M1,GLIM_CUDA_MEGA_DEPTH=2 $M1" NGEXTRA="$M1" MTRACE="X=1" DEPTH=1)
+fi
+env "${L[@]}" OUT=$O BD=${BD:-/tmp/bg} TG_TIMEOUT=${TG_TIMEOUT:-60} bash dev/gpu_bench.sh
+el "bench"
 nvcc -arch=sm_90 -O3 -DCW=16 -Iinclude -Isrc -o /tmp/mm16 dev/cuda/mega_model.cu && \
   timeout 90 /tmp/mm16 36,5,5,36,3 36,5,5,36,7 2>&1 | tee "$O/mega_model.txt" | tail -12
 el "mega model"
-M1=GLIM_CUDA_MEGA=1
-OUT=$O BD=${BD:-/tmp/bg} TG_TIMEOUT=${TG_TIMEOUT:-60} GOLD="X=1" TESTS="test_mega" SKIPS="15" GREEDY=1 \
-  EXTRA="$M1 $M1,GLIM_CUDA_MEGA_DEPTH=2 $M1" NGEXTRA="$M1" MTRACE="X=1" DEPTH=1 bash dev/gpu_bench.sh
+nvcc -arch=sm_90 -O3 -o /tmp/sweep_probe dev/cuda/sweep_probe.cu && timeout 90 /tmp/sweep_probe 2>&1 | tee "$O/sweep_probe.txt" | tail -12
+el "sweep probe"
 el "h200 battery done"
