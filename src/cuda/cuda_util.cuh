@@ -291,7 +291,8 @@ extern "C" long backend_cuda_prep_used(struct backend *be);
 bool cuda_v5_trace_init(struct cuda_ctx *c);
 bool cuda_norm_trace_init(struct cuda_ctx *c);   /* fused.cu: add_rmsnorm's phases (GLIM_CUDA_NORM_TRACE=1) */
 /* stamps.cu: qsort's order of doubles; the summary of n launches' per-CTA stamps (per a CTA, ns,
- * device memory dev, launch i's from stamp i * stride), what[k] naming stamp k, on stderr under tag */
+ * device memory dev, launch i's from stamp i * stride, CTA b's from b * cta_stride of it), what[k]
+ * naming stamp k, on stderr under tag */
 int cuda_cmp_dbl(const void *a, const void *b);
 void cuda_stamps_dump(const char *tag, const void *dev, int n, int stride, int ctas, int per, int cta_stride,
                       const char *const *what);
