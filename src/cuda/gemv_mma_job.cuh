@@ -24,7 +24,24 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
+    unsigned *ready;           /* != NULL (with glu_cnt): each quantized block of 32 counted per super-block
+                                * of down's input (v5_glu_ready) */
+    unsigned *ready_zero;      /* != NULL: the other turn's counts, put back to 0 after the PDL wait */
+    int       ready_n;         /* ... how many */
+    const unsigned *wait_rdy;  /* != NULL: a warp waits for its units' super-blocks here (v5_wait_ready)
+                                * instead of the PDL wait */
 };
+
+/* A wait that cannot end (a CTA that never became resident, a count gone wrong) traps instead of
+ * hanging the device: the launch fails with an error the host reports */
+#define V5_SPIN_MAX (1u << 26)
+
+static __device__ __forceinline__ unsigned v5_ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
  * super-block and no warp idles on a wave tail */
@@ -100,6 +117,32 @@ static __device__ __forceinline__ int64_t v5_glu_arrive(const v5_job &job, const
     if (lane == 0)
         job.glu_cnt[blk] = 0u;   /* for the next launch */
     return blk;
+}
+
+/* SwiGLU block blk (>= 0: this warp just quantized it) counted in its super-block's ready count,
+ * after its int8 values and scale are visible */
+static __device__ __forceinline__ void v5_glu_ready(unsigned *ready, int64_t blk, int lane)
+{
+    if (!ready || blk < 0)
+        return;
+    __threadfence();
+    __syncwarp();
+    if (lane == 0)
+        atomicAdd(&ready[blk >> 3], 1u);
+}
+
+/* ... and down's warp w waits, instead of a grid-wide wait, until every super-block of its units is
+ * in (8 blocks each). Its lanes then read the activations with plain loads (the acquire leaves no
+ * stale line in L1; the read-only path is not covered by it). */
+static __device__ void v5_wait_ready(const v5_job &job, int64_t w, const unsigned *ready, int lane)
+{
+    int64_t units = v5_units(job), a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    int64_t m = b - a < job.n_sb ? b - a : job.n_sb;
+    for (int64_t i = lane; i < m; i += 32)
+        for (unsigned k = 0; v5_ld_acquire(ready + (a + i) % job.n_sb) < 8u; k++)
+            if (k > V5_SPIN_MAX)
+                __trap();
+    __syncwarp();
 }
 
 /* a tile's rows g and g + 8: the sums of group g's 4 lanes, in every lane of the group */
