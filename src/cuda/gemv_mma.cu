@@ -57,18 +57,21 @@ static __device__ __forceinline__ uint2 v5_ldw8(const void *p)
     return ldw8(p);
 }
 
-/* activations: plain loads. Through the kernel's const __restrict__ parameters the compiler reads
- * them through the read-only cache (a previous kernel wrote them); gemv5_rdy_kernel's, written by
- * the gate/up launch while it runs, it reads through L1 after its acquire (v5_wait_ready). */
+/* activations: through the read-only cache (a previous kernel wrote them) */
 static __device__ __forceinline__ uint2 v5_ldx8(const int8_t *p)
 {
-    return *(const uint2 *)p;
+    return __ldg((const uint2 *)p);
 }
 
 static __device__ __forceinline__ float2 v5_ldxd(const float2 *p)
 {
-    return *p;
+    return __ldg(p);
 }
+
+/* ... or from L2 (gemv5_rdy_kernel: the gate/up launch writes them while this one runs; an acquire
+ * does not stop another warp's fill of an older line from landing in L1 after it) */
+#define v5_ldx8_l2(p) __ldcg((const uint2 *)(p))
+#define v5_ldxd_l2(p) __ldcg((const float2 *)(p))
 
 static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
 {
@@ -128,14 +131,14 @@ static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg
             K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
 }
 
-template <class K, int U>
+template <class K, int U, bool L2>
 static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
                                                       int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
 {
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (s + u < sb1)
-            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
+            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8, L2);
 }
 
 /* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane; RDY:
@@ -160,7 +163,7 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
             if (job.trace && g == 0 && t == 0)
                 v5_stamp_w(job, w, 1);
         }
-        v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+        v5_compute_set<K, U, RDY>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
     }
 }
 
@@ -226,7 +229,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
 }
 
 /* GLIM_CUDA_DOWN_FLAGS: down after a fused gate/up still running; its activations are written during
- * this launch, so no __restrict__ (the read-only cache is not coherent with those writes) */
+ * this launch, so not read through the read-only cache (v5_ldx8_l2) */
 template <class K>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_rdy_kernel(const v5_job job, const int8_t *xq, const float2 *xd, bool trig)

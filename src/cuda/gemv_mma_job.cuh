@@ -57,7 +57,7 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *, int),
           bool T16 = false, int UD = 2>
 struct v5_unit {
     typedef R raw;
@@ -70,9 +70,9 @@ struct v5_unit {
         FETCH(&P, rg, rg8, n_sb, sb, t, &r);
     }
     static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8)
+                                                   int t, float &acc_g, float &acc_g8, bool l2 = false)
     {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8, l2);
     }
 };
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
