@@ -132,8 +132,9 @@ static __device__ __forceinline__ void v5_glu_ready(unsigned *ready, int64_t blk
 }
 
 /* ... and down's warp w waits, instead of a grid-wide wait, until every super-block of its units is
- * in (8 blocks each). Its lanes then read the activations with plain loads (the acquire leaves no
- * stale line in L1; the read-only path is not covered by it). */
+ * in (8 blocks each). Its lanes then read the activations from L2 (v5_ldx8_l2): a line of scales
+ * holds two super-blocks, and another warp's fill of it from before the acquire may land in L1 after
+ * it (test_down_flags failed 2 of 27 FFNs reading through L1, H100, 2026-12-06). */
 static __device__ void v5_wait_ready(const v5_job &job, int64_t w, const unsigned *ready, int lane)
 {
     int64_t units = v5_units(job), a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);

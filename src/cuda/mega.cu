@@ -42,6 +42,8 @@
 #define v5_ldw8(p) (*(const uint2 *)(p))
 #define v5_ldx8(p) (*(const uint2 *)(p))
 #define v5_ldxd(p) (*(p))
+#define v5_ldx8_l2(p) __ldcg((const uint2 *)(p))   /* down's activations with GLIM_CUDA_MEGA_FLAGS: */
+#define v5_ldxd_l2(p) __ldcg((const float2 *)(p))  /* written while it runs (gemv_mma.cu says why L2) */
 #define v5_ldu16(p) ((uint32_t) * (const unsigned short *)(p))
 #define v5_ldu32(p) (*(const uint32_t *)(p))
 #define v5_h2f(b) h2f8(b)
@@ -454,7 +456,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
 template <class K>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const int8_t *xq,
                                                   const float2 *xd, int64_t w, int lane, const mg_ring &rg, unsigned &seq,
-                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp)
+                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp, bool l2)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
@@ -473,7 +475,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             v5_part R = {rg.slot + f.r_off, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
             typename K::raw raw;
             K::fetch(R, g, g + 8, 1, 0, t, raw);
-            K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8);
+            K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8, l2);
             /* every lane has used what it read of the record: its bytes may be copied over */
             __syncwarp();
             if (f.issued != seq + 1)
@@ -563,9 +565,9 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             else if (flags)
                 v5_wait_ready(p.job[j], w, p.ready, lane);
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, flags);
             else
-                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
+                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, flags);
         }
         if (p.trace && threadIdx.x == 0)
             p.trace[(size_t)blockIdx.x * MG_TR_CTA + MG_TR_STAGE + MG_TR_PER * st + 3] = mg_tr_last;
