@@ -68,10 +68,25 @@ static __device__ __forceinline__ float2 v5_ldxd(const float2 *p)
     return __ldg(p);
 }
 
-/* ... or from L2 (gemv5_rdy_kernel: the gate/up launch writes them while this one runs; an acquire
- * does not stop another warp's fill of an older line from landing in L1 after it) */
-#define v5_ldx8_l2(p) __ldcg((const uint2 *)(p))
-#define v5_ldxd_l2(p) __ldcg((const float2 *)(p))
+/* ... or through L1 with plain loads (gemv5_rdy_kernel: the gate/up launch writes them while this
+ * one runs, so not through the read-only cache; v5_wait_ready says why L1 is safe). Read from L2
+ * (__ldcg), the flags lost 4.5% (H100, 2026-12-06): every record waited for an L2 hit behind the
+ * stream. */
+static __device__ __forceinline__ uint2 v5_ldx8_co(const int8_t *p)
+{
+    uint2 v;
+    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ float2 v5_ldxd_co(const float2 *p)
+{
+    float2 v;
+    asm volatile("ld.global.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    return v;
+}
+#define v5_ldx8_co v5_ldx8_co   /* the lane header takes them (macros, else its fallback) */
+#define v5_ldxd_co v5_ldxd_co
 
 static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
 {
@@ -131,14 +146,14 @@ static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg
             K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
 }
 
-template <class K, int U, bool L2>
+template <class K, int U, bool CO>
 static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
                                                       int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
 {
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (s + u < sb1)
-            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8, L2);
+            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8, CO);
 }
 
 /* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane; RDY:
@@ -229,7 +244,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
 }
 
 /* GLIM_CUDA_DOWN_FLAGS: down after a fused gate/up still running; its activations are written during
- * this launch, so not read through the read-only cache (v5_ldx8_l2) */
+ * this launch, so not read through the read-only cache (v5_ldx8_co) */
 template <class K>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_rdy_kernel(const v5_job job, const int8_t *xq, const float2 *xd, bool trig)
@@ -272,12 +287,13 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
     /* GLIM_CUDA_DOWN_FLAGS: count the blocks per super-block of down's input, in one of two arrays by
      * turns; this launch puts the other back to 0 (the down that read it ended before our PDL wait,
      * and the next gate/up counts into it only after its own, so after ours ended) */
-    int64_t per = (k / 256 + 31) & ~(int64_t)31;
-    if (rdy && cuda_buf_counts(c, &c->glu_rdy, (size_t)per * 2 * sizeof(unsigned))) {
+    if (rdy && cuda_buf_counts(c, &c->glu_rdy, (size_t)(k / 256) * 2 * sizeof(unsigned))) {
+        /* each array half the buffer, all of it put back to 0: the last FFN may have had more rows */
+        size_t per = c->glu_rdy.nbytes / (2 * sizeof(unsigned));
         unsigned *arr = (unsigned *)c->glu_rdy.p;
         job.ready = arr + per * c->glu_rdy_turn;
         job.ready_zero = arr + per * (1 - c->glu_rdy_turn);
-        job.ready_n = (int)(k / 256);
+        job.ready_n = (int)per;
         c->glu_rdy_turn ^= 1;
     }
     return true;

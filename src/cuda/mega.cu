@@ -42,8 +42,6 @@
 #define v5_ldw8(p) (*(const uint2 *)(p))
 #define v5_ldx8(p) (*(const uint2 *)(p))
 #define v5_ldxd(p) (*(p))
-#define v5_ldx8_l2(p) __ldcg((const uint2 *)(p))   /* down's activations with GLIM_CUDA_MEGA_FLAGS: */
-#define v5_ldxd_l2(p) __ldcg((const float2 *)(p))  /* written while it runs (gemv_mma.cu says why L2) */
 #define v5_ldu16(p) ((uint32_t) * (const unsigned short *)(p))
 #define v5_ldu32(p) (*(const uint32_t *)(p))
 #define v5_h2f(b) h2f8(b)
@@ -388,13 +386,14 @@ static __device__ void mg_wait_ready_fed(const v5_job &job, int64_t w, const uns
     for (unsigned k = 0;; k++) {
         bool in = true;
         for (int64_t i = lane; i < m; i += 32)
-            in = in && v5_ld_acquire(ready + (a + i) % job.n_sb) >= 8u;
+            in = in && v5_pair_in(ready, (a + i) % job.n_sb, job.n_sb);
         if (__all_sync(0xffffffffu, in))
             break;
         mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
         if (k > MG_SPIN_MAX)
             __trap();
     }
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");   /* with the polls: an acquire of every count seen */
 }
 
 /* The CTA's side of v5's merge: a tile cut between warps of one CTA has its pieces' partial sums
@@ -456,7 +455,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
 template <class K>
 static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_job &job, const int8_t *xq,
                                                   const float2 *xd, int64_t w, int lane, const mg_ring &rg, unsigned &seq,
-                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp, bool l2)
+                                                  mg_cursor &c, mg_fill &f, mg_merge *mm, int jp)
 {
     int g = lane >> 2, t = lane & 3;
     int64_t units = v5_units(job), n_sb = job.n_sb;
@@ -475,7 +474,7 @@ static __device__ __forceinline__ void mg_job_run(const mg_params &p, const v5_j
             v5_part R = {rg.slot + f.r_off, NULL, 16, 0, 0};   /* the record as tile 0, super-block 0 */
             typename K::raw raw;
             K::fetch(R, g, g + 8, 1, 0, t, raw);
-            K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8, l2);
+            K::compute(raw, xq, xd, s, g, t, acc_g, acc_g8);
             /* every lane has used what it read of the record: its bytes may be copied over */
             __syncwarp();
             if (f.issued != seq + 1)
@@ -565,9 +564,9 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             else if (flags)
                 v5_wait_ready(p.job[j], w, p.ready, lane);
             if (p.kind[j])
-                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, flags);
+                mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
             else
-                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1, flags);
+                mg_job_run<v5_q4k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
         }
         if (p.trace && threadIdx.x == 0)
             p.trace[(size_t)blockIdx.x * MG_TR_CTA + MG_TR_STAGE + MG_TR_PER * st + 3] = mg_tr_last;
