@@ -57,8 +57,6 @@ int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_to
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
-int backend_cuda_set_down_flags(struct backend *be_, bool on);   /* down waits on the copy's blocks */
-long backend_cuda_down_flags_used(struct backend *be_);
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -871,7 +869,7 @@ static bool ffn_weights(uint32_t type, uint32_t dtype, int64_t k, int64_t n, int
 /* The FFN (gate/up Q4_K or Q6_K tiles k -> n, down dtype n -> n2, one row) as matmul_pair_glu +
  * matmul_glu with the GLU fold on, then off, every output bit for bit the same: on, the gate/up
  * GEMV (v5) quantizes silu(gate) * up itself and matmul_glu launches no quantizer (taken once
- * where v5 runs); off, never. With the down flags on (test_down_flags), the fused down waits on them. */
+ * where v5 runs); off, never */
 static void check_glu_fuse(uint32_t type, uint32_t dtype, int64_t k, int64_t n, int64_t n2, bool v5)
 {
     struct be_weight hw[3], dw[3];
@@ -921,31 +919,6 @@ static void test_glu_fuse(void)
                        rndi(1, 300), v5);
     /* more units than warps: uneven pieces */
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
-}
-
-/* GLIM_CUDA_DOWN_FLAGS: down's v5 launch starts beside gate/up's and each warp waits for the SwiGLU
- * blocks of its own units. Same bits as the fused path without it. Each FFN counts into one of
- * two arrays by turns and puts the other back to 0, so FFNs in a row (here ~30, Q4_K and Q6_K down,
- * the 30B's FFN shape among them) also check the counts' reset: a count left over would let down
- * read the last FFN's blocks. */
-static void test_down_flags(void)
-{
-    if (!be->i->matmul_pair_glu || exact_mode || !v5_takes_tiles()) {
-        fprintf(stderr, "  no fused GLU on v5 tiles: skipped\n");
-        return;
-    }
-    CHECK_EQ(backend_cuda_set_down_flags(be, true), GLIM_OK);
-    long used0 = backend_cuda_down_flags_used(be);
-    int runs = 0;
-    for (int i = 0; i < 24; i++, runs++)
-        check_glu_fuse(GLIM_TYPE_Q4_K, i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4),
-                       rndi(1, 300), true);
-    for (int i = 0; i < 3; i++, runs++)
-        check_glu_fuse(GLIM_TYPE_Q4_K, i % 2 ? GLIM_TYPE_Q6_K : GLIM_TYPE_Q4_K, 4096, 4096, 512, true);
-    for (int i = 0; i < (test_quick() ? 1 : 2); i++, runs++)
-        check_glu_fuse(GLIM_TYPE_Q4_K, i % 2 ? GLIM_TYPE_Q4_K : GLIM_TYPE_Q6_K, 6656, 19968, 6656, true);
-    CHECK_EQ(backend_cuda_down_flags_used(be) - used0, runs);   /* every fused down took the flags */
-    CHECK_EQ(backend_cuda_set_down_flags(be, false), GLIM_OK);
 }
 
 static void test_t16(void)
@@ -2687,7 +2660,6 @@ int main(void)
     RUN(test_k45_aux);
     RUN(test_t16);
     RUN(test_glu_fuse);
-    RUN(test_down_flags);
     RUN(test_glu_gated);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);

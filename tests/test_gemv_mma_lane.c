@@ -122,11 +122,11 @@ static void *lane_main(void *arg)
                 v5_q6k_fetch_t16(e->P, lg, lg8, e->n_sb, sb, t, &r);
             else
                 v5_q6k_fetch(e->P, lg, lg8, e->n_sb, sb, t, &r);
-            v5_q6k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8, 0);
+            v5_q6k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
         } else {
             struct v5_q4k_raw r;
             fetch_q4k(e->P, e->t16, lg, lg8, e->n_sb, sb, t, &r);
-            v5_q4k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8, 0);
+            v5_q4k_compute(&r, e->xq, e->xd, sb, g, t, &ag, &ag8);
         }
     }
     emu_job->acc[l][0] = ag, emu_job->acc[l][1] = ag8;

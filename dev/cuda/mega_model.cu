@@ -412,7 +412,7 @@ static __global__ void __launch_bounds__(NT, 1) mega_kernel(mm m)
                             v5_part P = {b, NULL, 16, 0, 0};
                             v5_q4k_raw raw;
                             v5_q4k_fetch_t16(&P, g, g + 8, 1, 0, t, &raw);
-                            v5_q4k_compute(&raw, m.act, m.xd, (p * recs + r) % n_sb, g, t, &fa, &fb, 0);
+                            v5_q4k_compute(&raw, m.act, m.xd, (p * recs + r) % n_sb, g, t, &fa, &fb);
                         }
                     }
                     for (int i = lane; i < part && !(m.var & 4); i += 32) {

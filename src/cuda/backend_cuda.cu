@@ -853,8 +853,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
-                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt,
-                                       &c->glu_rdy, &c->v5_part_rdy, &c->v5_cnt_rdy};
+                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -1103,18 +1102,6 @@ extern "C" long backend_cuda_prep_used(struct backend *be)
 }
 
 /* How many matmuls took the gate/up GEMV's SwiGLU copy instead of quantizing (tests) */
-/* down's v5 launch after a fused gate/up waits for the SwiGLU blocks of its own units (on) or for the
- * whole gate/up launch (off). Default: off, on when GLIM_CUDA_DOWN_FLAGS is "1" at creation. */
-extern "C" int backend_cuda_set_down_flags(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::down_flags, on);
-}
-
-extern "C" long backend_cuda_down_flags_used(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::rdy_used, 0);
-}
-
 extern "C" long backend_cuda_glu_used(struct backend *be)
 {
     return get_count(be, &cuda_ctx::glu_used, 0);
@@ -1319,8 +1306,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
-    const char *f_df = getenv("GLIM_CUDA_DOWN_FLAGS");
-    c->down_flags = f_df && strcmp(f_df, "1") == 0;   /* opt-in until measured */
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

@@ -91,19 +91,11 @@ struct cuda_ctx {
     struct cuda_buf attn_part;     /* split-K partial results */
     struct cuda_buf xq;            /* int8 activations + scales for the dp4a GEMV (gemv_q8.cu) */
     struct cuda_buf v5_part, v5_cnt;   /* GEMV v5 split-K partial sums and per-tile counts (gemv_mma.cu) */
-    struct cuda_buf v5_part_rdy, v5_cnt_rdy;   /* ... of a v5 launch that runs beside the one before it */
     struct cuda_buf glu_q, glu_cnt;    /* the FFN's silu(gate) * up as int8 + scales, made by the gate/up
                                         * GEMV v5 (GLIM_CUDA_GLU_FUSE=1), and its per-block counts */
     const float    *glu_x, *glu_g;     /* the up / gate outputs glu_q was made of (NULL: none) */
     int64_t         glu_k;
     bool            glu_req;           /* in matmul_pair_glu: v5 may fill glu_q */
-    bool            down_flags;        /* GLIM_CUDA_DOWN_FLAGS=1: down's v5 waits on glu_rdy, not its PDL wait */
-    struct cuda_buf glu_rdy;           /* ... two arrays of per-super-block counts of glu_q's blocks made
-                                        * (gemv_mma.cu v5_glu_plan), used by turns */
-    int             glu_rdy_turn;      /* the array the next gate/up counts into */
-    unsigned       *glu_rdy_made;      /* the array the last gate/up counted into (glu_x's), NULL: none */
-    const unsigned *rdy_in;            /* in the matmul that took glu_q: its counts, for v5 to wait on */
-    long            rdy_used;          /* v5 launches that waited on them (tests) */
     bool            v5_nr;             /* 2..16 rows of Q4_K/Q6_K tiles on v5 (default; GLIM_CUDA_V5_NR=0: v2) */
     bool            v5_nr_rows;        /* ... and of row-major Q4_K/Q6_K (default; GLIM_CUDA_V5_NR_ROWS=0: v2) */
     struct cuda_buf prep_cnt;          /* per head: q/k/v GEMV tasks done (gemv_prep_arrive) */
@@ -293,8 +285,6 @@ extern "C" int backend_cuda_get_gemv(struct backend *be);                       
 extern "C" int backend_cuda_set_t16(struct backend *be, bool on);
 extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on);   /* matmul_pair_glu fuses SwiGLU */
 extern "C" long backend_cuda_glu_used(struct backend *be);
-extern "C" int backend_cuda_set_down_flags(struct backend *be, bool on);   /* down waits on glu_rdy */
-extern "C" long backend_cuda_down_flags_used(struct backend *be);
 extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on);   /* matmul_attn_prep folds attn_prep */
 extern "C" long backend_cuda_prep_used(struct backend *be);
 /* gemv_mma.cu: the v5 trace (GLIM_CUDA_V5_TRACE=1, diagnosis): its buffer, and printing it */

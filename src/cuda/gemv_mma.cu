@@ -68,26 +68,6 @@ static __device__ __forceinline__ float2 v5_ldxd(const float2 *p)
     return __ldg(p);
 }
 
-/* ... or through L1 with plain loads (gemv5_rdy_kernel: the gate/up launch writes them while this
- * one runs, so not through the read-only cache; v5_wait_ready says why L1 is safe). Read from L2
- * (__ldcg), the flags lost 4.5% (H100, 2026-12-06): every record waited for an L2 hit behind the
- * stream. */
-static __device__ __forceinline__ uint2 v5_ldx8_co(const int8_t *p)
-{
-    uint2 v;
-    asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-    return v;
-}
-
-static __device__ __forceinline__ float2 v5_ldxd_co(const float2 *p)
-{
-    float2 v;
-    asm volatile("ld.global.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
-    return v;
-}
-#define v5_ldx8_co v5_ldx8_co   /* the lane header takes them (macros, else its fallback) */
-#define v5_ldxd_co v5_ldxd_co
-
 static __device__ __forceinline__ uint32_t v5_ldu16(const uint8_t *p)
 {
     return __ldg((const unsigned short *)p);
@@ -146,19 +126,18 @@ static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg
             K::fetch(P, lg, lg8, n_sb, s + u, t, r[u]);
 }
 
-template <class K, int U, bool CO>
+template <class K, int U>
 static __device__ __forceinline__ void v5_compute_set(const typename K::raw *r, const int8_t *xq, const float2 *xd,
                                                       int64_t s, int64_t sb1, int g, int t, float &acc_g, float &acc_g8)
 {
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (s + u < sb1)
-            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8, CO);
+            K::compute(r[u], xq, xd, s + u, g, t, acc_g, acc_g8);
 }
 
-/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane; RDY:
- * the first wait is for the ready counts of the warp's units (job.wait_rdy), not the PDL wait */
-template <class K, int U, bool RDY>
+/* rows r0 + g, r0 + g + 8 of P over super-blocks [s0, sb1) of a tile, U in flight per lane */
+template <class K, int U>
 static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part &P, int64_t r0, int64_t s0,
                                                int64_t sb1, const int8_t *xq, const float2 *xd, int g, int t,
                                                bool &waited, float &acc_g, float &acc_g8, int64_t w)
@@ -170,15 +149,12 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
         typename K::raw raw[U];
         v5_fetch_set<K, U>(P, lg, lg8, job.n_sb, s, sb1, t, raw);
         if (!waited) {   /* the first codes are on their way; x is the previous kernel's */
-            if (RDY)
-                v5_wait_ready(job, w, job.wait_rdy, t + 4 * g);
-            else
-                cuda_pdl_wait();
+            cuda_pdl_wait();
             waited = true;
             if (job.trace && g == 0 && t == 0)
                 v5_stamp_w(job, w, 1);
         }
-        v5_compute_set<K, U, RDY>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
+        v5_compute_set<K, U>(raw, xq, xd, s, sb1, g, t, acc_g, acc_g8);
     }
 }
 
@@ -186,7 +162,7 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
  * in flight per lane */
 /* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
  * their code is in git history at 8be8ec1) */
-template <class KA, int UA, class KB, int UB, bool RDY = false>
+template <class KA, int UA, class KB, int UB>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
                                               const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
@@ -200,21 +176,20 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         int64_t r0 = (tile - P.tile0) * 16, s0 = x - tile * job.n_sb, sb1 = e - tile * job.n_sb;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB, RDY>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
+            v5_span<KB, UB>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         else
-            v5_span<KA, UA, RDY>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
+            v5_span<KA, UA>(job, P, r0, s0, sb1, xq, xd, g, t, waited, acc_g, acc_g8, w);
         if (job.trace && lane == 0)
             v5_stamp_w(job, w, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        int64_t blk = v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
-        if (!RDY)   /* (a down job makes no SwiGLU blocks) */
-            v5_glu_ready(job.ready, blk, lane);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
     }
 }
 
-template <class KA, int UA, class KB, int UB, bool RDY>
-static __device__ __forceinline__ void gemv5_body(const v5_job &job, const int8_t *xq, const float2 *xd, bool trig)
+template <class KA, int UA, class KB, int UB>
+static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
     if (trig)
         cuda_pdl_trigger();
@@ -223,56 +198,32 @@ static __device__ __forceinline__ void gemv5_body(const v5_job &job, const int8_
     if (job.trace && lane == 0)
         v5_stamp(job, 0);
     bool waited = false;   /* the first loads go out before the wait (after it: 156.7 vs 160.0 t/s) */
-    v5_run<KA, UA, KB, UB, RDY>(job, xq, xd, w, lane, waited);
-    /* A warp without work still must not end before its predecessor's writes; with RDY every warp
-     * waits at its end, so that this launch's end implies the gate/up launch's, which the kernels
-     * after it count on (PDL orders only neighbours). */
-    if (!waited || RDY)
-        cuda_pdl_wait();
-    if (job.ready_zero && blockIdx.x == 0)   /* the other turn's counts: its down ended before our wait */
-        for (int i = (int)threadIdx.x; i < job.ready_n; i += (int)blockDim.x)
-            job.ready_zero[i] = 0u;
+    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
+    if (!waited)
+        cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
         v5_stamp(job, 2);
 }
 
-template <class KA, int UA, class KB, int UB>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
-{
-    gemv5_body<KA, UA, KB, UB, false>(job, xq, xd, trig);
-}
-
-/* GLIM_CUDA_DOWN_FLAGS: down after a fused gate/up still running; its activations are written during
- * this launch, so not read through the read-only cache (v5_ldx8_co) */
-template <class K>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
-gemv5_rdy_kernel(const v5_job job, const int8_t *xq, const float2 *xd, bool trig)
-{
-    gemv5_body<K, K::U_DEF, K, K::U_DEF, true>(job, xq, xd, trig);
-}
-
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
-static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16, bool own = false)
+static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
 {
     int64_t units = job.n_tiles * job.n_sb;
     job.n_warps = warps < units ? warps : units;
     job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
-    /* own: a launch that runs beside the v5 launch before it (gemv5_rdy_kernel) merges elsewhere */
-    struct cuda_buf *part = own ? &c->v5_part_rdy : &c->v5_part, *cnt = own ? &c->v5_cnt_rdy : &c->v5_cnt;
-    if (!cuda_buf_reserve(c, part, part_bytes) || !cuda_buf_counts(c, cnt, (size_t)job.n_tiles * 4))
+    if (!cuda_buf_reserve(c, &c->v5_part, part_bytes) || !cuda_buf_counts(c, &c->v5_cnt, (size_t)job.n_tiles * 4))
         return false;
-    job.part = (float *)part->p;
-    job.cnt = (unsigned *)cnt->p;
+    job.part = (float *)c->v5_part.p;
+    job.cnt = (unsigned *)c->v5_cnt.p;
     return true;
 }
 
 /* In matmul_pair_glu: when this job is the gate (part 0) and up (part 1) of one shape, let its
  * last tile per 32-row block quantize silu(gate) * up into c->glu_q (v5_glu_arrive) */
 static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys, const struct be_weight *const *ws,
-                        const bool *mine, bool rdy)
+                        const bool *mine)
 {
     if (n != 2 || job.n_parts != 2 || !mine[0] || !mine[1] || ws[0]->n != ws[1]->n || ws[0]->n % 256 ||
         ws[0]->k != ws[1]->k)
@@ -284,18 +235,6 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
     job.glu_cnt = (unsigned *)c->glu_cnt.p;
     job.glu_q = (int8_t *)c->glu_q.p;
     job.glu_d = (float2 *)((uint8_t *)c->glu_q.p + k);
-    /* GLIM_CUDA_DOWN_FLAGS: count the blocks per super-block of down's input, in one of two arrays by
-     * turns; this launch puts the other back to 0 (the down that read it ended before our PDL wait,
-     * and the next gate/up counts into it only after its own, so after ours ended) */
-    if (rdy && cuda_buf_counts(c, &c->glu_rdy, (size_t)(k / 256) * 2 * sizeof(unsigned))) {
-        /* each array half the buffer, all of it put back to 0: the last FFN may have had more rows */
-        size_t per = c->glu_rdy.nbytes / (2 * sizeof(unsigned));
-        unsigned *arr = (unsigned *)c->glu_rdy.p;
-        job.ready = arr + per * c->glu_rdy_turn;
-        job.ready_zero = arr + per * (1 - c->glu_rdy_turn);
-        job.ready_n = (int)per;
-        c->glu_rdy_turn ^= 1;
-    }
     return true;
 }
 
@@ -425,9 +364,7 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
         cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
-    if (job.wait_rdy)   /* one kind (launch_v5) */
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_rdy_kernel<KA>, job, xq, xd, c->pdl_all));
-    else if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
+    if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
@@ -449,23 +386,14 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
-    /* down after a fused gate/up (quantize_x): it waits for its units' blocks, beside gate/up */
-    bool rdy = c->rdy_in && std::is_same<KA, KB>::value && xq == (const int8_t *)c->glu_q.p;
-    if (!v5_plan(c, job, warps, 16, rdy))
+    if (!v5_plan(c, job, warps))
         return 0;   /* recorded in the context; these parts go to v3 */
-    bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine, c->down_flags);
-    if (rdy) {
-        job.wait_rdy = c->rdy_in;
-        c->rdy_in = NULL;
-        c->rdy_used++;
-    }
+    bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
-    if (glu && c->first_err == cudaSuccess) {   /* matmul_glu(x = up, g = gate) finds its input made */
+    if (glu && c->first_err == cudaSuccess)   /* matmul_glu(x = up, g = gate) finds its input made */
         c->glu_x = ys[1], c->glu_g = ys[0], c->glu_k = ws[0]->n;
-        c->glu_rdy_made = job.ready;
-    }
     return m;
 }
 
@@ -673,7 +601,7 @@ int cuda_v5_jobs(struct cuda_ctx *c, int n, float *const *ys, const struct be_we
         job.cnt = cnt ? cnt + *cnt_off : NULL;
         *part_off += ((size_t)job.n_tiles * job.stride * 16 + 31) & ~(size_t)31;   /* 128-byte aligned */
         *cnt_off += ((size_t)job.n_tiles + 31) & ~(size_t)31;
-        if (glu && !v5_glu_plan(c, job, n, ys, ws, mine, false))   /* the span counts its own */
+        if (glu && !v5_glu_plan(c, job, n, ys, ws, mine))
             return 0;
         kinds[m++] = kd;
         for (int i = 0; i < n; i++)

@@ -24,17 +24,7 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
-    unsigned *ready;           /* != NULL (with glu_cnt): each quantized block of 32 counted per super-block
-                                * of down's input (v5_glu_ready) */
-    unsigned *ready_zero;      /* != NULL: the other turn's counts, put back to 0 after the PDL wait */
-    int       ready_n;         /* ... how many */
-    const unsigned *wait_rdy;  /* != NULL: a warp waits for its units' super-blocks here (v5_wait_ready)
-                                * instead of the PDL wait */
 };
-
-/* A wait that cannot end (a CTA that never became resident, a count gone wrong) traps instead of
- * hanging the device: the launch fails with an error the host reports */
-#define V5_SPIN_MAX (1u << 26)
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
  * super-block and no warp idles on a wave tail */
@@ -50,7 +40,7 @@ static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t 
 
 /* the kernel's view of a weight type: its raw bytes in flight, fetch and compute */
 template <class R, void (*FETCH)(const v5_part *, int64_t, int64_t, int64_t, int64_t, int, R *),
-          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *, int),
+          void (*COMPUTE)(const R *, const int8_t *, const float2 *, int64_t, int, int, float *, float *),
           bool T16 = false, int UD = 2>
 struct v5_unit {
     typedef R raw;
@@ -63,9 +53,9 @@ struct v5_unit {
         FETCH(&P, rg, rg8, n_sb, sb, t, &r);
     }
     static __device__ __forceinline__ void compute(const raw &r, const int8_t *xq, const float2 *xd, int64_t sb, int g,
-                                                   int t, float &acc_g, float &acc_g8, bool co = false)
+                                                   int t, float &acc_g, float &acc_g8)
     {
-        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8, co);
+        COMPUTE(&r, xq, xd, sb, g, t, &acc_g, &acc_g8);
     }
 };
 typedef v5_unit<v5_q4k_raw, v5_q4k_fetch, v5_q4k_compute> v5_q4k;
@@ -110,52 +100,6 @@ static __device__ __forceinline__ int64_t v5_glu_arrive(const v5_job &job, const
     if (lane == 0)
         job.glu_cnt[blk] = 0u;   /* for the next launch */
     return blk;
-}
-
-/* SwiGLU block blk (>= 0: this warp just quantized it) counted in its super-block's ready count,
- * after its int8 values and scale are visible */
-static __device__ __forceinline__ void v5_glu_ready(unsigned *ready, int64_t blk, int lane)
-{
-    if (!ready || blk < 0)
-        return;
-    __threadfence();
-    __syncwarp();
-    if (lane == 0)
-        atomicAdd(&ready[blk >> 3], 1u);
-}
-
-/* ... and down's warp w waits, instead of a grid-wide wait, until every super-block of its units is
- * in (8 blocks each), polling with relaxed loads (an acquire a poll would empty the SM's L1 under
- * the gate/up warps still running there), then one acquire fence. Its lanes then read the
- * activations through L1 (not the read-only cache). It waits for whole pairs of super-blocks
- * (v5_pair_in): a 128-byte line of scales holds two, and a warp that filled L1 with a line whose
- * other half was not yet made would leave it there for the warp that waits for that half. So every
- * line a warp loads is whole, and the fence drops older lines (an earlier FFN's). */
-static __device__ __forceinline__ unsigned v5_ld_relaxed(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-static __device__ __forceinline__ bool v5_pair_in(const unsigned *ready, int64_t sb, int64_t n_sb)
-{
-    int64_t q = sb & ~(int64_t)1;
-    return v5_ld_relaxed(ready + q) >= 8u && (q + 1 >= n_sb || v5_ld_relaxed(ready + q + 1) >= 8u);
-}
-
-static __device__ void v5_wait_ready(const v5_job &job, int64_t w, const unsigned *ready, int lane)
-{
-    int64_t units = v5_units(job), a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
-    int64_t m = b - a < job.n_sb ? b - a : job.n_sb;
-    for (int64_t i = lane; i < m; i += 32)
-        for (unsigned k = 0; !v5_pair_in(ready, (a + i) % job.n_sb, job.n_sb); k++) {
-            if (k > V5_SPIN_MAX)
-                __trap();
-            __nanosleep(100);
-        }
-    __syncwarp();
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");   /* with the polls: an acquire of every count seen */
 }
 
 /* a tile's rows g and g + 8: the sums of group g's 4 lanes, in every lane of the group */

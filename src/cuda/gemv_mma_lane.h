@@ -10,9 +10,6 @@
  *   uint2, uint4, float2     CUDA's vector types
  *   v5_ldw16(p), v5_ldw8(p)  streaming loads of 16 / 8 weight bytes (uint4 / uint2)
  *   v5_ldx8(p)               8 activation bytes (uint2), v5_ldxd(p): a float2
- *   v5_ldx8_co(p), v5_ldxd_co(p)  the same not through the read-only cache (optional macros: else
- *                            v5_ldx8, v5_ldxd); the one-row computes take them when asked (co), for
- *                            activations written while the kernel runs (gemv_mma.cu gemv5_rdy_kernel)
  *   v5_ldu16(p) / v5_ldu32(p) a u16 / u32 of weight bytes
  *   v5_h2f(bits)             the f16 in the low 16 bits as float
  *   v5_i2f(v)                int -> float for |v| < 2^22 (gemv_slots.cuh i2f), v5_i2f_rn(v): any int
@@ -23,11 +20,6 @@
  */
 #ifndef GLIM_GEMV_MMA_LANE_H
 #define GLIM_GEMV_MMA_LANE_H
-
-#ifndef v5_ldx8_co
-#define v5_ldx8_co(p) v5_ldx8(p)
-#define v5_ldxd_co(p) v5_ldxd(p)
-#endif
 
 #include <stdint.h>
 
@@ -131,13 +123,12 @@ V5_FN float v5_q4k_scale(uint4 h, int t, int dlo, int dhi, float2 xa, float2 xb)
 }
 
 V5_FN void v5_q4k_compute(const struct v5_q4k_raw *r, const int8_t *xq, const float2 *xd, int64_t sb, int g, int t,
-                          float *acc_g, float *acc_g8, int co)
+                          float *acc_g, float *acc_g8)
 {
     /* lane g gives B column g: sub-block js = (g >> 1) + 4 (g & 1), whose column is g, and 0 in
      * the other 7 mma, so it loads only js's 8 activation bytes */
     int js = (g >> 1) + 4 * (g & 1);
-    const int8_t *xp = xq + sb * 256 + 128 * (js & 1) + 32 * (js >> 1) + 8 * t;
-    uint2 xv = co ? v5_ldx8_co(xp) : v5_ldx8(xp);
+    uint2 xv = v5_ldx8(xq + sb * 256 + 128 * (js & 1) + 32 * (js >> 1) + 8 * t);
     int c4[4] = {0, 0, 0, 0};
     V5_UNROLL
     for (int c = 0; c < 4; c++) {
@@ -150,8 +141,7 @@ V5_FN void v5_q4k_compute(const struct v5_q4k_raw *r, const int8_t *xq, const fl
         }
     }
     int sh = 4 * (t & 1);   /* sub-blocks t and t+4 are high nibbles (16 x) when t is odd */
-    const float2 *dp = xd + sb * 8 + t;
-    float2 xa = co ? v5_ldxd_co(dp) : v5_ldxd(dp), xb = co ? v5_ldxd_co(dp + 4) : v5_ldxd(dp + 4);
+    float2 xa = v5_ldxd(xd + sb * 8 + t), xb = v5_ldxd(xd + sb * 8 + t + 4);
     *acc_g += v5_q4k_scale(r->h[0], t, c4[0] >> sh, c4[1] >> sh, xa, xb);
     *acc_g8 += v5_q4k_scale(r->h[1], t, c4[2] >> sh, c4[3] >> sh, xa, xb);
 }
@@ -281,7 +271,7 @@ V5_FN uint32_t v5_q6(uint32_t l, uint32_t hb, int q)
 }
 
 V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const float2 *xd, int64_t sb, int g, int t,
-                          float *acc_g, float *acc_g8, int co)
+                          float *acc_g, float *acc_g8)
 {
     /* lane (g, t) gives B column g = 2q + (t >> 1): unit qs = (g - (t >> 1)) / 2 when that is
      * whole and in 0..3 (else none), so it loads only that unit's 8 activation bytes per half;
@@ -291,7 +281,7 @@ V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const fl
     V5_UNROLL
     for (int h = 0; h < 2; h++) {
         int c4[4] = {0, 0, 0, 0};
-        uint2 xv = co ? v5_ldx8_co(xs + 64 * h) : v5_ldx8(xs + 64 * h);
+        uint2 xv = v5_ldx8(xs + 64 * h);
         V5_UNROLL
         for (int q = 0; q < 4; q++) {
             uint2 l0 = r->ql[0][2 * h + (q & 1)], l1 = r->ql[1][2 * h + (q & 1)];
@@ -299,8 +289,7 @@ V5_FN void v5_q6k_compute(const struct v5_q6k_raw *r, const int8_t *xq, const fl
             v5_mma(c4, 1, v5_q6(l0.x, r->qh[0][h].x, q), v5_q6(l1.x, r->qh[1][h].x, q), v5_q6(l0.y, r->qh[0][h].y, q),
                    v5_q6(l1.y, r->qh[1][h].y, q), on ? xv.x : 0u, on ? xv.y : 0u);
         }
-        const float2 *dp = xd + sb * 8 + 4 * h + t;
-        float dx = (co ? v5_ldxd_co(dp) : v5_ldxd(dp)).x;
+        float dx = v5_ldxd(xd + sb * 8 + 4 * h + t).x;
         int sh = 16 * h;
         /* |sc * dot| < 128 * 16 * 32 * 127: two of them fit an int, not the i2f trick */
         int s0 = (int)(int8_t)(r->sc[0] >> sh), s1 = (int)(int8_t)(r->sc[0] >> (sh + 8));

@@ -456,8 +456,6 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
         *xq_out = (const int8_t *)c->glu_q.p;
         *xd_out = (const float2 *)((const uint8_t *)c->glu_q.p + k);
         c->glu_x = NULL;
-        c->rdy_in = c->glu_rdy_made;   /* GLIM_CUDA_DOWN_FLAGS: v5 may wait on these (launch_v5) */
-        c->glu_rdy_made = NULL;
         c->glu_used++;
         return true;
     }
@@ -668,9 +666,7 @@ void cuda_matmul_q8_n(struct cuda_ctx *c, int n, float *const *ys, const struct 
     }
     float *ys_rest[GEMV_MAX_PARTS];
     const struct be_weight *ws_rest[GEMV_MAX_PARTS];
-    bool v5 = cuda_gemv5(c, n, ys, ws, xq, xd, taken);
-    c->rdy_in = NULL;   /* not taken: the other GEMVs wait for the whole gate/up launch */
-    if (v5) {   /* v5 took the Q4_K/Q6_K parts; the rest take v3 */
+    if (cuda_gemv5(c, n, ys, ws, xq, xd, taken)) {   /* v5 took the Q4_K/Q6_K parts; the rest take v3 */
         CUDA_LAUNCHED(c, "matmul q8 v5");
         int m = 0;
         for (int i = 0; i < n; i++)

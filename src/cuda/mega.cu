@@ -113,7 +113,16 @@ static __device__ __forceinline__ void mg_sync(void)   /* the consumer warps onl
     asm volatile("bar.sync 1, %0;" ::"r"(MG_CW * 32) : "memory");
 }
 
-#define MG_SPIN_MAX V5_SPIN_MAX   /* gemv_mma_job.cuh: a wait that cannot end traps */
+static __device__ __forceinline__ unsigned mg_ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* A wait that cannot end (a CTA that never became resident, a count gone wrong) traps instead of
+ * hanging the device: the launch fails with an error the host reports */
+#define MG_SPIN_MAX (1u << 26)
 
 static __device__ __forceinline__ void mg_bar_wait(uint64_t *bar, unsigned parity)
 {
@@ -377,7 +386,7 @@ static __device__ void mg_grid_bar_fed(unsigned *bar, const mg_params &p, int64_
     mg_sync();   /* thread 0's acquire before anyone reads what the other CTAs stored */
 }
 
-/* GLIM_CUDA_MEGA_DEPTH: v5_wait_ready with the warp feeding its ring while it waits */
+/* GLIM_CUDA_MEGA_DEPTH: mg_wait_ready with the warp feeding its ring while it waits */
 static __device__ void mg_wait_ready_fed(const v5_job &job, int64_t w, const unsigned *ready, int lane, const mg_params &p,
                                          const mg_ring &rg, mg_cursor &c, mg_fill &f, unsigned seq)
 {
@@ -386,14 +395,13 @@ static __device__ void mg_wait_ready_fed(const v5_job &job, int64_t w, const uns
     for (unsigned k = 0;; k++) {
         bool in = true;
         for (int64_t i = lane; i < m; i += 32)
-            in = in && v5_pair_in(ready, (a + i) % job.n_sb, job.n_sb);
+            in = in && mg_ld_acquire(ready + (a + i) % job.n_sb) >= 8u;
         if (__all_sync(0xffffffffu, in))
             break;
         mg_fill_ring(p, w, rg, c, f, seq, lane, mg_lim(p, rg, f, seq, lane));
         if (k > MG_SPIN_MAX)
             __trap();
     }
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");   /* with the polls: an acquire of every count seen */
 }
 
 /* The CTA's side of v5's merge: a tile cut between warps of one CTA has its pieces' partial sums
@@ -408,6 +416,33 @@ struct mg_merge {
     unsigned cnt[2][MG_CW];
 };
 
+/* GLIM_CUDA_MEGA_FLAGS=1: SwiGLU block blk (>= 0: this warp just quantized it) counted in its
+ * super-block's ready count, after its int8 values and scale are visible */
+static __device__ __forceinline__ void mg_glu_ready(unsigned *ready, int64_t blk, int lane)
+{
+    if (!ready || blk < 0)
+        return;
+    __threadfence();
+    __syncwarp();
+    if (lane == 0)
+        atomicAdd(&ready[blk >> 3], 1u);
+}
+
+/* ... and down's warp w waits, instead of a grid barrier, until every super-block of its units is
+ * in (8 blocks each); its lanes then read the activations from global memory (the acquire leaves
+ * no stale line in L1) */
+static __device__ void mg_wait_ready(const v5_job &job, int64_t w, const unsigned *ready, int lane)
+{
+    int64_t units = v5_units(job), a = v5_split_lo(w, units, job.n_warps), b = v5_split_lo(w + 1, units, job.n_warps);
+    int64_t m = b - a < job.n_sb ? b - a : job.n_sb;
+    for (int64_t i = lane; i < m; i += 32)
+        for (unsigned k = 0; mg_ld_acquire(ready + (a + i) % job.n_sb) < 8u; k++)
+            if (k > MG_SPIN_MAX)
+                __trap();
+    __syncwarp();
+}
+
+
 /* v5_store for warp w's piece of a tile cut over warps w0..w1: in shared memory when they are all
  * in this CTA, else v5's own way. The same partial sums, added in piece order from 0: the same
  * bits. */
@@ -417,7 +452,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
 {
     int pieces = (int)(w1 - w0 + 1);
     if (pieces == 1 || global || w0 / MG_CW != w1 / MG_CW) {
-        v5_glu_ready(ready, v5_store(job, P, tile, (int)(w - w0), pieces, job.stride, r0, lane, acc_g, acc_g8), lane);
+        mg_glu_ready(ready, v5_store(job, P, tile, (int)(w - w0), pieces, job.stride, r0, lane, acc_g, acc_g8), lane);
         return;
     }
     int g = lane >> 2, t = lane & 3, l0 = (int)(w0 % MG_CW);
@@ -446,7 +481,7 @@ static __device__ __forceinline__ void mg_store(const v5_job &job, const v5_part
     if (lane == 0)
         mm->cnt[jp][l0] = 0u;   /* for the next job of this parity (after the stage's end) */
     if (job.glu_cnt)
-        v5_glu_ready(ready, v5_glu_arrive(job, P, tile, lane), lane);
+        mg_glu_ready(ready, v5_glu_arrive(job, P, tile, lane), lane);
 }
 
 /* consumer warp w's units of a job, each record taken from its ring (seq: the warp's records so
@@ -562,7 +597,7 @@ static __global__ void __launch_bounds__(MG_NT, 1) mega_kernel(const mg_params p
             if (flags && p.depth && p.feed)
                 mg_wait_ready_fed(p.job[j], w, p.ready, lane, p, rg, c, f, seq);
             else if (flags)
-                v5_wait_ready(p.job[j], w, p.ready, lane);
+                mg_wait_ready(p.job[j], w, p.ready, lane);
             if (p.kind[j])
                 mg_job_run<v5_q6k_t16>(p, p.job[j], xq, xd, w, lane, rg, seq, c, f, &mm, j & 1);
             else
