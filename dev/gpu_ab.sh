@@ -4,8 +4,8 @@
 # .gpu/testdata and .gpu/base (a `git archive` of the base commit) carried:
 #   cd .gpu/snap && OUT=$OUT ENVS="GLIM_CUDA_X=1 ..." bash dev/gpu_ab.sh > $OUT/ab.log 2>&1; tail -40 $OUT/ab.log
 # It builds both at once (base: /tmp/bb, this tree: /tmp/bg), makes the 30B preset file, runs the op
-# tests named in TESTS (GLIM_TEST_QUICK=1), then tg128 with graphs for the base, this tree, and this
-# tree under each comma-joined env of ENVS, in turns, ROUNDS times (default 2); NG=1 adds one round
+# tests named in TESTS (GLIM_TEST_QUICK=1; also under each comma-joined env of TENVS), then tg128 with graphs for the base, this tree, and this
+# tree under each comma-joined env of ENVS, in turns (LCMP: first the 30B logits under those envs vs the default's), ROUNDS times (default 2); NG=1 adds one round
 # without graphs. ~150 s on a fresh H100 for two envs (2026-12-06), against ~190 s through
 # dev/gpu_bench.sh, which builds more and runs more by default.
 set -u
@@ -23,11 +23,18 @@ if [ ! -f $M ]; then
   /tmp/bg/glim mkmodel --preset muse-glimmer-30b --vocab 202048 --unique-rows 256 -q -o $M >/tmp/mk.log 2>&1 &
   MK=$!
 fi
-for t in ${TESTS:-}; do
-  GLIM_TEST_QUICK=1 GLIM_TEST_ONLY=$t timeout 90 /tmp/bg/tests/test_cuda_ops >/tmp/t.log 2>&1
-  echo "$t rc=$? $(tail -1 /tmp/t.log)"; grep -m6 -E "FAIL|CHECK" /tmp/t.log
+for e in X=1 ${TENVS:-}; do   # TENVS: comma-joined envs the tests also run under
+  for t in ${TESTS:-}; do
+    env ${e//,/ } GLIM_TEST_QUICK=1 GLIM_TEST_ONLY=$t timeout 90 /tmp/bg/tests/test_cuda_ops >/tmp/t.log 2>&1
+    echo "$t [$e] rc=$? $(tail -1 /tmp/t.log)"; grep -m6 -E "FAIL|CHECK" /tmp/t.log
+  done
 done
 [ -n "$MK" ] && wait $MK; el "tests, model"
+ev() { env ${1//,/ } timeout 120 /tmp/bg/glim eval -m $M --device cuda -q --tokens 1,2,3,4 --generate 12 --ctx 64 --logits-out $2 >/dev/null 2>&1; }
+if [ -n "${LCMP:-}" ]; then   # LCMP="env,env ...": the 30B file's logits under each env against the default's, byte for byte
+  ev X=1 /tmp/l0.bin
+  for e in $LCMP; do ev "$e" /tmp/l1.bin; echo "logits [$e]: $(cmp -s /tmp/l0.bin /tmp/l1.bin && echo identical || echo DIFFER) ($(stat -c %s /tmp/l1.bin) bytes)"; done
+fi
 while [ ! -f /tmp/bb.done ]; do sleep 2; done; cat /tmp/bb.done
 tg() {   # label binary env [bench args]
   local l=$1 b=$2 e=$3; shift 3
