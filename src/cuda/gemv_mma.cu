@@ -162,7 +162,7 @@ static __device__ __forceinline__ void v5_span(const v5_job &job, const v5_part 
  * in flight per lane */
 /* warp w's units of job (the FFN chain's and the norm fold's variants were removed on 2026-12-05,
  * their code is in git history at 8be8ec1) */
-template <class KA, int UA, class KB, int UB, bool G1 = false>
+template <class KA, int UA, class KB, int UB>
 static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *__restrict__ xq,
                                               const float2 *__restrict__ xd, int64_t w, int lane, bool &waited)
 {
@@ -182,15 +182,12 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
         if (job.trace && lane == 0)
             v5_stamp_w(job, w, 3);
         int64_t w0 = v5_warp_of(job, tile * job.n_sb), w1 = v5_warp_of(job, tend - 1);
-        if (G1)
-            v5_store_glu1(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), e - x, lane, acc_g, acc_g8);
-        else
-            v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
+        v5_store(job, P, tile, (int)(w - w0), (int)(w1 - w0 + 1), job.stride, r0, lane, acc_g, acc_g8);
         x = e;
     }
 }
 
-template <class KA, int UA, class KB, int UB, bool G1 = false>
+template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
@@ -201,7 +198,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
     if (job.trace && lane == 0)
         v5_stamp(job, 0);
     bool waited = false;   /* the first loads go out before the wait (after it: 156.7 vs 160.0 t/s) */
-    v5_run<KA, UA, KB, UB, G1>(job, xq, xd, w, lane, waited);
+    v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
@@ -233,12 +230,9 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
         return false;
     int64_t k = ws[0]->n, blocks = k / 32;
     if (!cuda_buf_reserve(c, &c->glu_q, (size_t)k + (size_t)blocks * sizeof(float2)) ||
-        !cuda_buf_counts(c, &c->glu_cnt, (size_t)(blocks + job.n_tiles) * 4))
+        !cuda_buf_counts(c, &c->glu_cnt, (size_t)blocks * 4))
         return false;
     job.glu_cnt = (unsigned *)c->glu_cnt.p;
-    static int one_forced = -1;   /* GLIM_CUDA_GLU_ONE=1: one count a block (v5_store_glu1) */
-    job.glu_one = cuda_env_knob("GLIM_CUDA_GLU_ONE", &one_forced) > 0 && job.stride <= V5_G1_MAX;
-    job.glu_np = job.glu_cnt + blocks;   /* after the counts (mega.cu's jobs use only those) */
     job.glu_q = (int8_t *)c->glu_q.p;
     job.glu_d = (float2 *)((uint8_t *)c->glu_q.p + k);
     return true;
@@ -372,10 +366,6 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
-    else if (job.glu_one && (u ? u : KA::U_DEF) == 2)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 2, KA, 2, true>, job, xq, xd, c->pdl_all));
-    else if (job.glu_one && (u ? u : KA::U_DEF) == 1)
-        CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1, true>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KA, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 3)

@@ -21,9 +21,6 @@ struct v5_job {
                                 * tiles arrived (4 = both tiles of both parts; 0 between launches) */
     int8_t   *glu_q;           /* ... and the last of them writes silu(gate) * up quantized (K45) */
     float2   *glu_d;
-    int       glu_one;         /* GLIM_CUDA_GLU_ONE=1: one count per 32-row block over the pieces of its four
-                                * tiles, and its last piece merges all four (v5_store_glu1) */
-    unsigned *glu_np;          /* ... with each tile's pieces, written by every one of them */
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
@@ -148,60 +145,6 @@ static __device__ __forceinline__ int64_t v5_store(const v5_job &job, const v5_p
     if (lane == 0)
         job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
     return job.glu_cnt ? v5_glu_arrive(job, P, tile, lane) : -1;
-}
-
-/* GLIM_CUDA_GLU_ONE: v5_store for a GLU job with one count per 32-row block instead of one per tile
- * and then one per block. Every piece (cut or not) writes its 16 partial sums and adds its units to
- * the block's count; the piece that brings the count to the four tiles' units loads every partial of
- * the block at once, adds each row's in piece order from 0 as v5_store does (a whole tile's sums as
- * they are), and quantizes silu(gate) * up as v5_glu_arrive does: the same bits, with one fenced
- * count and one round of loads on the last warp's way out instead of two of each. */
-#define V5_G1_MAX 8   /* most pieces a tile may be cut into here (job.stride): the loads are unrolled */
-static __device__ __forceinline__ int64_t v5_store_glu1(const v5_job &job, const v5_part &P, int64_t tile, int piece,
-                                                     int pieces, int64_t units, int lane, float acc_g, float acc_g8)
-{
-    int g = lane >> 2, t = lane & 3;
-    v5_group_sums(acc_g, acc_g8);
-    float *pp = job.part + ((size_t)tile * job.stride + piece) * 16;
-    if (t == 0) {
-        pp[g] = acc_g;
-        pp[g + 8] = acc_g8;
-    }
-    if (lane == 0)
-        job.glu_np[tile] = (unsigned)pieces;
-    int64_t blk = (tile - P.tile0) >> 1;
-    __threadfence();   /* the partials and the pieces are visible before the count says so */
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0)
-        done = atomicAdd(&job.glu_cnt[blk], (unsigned)units);
-    if (__shfl_sync(0xffffffffu, done, 0) + (unsigned)units != 4u * (unsigned)job.n_sb)
-        return -1;
-    __threadfence();   /* the block's last piece in: every partial of its four tiles is visible */
-    int64_t n = blk * 32 + lane;   /* lane = the block's row, of gate (part 0) and of up (part 1) */
-    float y[2];
-#pragma unroll
-    for (int q = 0; q < 2; q++) {
-        int64_t tq = job.p[q].tile0 + (n >> 4);
-        const float *tp = job.part + (size_t)tq * job.stride * 16 + (n & 15);
-        unsigned np = __ldcg(job.glu_np + tq);
-        float v[V5_G1_MAX];
-#pragma unroll
-        for (int i = 0; i < V5_G1_MAX; i++)
-            v[i] = i < job.stride ? __ldcg(tp + (size_t)i * 16) : 0.0f;
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < V5_G1_MAX; i++)
-            if (i < (int)np)
-                s += v[i];
-        y[q] = np == 1 ? v[0] : s;   /* an uncut tile's sums as v5_store writes them (-0 stays -0) */
-        job.p[q].y[n] = y[q];
-    }
-    float v = glu_apply<1 + BE_GLU_SILU>(y[1], y[0]);   /* up, gate */
-    quant_block32(v, lane, n, XL_K45, job.glu_q, job.glu_d + blk);
-    if (lane == 0)
-        job.glu_cnt[blk] = 0u;   /* for the next launch */
-    return blk;
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
