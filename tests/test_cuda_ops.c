@@ -57,6 +57,7 @@ int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_to
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
+int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row tiled GEMVs on v5s (0: v5) */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -919,6 +920,63 @@ static void test_glu_fuse(void)
                        rndi(1, 300), v5);
     /* more units than warps: uneven pieces */
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, v5);
+}
+
+/* GEMV v5s (units shared out at run time in each SM, chunks of C units): its own bits, the same
+ * every run, within v5's 1e-5 of plain v5 and v5's 1e-2 of the CPU. One row of a tiled weight. */
+static void check_v5s(uint32_t type, int64_t k, int64_t n, int C)
+{
+    struct be_weight hw = make_weight(type, k, n), tl;
+    if (init_layout(&tl, &hw, true) != GLIM_OK) {
+        free((void *)hw.host);
+        return;
+    }
+    size_t y_bytes = (size_t)n * sizeof(float);
+    float *x = rand_vec(k, 1.0f), *a = malloc(y_bytes), *b = malloc(y_bytes), *v = malloc(y_bytes), *ref = malloc(y_bytes);
+    float *dx = to_dev(x, (size_t)k * sizeof(float)), *dy = be->i->alloc(be, y_bytes);
+    cpu_ref_matmul(ref, &hw, x, 1);
+    CHECK_EQ(backend_cuda_set_v5s(be, C), GLIM_OK);
+    be->i->matmul(be, dy, &tl, dx, 1);
+    from_dev(a, dy, y_bytes);
+    be->i->matmul(be, dy, &tl, dx, 1);
+    from_dev(b, dy, y_bytes);
+    CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
+    be->i->matmul(be, dy, &tl, dx, 1);
+    from_dev(v, dy, y_bytes);
+    char what[128];
+    snprintf(what, sizeof what, "v5s %s k=%lld n=%lld C=%d", quant_type_name(type), (long long)k, (long long)n, C);
+    if (memcmp(a, b, y_bytes) != 0)
+        fprintf(stderr, "FAIL %s: two runs differ\n", what);
+    CHECK(memcmp(a, b, y_bytes) == 0);
+    CHECK(close_enough(a, v, n, 1e-5, what));
+    if (n >= 16)
+        CHECK(close_enough(a, ref, n, 1e-2, what));
+    be->i->release(be, dx), be->i->release(be, dy);
+    weights_free(&tl, &hw, 1);
+    free(x), free(a), free(b), free(v), free(ref);
+}
+
+static void test_v5s(void)
+{
+    if (!v5_takes_tiles() || exact_mode) {
+        fprintf(stderr, "  v5 does not take tiles here (sm < 80) or exact: skipped\n");
+        return;
+    }
+    static const uint32_t QT[2] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
+    for (int ti = 0; ti < 2; ti++) {
+        for (int i = 0; i < 6; i++)   /* ragged n, fewer and more units than SMs */
+            check_v5s(QT[ti], 256 * rndi(1, 16), rndi(1, 600), rndi(1, 8));
+        check_v5s(QT[ti], 256, 16, 2);             /* one tile */
+        check_v5s(QT[ti], 6656, 4224 + 5, 2);      /* tiles cut between CTAs */
+        check_v5s(QT[ti], 19968, 416 + 3, 3);      /* down's shape: long tiles, chunks of 3 */
+        check_v5s(QT[ti], 6656, 2 * 1024, 1);
+    }
+    /* the SwiGLU fold on v5s: bit for bit the quantizer it replaces (check_glu_fuse's own test) */
+    CHECK_EQ(backend_cuda_set_v5s(be, 2), GLIM_OK);
+    check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, true);
+    check_glu_fuse(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 6656, 2048, 300, true);
+    check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), true);
+    CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
 }
 
 static void test_t16(void)
@@ -2660,6 +2718,7 @@ int main(void)
     RUN(test_k45_aux);
     RUN(test_t16);
     RUN(test_glu_fuse);
+    RUN(test_v5s);
     RUN(test_glu_gated);
     RUN(test_matmul_exact);
     RUN(test_matmul_xcache);

@@ -205,6 +205,149 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
+/* ---- GEMV v5s (opt-in, GLIM_CUDA_V5S=C; bench knob): v5's arithmetic with the units shared out
+ * at run time inside each SM.
+ * WHY (docs/PERFORMANCE.md, 2026-12-04 trace and 2026-12-06): a v5 launch ends ~5.5 us after its
+ * median warp, and that tail is the spread of the warps' streaming ends: within an SM the 16 warps'
+ * ends spread ~5 us (random per launch), while the SMs' means differ ~1-2 us. Work taken at run time
+ * within the SM removes the first: one CTA of 16 warps an SM gets v5's even share of units (job.n_warps
+ * = the CTAs), cut into chunks of at most C units that never cross a tile, and each warp takes the
+ * next chunk from a shared-memory count until none is left. A chunk's 16 sums go to a shared-memory
+ * slot; the warp whose chunk completes a tile's units in the CTA adds the slots in chunk order, so
+ * the sums do not depend on which warp took what: the form has its own bits, the same every run
+ * (held to v5 by a tolerance, test_v5s). A tile cut between CTAs is merged through global memory in
+ * piece order as v5_store does, and the SwiGLU fold is v5_glu_arrive. */
+struct v5s_range {
+    int64_t a, b, t0;   /* the CTA's units [a, b); the tile of a */
+    int64_t l0;         /* the units of tile t0 in [a, b) */
+    int     c0, cpt;    /* chunks of tile t0; chunks of a whole tile */
+    int     total;      /* chunks in all */
+};
+
+static __host__ __device__ __forceinline__ v5s_range v5s_range_of(int64_t cta, int64_t units, int64_t n_cta,
+                                                                   int64_t n_sb, int C)
+{
+    v5s_range r;
+    r.a = v5_split_lo(cta, units, n_cta), r.b = v5_split_lo(cta + 1, units, n_cta);
+    r.t0 = r.a / n_sb;
+    int64_t e0 = (r.t0 + 1) * n_sb;
+    r.l0 = (e0 < r.b ? e0 : r.b) - r.a;
+    r.c0 = (int)((r.l0 + C - 1) / C);
+    r.cpt = (int)((n_sb + C - 1) / C);
+    int64_t rest = r.b - r.a - r.l0;
+    r.total = r.c0 + (int)(rest / n_sb) * r.cpt + (int)((rest % n_sb + C - 1) / C);
+    return r;
+}
+
+/* tiles of one CTA's range at most, for its shared-memory slots */
+static __host__ __device__ __forceinline__ int64_t v5s_tiles_max(int64_t units, int64_t n_cta, int64_t n_sb)
+{
+    int64_t len = (units + n_cta - 1) / n_cta;
+    return (len + n_sb - 1) / n_sb + 1;
+}
+
+/* a tile's rows r0 + lane (lane < 16) summed in this CTA, y: to P.y when the tile is the CTA's alone,
+ * else as the CTA's piece through global memory (v5_store's merge in piece order); then the GLU fold */
+static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_part &P, int64_t tile, int64_t r0,
+                                                    int lane, float y)
+{
+    int64_t c0 = v5_warp_of(job, tile * job.n_sb), c1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
+    int pieces = (int)(c1 - c0 + 1), piece = (int)(blockIdx.x - c0);
+    if (pieces == 1) {
+        if (lane < 16 && r0 + lane < P.n)
+            P.y[r0 + lane] = y;
+    } else {
+        if (lane < 16)
+            job.part[((size_t)tile * job.stride + piece) * 16 + lane] = y;
+        if (!v5_last_piece(job, tile, pieces, lane))
+            return;
+        if (lane < 16 && r0 + lane < P.n) {
+            const float *tp = job.part + (size_t)tile * job.stride * 16 + lane;
+            float v = 0.0f;
+            for (int i = 0; i < pieces; i++)
+                v += __ldcg(tp + (size_t)i * 16);
+            P.y[r0 + lane] = v;
+        }
+        if (lane == 0)
+            job.cnt[tile] = 0u;
+    }
+    if (job.glu_cnt)
+        v5_glu_arrive(job, P, tile, lane);
+}
+
+template <class K, int U>
+static __global__ void __launch_bounds__(16 * 32, 1)
+gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig, int C)
+{
+    extern __shared__ float v5s_sm[];   /* [tiles_max][cpt][16] slots, then [tiles_max] counts, then the next chunk */
+    if (trig)
+        cuda_pdl_trigger();
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    v5s_range R = v5s_range_of(blockIdx.x, v5_units(job), job.n_warps, job.n_sb, C);
+    int64_t tmax = v5s_tiles_max(v5_units(job), job.n_warps, job.n_sb);
+    unsigned *tcnt = (unsigned *)(v5s_sm + (size_t)tmax * R.cpt * 16), *next = tcnt + tmax;
+    for (int64_t i = threadIdx.x; i <= tmax; i += blockDim.x)
+        tcnt[i] = 0u;   /* and *next (tcnt[tmax]) */
+    __syncthreads();
+    bool waited = false;   /* the first loads go out before the wait, as v5's */
+#pragma unroll 1
+    for (;;) {
+        unsigned k = 0;
+        if (lane == 0)
+            k = atomicAdd(next, 1u);
+        k = __shfl_sync(0xffffffffu, k, 0);
+        if ((int)k >= R.total)
+            break;
+        int64_t tile, s0, s1, lt, j;
+        if ((int)k < R.c0) {
+            lt = 0, j = k, tile = R.t0;
+            int64_t o = R.a - R.t0 * job.n_sb;
+            s0 = o + j * C, s1 = s0 + C < o + R.l0 ? s0 + C : o + R.l0;
+        } else {
+            int64_t kk = (int64_t)k - R.c0;
+            lt = 1 + kk / R.cpt, j = kk % R.cpt, tile = R.t0 + lt;
+            s0 = j * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
+            int64_t e = R.b - tile * job.n_sb;
+            s1 = s1 < e ? s1 : e;
+        }
+        v5_part P = v5_pick(job, tile);
+        int64_t r0 = (tile - P.tile0) * 16;
+        float acc_g = 0.0f, acc_g8 = 0.0f;
+        v5_span<K, U>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
+        v5_group_sums(acc_g, acc_g8);
+        float *slot = v5s_sm + ((size_t)lt * R.cpt + j) * 16;
+        if (t == 0) {
+            slot[g] = acc_g;
+            slot[g + 8] = acc_g8;
+        }
+        int64_t lo = tile * job.n_sb > R.a ? tile * job.n_sb : R.a, hi = (tile + 1) * job.n_sb < R.b ? (tile + 1) * job.n_sb : R.b;
+        unsigned need = (unsigned)(hi - lo), mine = (unsigned)(s1 - s0), done = 0;
+        __threadfence_block();   /* the slot before the count */
+        __syncwarp();
+        if (lane == 0)
+            done = atomicAdd(&tcnt[lt], mine);
+        if (__shfl_sync(0xffffffffu, done, 0) + mine != need)
+            continue;
+        __threadfence_block();   /* every slot of the tile is visible */
+        int nch = (int)((need + C - 1) / C);
+        float y = 0.0f;
+        if (lane < 16)
+            for (int i = 0; i < nch; i++)
+                y += v5s_sm[((size_t)lt * R.cpt + i) * 16 + lane];
+        v5s_tile_out(job, P, tile, r0, lane, y);
+    }
+    if (!waited)
+        cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
+}
+
+/* shared memory of a v5s launch of the planned job */
+static size_t v5s_smem(const v5_job &job, int C)
+{
+    int64_t tmax = v5s_tiles_max(job.n_tiles * job.n_sb, job.n_warps, job.n_sb), cpt = (job.n_sb + C - 1) / C;
+    return (size_t)tmax * cpt * 16 * sizeof(float) + (size_t)(tmax + 1) * sizeof(unsigned);
+}
+
+
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
 static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
@@ -386,10 +529,23 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
-    if (!v5_plan(c, job, warps))
+    int C = std::is_same<KA, KB>::value && KA::TILED ? c->v5s : 0;   /* v5s: one CTA an SM */
+    if (!v5_plan(c, job, C ? c->n_sm : warps))
         return 0;   /* recorded in the context; these parts go to v3 */
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
-    v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
+    size_t smem = C ? v5s_smem(job, C) : 0;
+    if (C && smem <= 48 * 1024) {
+        if constexpr (std::is_same<KA, KB>::value && KA::TILED) {
+            job.trace = NULL;
+            cudaLaunchAttribute attr[2];
+            cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_warps), dim3(16 * 32), smem, attr);
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KA::U_DEF>, job, xq, xd, c->pdl_all, C));
+        }
+    } else {
+        if (C && !v5_plan(c, job, warps))   /* too many slots (the output head): plain v5 */
+            return 0;
+        v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);
+    }
     for (int i = 0; i < n; i++)
         taken[i] = taken[i] || mine[i];
     if (glu && c->first_err == cudaSuccess)   /* matmul_glu(x = up, g = gate) finds its input made */
