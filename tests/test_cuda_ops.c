@@ -23,6 +23,7 @@
  * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
  * v3, bf16 GEMM, get_rows, multi-part jobs), v5 within its 1e-5.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
+ * test_v5s: GEMV v5s (opt-in, GLIM_CUDA_V5S) has bits of its own: the same every run, 1e-5 of v5.
  */
 #include "harness.h"
 
