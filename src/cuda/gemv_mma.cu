@@ -347,7 +347,6 @@ static size_t v5s_smem(const v5_job &job, int C)
     return (size_t)tmax * cpt * 16 * sizeof(float) + (size_t)(tmax + 1) * sizeof(unsigned);
 }
 
-
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
 static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
