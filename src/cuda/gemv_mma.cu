@@ -253,24 +253,14 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
 {
     int64_t c0 = v5_warp_of(job, tile * job.n_sb), c1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
     int pieces = (int)(c1 - c0 + 1), piece = (int)(blockIdx.x - c0);
-    if (pieces == 1) {
-        if (lane < 16 && r0 + lane < P.n)
-            P.y[r0 + lane] = y;
-    } else {
+    if (pieces > 1) {
         if (lane < 16)
             job.part[((size_t)tile * job.stride + piece) * 16 + lane] = y;
-        if (!v5_last_piece(job, tile, pieces, lane))
-            return;
-        if (lane < 16 && r0 + lane < P.n) {
-            const float *tp = job.part + (size_t)tile * job.stride * 16 + lane;
-            float v = 0.0f;
-            for (int i = 0; i < pieces; i++)
-                v += __ldcg(tp + (size_t)i * 16);
-            P.y[r0 + lane] = v;
-        }
-        if (lane == 0)
-            job.cnt[tile] = 0u;
+        v5_merge_cut(job, P, tile, pieces, job.stride, r0, lane);
+        return;
     }
+    if (lane < 16 && r0 + lane < P.n)
+        P.y[r0 + lane] = y;
     if (job.glu_cnt)
         v5_glu_arrive(job, P, tile, lane);
 }

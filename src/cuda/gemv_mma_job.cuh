@@ -111,6 +111,27 @@ static __device__ __forceinline__ void v5_group_sums(float &acc_g, float &acc_g8
     acc_g8 += __shfl_xor_sync(0xffffffffu, acc_g8, 2);
 }
 
+/* After this warp wrote its piece of cut tile `tile` (16 partial sums at slot piece of stride): the
+ * last of the tile's pieces to arrive adds them in piece order from 0 into P.y, so the result does
+ * not depend on timing, and resets the count. Returns v5_glu_arrive's block, or -1. Shared by
+ * v5_store and v5s (gemv_mma.cu). */
+static __device__ __forceinline__ int64_t v5_merge_cut(const v5_job &job, const v5_part &P, int64_t tile, int pieces,
+                                                       int stride, int64_t r0, int lane)
+{
+    if (!v5_last_piece(job, tile, pieces, lane))
+        return -1;
+    if (lane < 16 && r0 + lane < P.n) {
+        const float *tp = job.part + (size_t)tile * stride * 16 + lane;
+        float y = 0.0f;
+        for (int i = 0; i < pieces; i++)
+            y += __ldcg(tp + (size_t)i * 16);
+        P.y[r0 + lane] = y;
+    }
+    if (lane == 0)
+        job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
+    return job.glu_cnt ? v5_glu_arrive(job, P, tile, lane) : -1;
+}
+
 /* Rows r0 + g and r0 + g + 8 of a tile: sum the 4 lanes of group g; with pieces == 1 write y,
  * else write this piece's 16 partial sums (slot piece of stride) and let the last piece to
  * arrive (an atomic count per tile, reset by it) add them in piece order: the result does not
@@ -133,18 +154,7 @@ static __device__ __forceinline__ int64_t v5_store(const v5_job &job, const v5_p
         pp[g] = acc_g;
         pp[g + 8] = acc_g8;
     }
-    if (!v5_last_piece(job, tile, pieces, lane))
-        return -1;
-    if (lane < 16 && r0 + lane < P.n) {
-        const float *tp = job.part + (size_t)tile * stride * 16 + lane;
-        float y = 0.0f;
-        for (int i = 0; i < pieces; i++)
-            y += __ldcg(tp + (size_t)i * 16);
-        P.y[r0 + lane] = y;
-    }
-    if (lane == 0)
-        job.cnt[tile] = 0u;   /* for the next launch (which waits for this one's end) */
-    return job.glu_cnt ? v5_glu_arrive(job, P, tile, lane) : -1;
+    return v5_merge_cut(job, P, tile, pieces, stride, r0, lane);
 }
 
 /* the part (of one weight type) that tile falls in, unrolled so the job stays in the parameter bank */
