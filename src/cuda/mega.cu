@@ -442,7 +442,6 @@ static __device__ void mg_wait_ready(const v5_job &job, int64_t w, const unsigne
     __syncwarp();
 }
 
-
 /* v5_store for warp w's piece of a tile cut over warps w0..w1: in shared memory when they are all
  * in this CTA, else v5's own way. The same partial sums, added in piece order from 0: the same
  * bits. */
