@@ -23,7 +23,8 @@
  * layout's bits on every path that has the same arithmetic (exact GEMV, dp4a v2/v3, persistent
  * v3, bf16 GEMM, get_rows, multi-part jobs), v5 within its 1e-5.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
- * test_v5s: GEMV v5s (opt-in, GLIM_CUDA_V5S) has bits of its own: the same every run, 1e-5 of v5.
+ * test_v5s: GEMV v5s (the one-row default, GLIM_CUDA_V5S=0: v5) has bits of its own: the same every
+ * run, 1e-5 of v5, and tiles and row-major blocks give the same bits. test_mega pins plain v5.
  */
 #include "harness.h"
 
@@ -58,7 +59,8 @@ int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_to
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
-int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row tiled GEMVs on v5s (0: v5) */
+int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs on v5s (0: v5) */
+int backend_cuda_get_v5s(struct backend *be_);                 /* 4 unless set */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -927,34 +929,45 @@ static void test_glu_fuse(void)
  * every run, within v5's 1e-5 of plain v5 and v5's 1e-2 of the CPU. One row of a tiled weight. */
 static void check_v5s(uint32_t type, int64_t k, int64_t n, int C)
 {
-    struct be_weight hw = make_weight(type, k, n), tl;
-    if (init_layout(&tl, &hw, true) != GLIM_OK) {
+    struct be_weight hw = make_weight(type, k, n), tl, rm;
+    if (init_layout(&tl, &hw, true) != GLIM_OK || init_layout(&rm, &hw, false) != GLIM_OK) {
         free((void *)hw.host);
         return;
     }
     size_t y_bytes = (size_t)n * sizeof(float);
     float *x = rand_vec(k, 1.0f), *a = malloc(y_bytes), *b = malloc(y_bytes), *v = malloc(y_bytes), *ref = malloc(y_bytes);
+    float *r = malloc(y_bytes);
     float *dx = to_dev(x, (size_t)k * sizeof(float)), *dy = be->i->alloc(be, y_bytes);
     cpu_ref_matmul(ref, &hw, x, 1);
+    int c0 = backend_cuda_get_v5s(be), ver = backend_cuda_get_gemv(be);
     CHECK_EQ(backend_cuda_set_v5s(be, C), GLIM_OK);
     be->i->matmul(be, dy, &tl, dx, 1);
     from_dev(a, dy, y_bytes);
     be->i->matmul(be, dy, &tl, dx, 1);
     from_dev(b, dy, y_bytes);
+    CHECK_EQ(backend_cuda_set_gemv(be, 5), GLIM_OK);   /* v5 (so v5s) takes the row-major blocks too */
+    be->i->matmul(be, dy, &rm, dx, 1);
+    from_dev(r, dy, y_bytes);
+    CHECK_EQ(backend_cuda_set_gemv(be, ver), GLIM_OK);
     CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
     be->i->matmul(be, dy, &tl, dx, 1);
     from_dev(v, dy, y_bytes);
+    CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
     char what[128];
     snprintf(what, sizeof what, "v5s %s k=%lld n=%lld C=%d", quant_type_name(type), (long long)k, (long long)n, C);
     if (memcmp(a, b, y_bytes) != 0)
         fprintf(stderr, "FAIL %s: two runs differ\n", what);
     CHECK(memcmp(a, b, y_bytes) == 0);
+    if (memcmp(a, r, y_bytes) != 0)
+        fprintf(stderr, "FAIL %s: tiles != row-major\n", what);
+    CHECK(memcmp(a, r, y_bytes) == 0);
     CHECK(close_enough(a, v, n, 1e-5, what));
     if (n >= 16)
         CHECK(close_enough(a, ref, n, 1e-2, what));
     be->i->release(be, dx), be->i->release(be, dy);
+    be->i->weight_clear(be, &rm);
     weights_free(&tl, &hw, 1);
-    free(x), free(a), free(b), free(v), free(ref);
+    free(x), free(a), free(b), free(v), free(ref), free(r);
 }
 
 static void test_v5s(void)
@@ -973,11 +986,12 @@ static void test_v5s(void)
         check_v5s(QT[ti], 6656, 2 * 1024, 1);
     }
     /* the SwiGLU fold on v5s: bit for bit the quantizer it replaces (check_glu_fuse's own test) */
+    int c0 = backend_cuda_get_v5s(be);
     CHECK_EQ(backend_cuda_set_v5s(be, 2), GLIM_OK);
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, true);
     check_glu_fuse(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 6656, 2048, 300, true);
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), true);
-    CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
 }
 
 static void test_t16(void)
@@ -2578,11 +2592,15 @@ static void test_mega(void)
         printf("  no fused ops, exact, not GEMV v3 or below sm_90: skipped\n");
         return;
     }
+    /* the span has plain v5's bits, so the launches it is held to run on v5, not v5s */
+    int c0 = backend_cuda_get_v5s(be);
+    CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
     /* the 30B shapes, down and v Q6_K or Q4_K, a short and a long context after it */
     check_mega(GLIM_TYPE_Q6_K, GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 19968, 5);
     check_mega(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 19968, 1000);
     /* smaller rows: jobs of fewer units than warps */
     check_mega(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 2048, 40);
+    CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
 }
 
 /* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode

@@ -1064,14 +1064,19 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::glu_fuse, on);
 }
 
-/* one-row tiled GEMVs on v5s with chunks of `chunk` units (1..8), or on v5 (0). Default: 0, or
- * GLIM_CUDA_V5S at creation. */
+/* one-row GEMVs of one weight kind on v5s with chunks of `chunk` units (1..8), or on v5 (0).
+ * Default: 4, or GLIM_CUDA_V5S at creation. */
 extern "C" int backend_cuda_set_v5s(struct backend *be, int chunk)
 {
     if (chunk < 0 || chunk > 8)
         return GLIM_EINVAL;
     ctx_of(be)->v5s = chunk;
     return GLIM_OK;
+}
+
+extern "C" int backend_cuda_get_v5s(struct backend *be)
+{
+    return ctx_of(be)->v5s;
 }
 
 /* matmul_attn_prep folds attn_prep into the q/k/v GEMV (on) or runs the two ops (off). Default:
@@ -1316,8 +1321,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
-    const char *f_v5s = getenv("GLIM_CUDA_V5S");   /* opt-in, not yet measured (gemv_mma.cu) */
-    c->v5s = f_v5s ? atoi(f_v5s) : 0;
+    /* v5s, chunks of 4 units: H100 tg128 145.26-145.34 vs 143.91-144.10 t/s (2026-12-06; 0: v5) */
+    const char *f_v5s = getenv("GLIM_CUDA_V5S");
+    c->v5s = f_v5s ? atoi(f_v5s) : 4;
     c->v5s = c->v5s < 0 ? 0 : c->v5s > 8 ? 8 : c->v5s;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */

@@ -205,8 +205,8 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
-/* ---- GEMV v5s (opt-in, GLIM_CUDA_V5S=C; bench knob): v5's arithmetic with the units shared out
- * at run time inside each SM.
+/* ---- GEMV v5s (the default for one-row jobs of one weight kind, chunks of C = 4 units;
+ * GLIM_CUDA_V5S=C, 0: plain v5): v5's arithmetic with the units shared out at run time inside each SM.
  * WHY (docs/PERFORMANCE.md, 2026-12-04 trace and 2026-12-06): a v5 launch ends ~5.5 us after its
  * median warp, and that tail is the spread of the warps' streaming ends: within an SM the 16 warps'
  * ends spread ~5 us (random per launch), while the SMs' means differ ~1-2 us. Work taken at run time
@@ -518,13 +518,13 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
-    int C = std::is_same<KA, KB>::value && KA::TILED ? c->v5s : 0;   /* v5s: one CTA an SM */
+    int C = std::is_same<KA, KB>::value ? c->v5s : 0;   /* v5s: one CTA an SM, one kind */
     if (!v5_plan(c, job, C ? c->n_sm : warps))
         return 0;   /* recorded in the context; these parts go to v3 */
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     size_t smem = C ? v5s_smem(job, C) : 0;
     if (C && smem <= 48 * 1024) {
-        if constexpr (std::is_same<KA, KB>::value && KA::TILED) {
+        if constexpr (std::is_same<KA, KB>::value) {
             job.trace = NULL;
             cudaLaunchAttribute attr[2];
             cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_warps), dim3(16 * 32), smem, attr);
