@@ -61,6 +61,7 @@ int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded 
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
 int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs on v5s (0: v5) */
 int backend_cuda_get_v5s(struct backend *be_);                 /* 4 unless set */
+int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -970,6 +971,50 @@ static void check_v5s(uint32_t type, int64_t k, int64_t n, int C)
     free(x), free(a), free(b), free(v), free(ref), free(r);
 }
 
+/* v5s's pool (the last pct % of tiles claimed whole by CTAs at run time): whoever takes a tile, the
+ * bits are the same, run after run (70 launches: the pool's counts, zeroed by each launch's last
+ * CTA, are reused), and within v5's 1e-5 of plain v5. Each run writes into NaNs, so a tile no CTA
+ * took cannot pass as the last run's. */
+static void check_v5s_pool(uint32_t type, int64_t k, int64_t n, int C, int pct, int runs)
+{
+    struct be_weight hw = make_weight(type, k, n), tl;
+    if (init_layout(&tl, &hw, true) != GLIM_OK) {
+        free((void *)hw.host);
+        return;
+    }
+    size_t y_bytes = (size_t)n * sizeof(float);
+    float *x = rand_vec(k, 1.0f), *a = malloc(y_bytes), *b = malloc(y_bytes), *v = malloc(y_bytes), *nan = malloc(y_bytes);
+    for (int64_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    float *dx = to_dev(x, (size_t)k * sizeof(float)), *dy = to_dev(nan, y_bytes);
+    int c0 = backend_cuda_get_v5s(be);
+    CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
+    be->i->matmul(be, dy, &tl, dx, 1);
+    from_dev(v, dy, y_bytes);
+    CHECK_EQ(backend_cuda_set_v5s(be, C), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5s_pool(be, pct), GLIM_OK);
+    char what[128];
+    snprintf(what, sizeof what, "v5s pool %s k=%lld n=%lld C=%d pct=%d", quant_type_name(type), (long long)k,
+             (long long)n, C, pct);
+    int differ = 0;
+    for (int r = 0; r < runs; r++) {
+        struct glim_err err = {0};
+        CHECK_EQ(be->i->upload(be, dy, nan, y_bytes, &err), GLIM_OK);
+        be->i->matmul(be, dy, &tl, dx, 1);
+        from_dev(r ? b : a, dy, y_bytes);
+        differ += r && memcmp(a, b, y_bytes) != 0;
+    }
+    CHECK_EQ(backend_cuda_set_v5s_pool(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
+    if (differ)
+        fprintf(stderr, "FAIL %s: %d of %d runs differ from the first\n", what, differ, runs - 1);
+    CHECK(differ == 0);
+    CHECK(close_enough(a, v, n, 1e-5, what));
+    be->i->release(be, dx), be->i->release(be, dy);
+    weights_free(&tl, &hw, 1);
+    free(x), free(a), free(b), free(v), free(nan);
+}
+
 static void test_v5s(void)
 {
     if (!v5_takes_tiles() || exact_mode) {
@@ -985,12 +1030,22 @@ static void test_v5s(void)
         check_v5s(QT[ti], 19968, 416 + 3, 3);      /* down's shape: long tiles, chunks of 3 */
         check_v5s(QT[ti], 6656, 2 * 1024, 1);
     }
+    for (int ti = 0; ti < 2; ti++) {   /* the pool: every claim order, its counts reused */
+        check_v5s_pool(QT[ti], 6656, 4224 + 5, 4, 15, 70);
+        check_v5s_pool(QT[ti], 19968, 416 + 3, 3, 30, 8);
+        check_v5s_pool(QT[ti], 256 * rndi(1, 16), rndi(1, 3000), rndi(1, 8), rndi(1, 50), 4);
+        check_v5s_pool(QT[ti], 256, 16 * 200, 2, 50, 4);   /* one unit a tile */
+    }
     /* the SwiGLU fold on v5s: bit for bit the quantizer it replaces (check_glu_fuse's own test) */
     int c0 = backend_cuda_get_v5s(be);
     CHECK_EQ(backend_cuda_set_v5s(be, 2), GLIM_OK);
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, true);
     check_glu_fuse(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 6656, 2048, 300, true);
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), true);
+    CHECK_EQ(backend_cuda_set_v5s_pool(be, 20), GLIM_OK);   /* ... and with the pool */
+    check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, true);
+    check_glu_fuse(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 6656, 19968, 300, true);
+    CHECK_EQ(backend_cuda_set_v5s_pool(be, 0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
 }
 

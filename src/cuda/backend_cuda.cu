@@ -853,7 +853,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
-                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt};
+                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt, &c->v5s_ctr};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -1077,6 +1077,16 @@ extern "C" int backend_cuda_set_v5s(struct backend *be, int chunk)
 extern "C" int backend_cuda_get_v5s(struct backend *be)
 {
     return ctx_of(be)->v5s;
+}
+
+/* v5s's run-time pool: the last `pct` % of a job's tiles (0..50; 0: none) claimed whole by the CTAs
+ * that get there first. Default: 0, or GLIM_CUDA_V5S_POOL at creation. */
+extern "C" int backend_cuda_set_v5s_pool(struct backend *be, int pct)
+{
+    if (pct < 0 || pct > 50)
+        return GLIM_EINVAL;
+    ctx_of(be)->v5s_pool = pct;
+    return GLIM_OK;
 }
 
 /* matmul_attn_prep folds attn_prep into the q/k/v GEMV (on) or runs the two ops (off). Default:
@@ -1325,6 +1335,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_v5s = getenv("GLIM_CUDA_V5S");
     c->v5s = f_v5s ? atoi(f_v5s) : 4;
     c->v5s = c->v5s < 0 ? 0 : c->v5s > 8 ? 8 : c->v5s;
+    const char *f_pool = getenv("GLIM_CUDA_V5S_POOL");   /* opt-in, not yet measured (gemv_mma.cu) */
+    c->v5s_pool = f_pool ? atoi(f_pool) : 0;
+    c->v5s_pool = c->v5s_pool < 0 ? 0 : c->v5s_pool > 50 ? 50 : c->v5s_pool;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

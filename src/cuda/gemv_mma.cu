@@ -246,12 +246,13 @@ static __host__ __device__ __forceinline__ int64_t v5s_tiles_max(int64_t units, 
     return (len + n_sb - 1) / n_sb + 1;
 }
 
-/* a tile's rows r0 + lane (lane < 16) summed in this CTA, y: to P.y when the tile is the CTA's alone,
- * else as the CTA's piece through global memory (v5_store's merge in piece order); then the GLU fold */
+/* a tile's rows r0 + lane (lane < 16) summed in this CTA, y: to P.y when the tile is the CTA's alone
+ * (whole: a pooled tile), else as the CTA's piece through global memory (v5_store's merge in piece
+ * order); then the GLU fold */
 static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_part &P, int64_t tile, int64_t r0,
-                                                    int lane, float y)
+                                                    int lane, float y, bool whole)
 {
-    int64_t c0 = v5_warp_of(job, tile * job.n_sb), c1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
+    int64_t c0 = whole ? 0 : v5_warp_of(job, tile * job.n_sb), c1 = whole ? 0 : v5_warp_of(job, (tile + 1) * job.n_sb - 1);
     int pieces = (int)(c1 - c0 + 1), piece = (int)(blockIdx.x - c0);
     if (pieces > 1) {
         if (lane < 16)
@@ -265,19 +266,51 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
         v5_glu_arrive(job, P, tile, lane);
 }
 
+/* The pool (GLIM_CUDA_V5S_POOL, opt-in): v5s's split evens each SM's warps but not the SMs, whose
+ * ends still spread several us a launch (docs/PERFORMANCE.md 2026-12-06). The job's last job.pool
+ * tiles are left out of the even split; a CTA that has handed out all its own chunks goes on with
+ * whole pooled tiles, claimed from a global count two ahead of need (one atomic a tile, its latency
+ * hidden by the work in hand), in chunks its warps take as before. A pooled tile is summed in one
+ * CTA in chunk order, so the result does not depend on which CTA took it.
+ * Pool slot q of a CTA: V5S_PENDING until claimed, then the tile's index in the pool, or -1 when
+ * the pool was empty (or the slot past the CTA's cap). */
+#define V5S_PENDING (-2)
+#define V5S_POOL_SLOTS 64   /* launches whose pool counts may be live at once (per context) */
+
+static __device__ __forceinline__ int v5s_claim(const v5_job &job)
+{
+    unsigned v = atomicAdd(&job.pool_ctr[0], 1u);
+    return v < (unsigned)job.pool ? (int)v : -1;
+}
+
+static __device__ __forceinline__ int v5s_slot_wait(volatile int *ptile, int q)
+{
+    int v;
+    while ((v = ptile[q]) == V5S_PENDING)
+        __nanosleep(32);
+    return v;
+}
+
 template <class K, int U>
 static __global__ void __launch_bounds__(16 * 32, 1)
 gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig, int C)
 {
-    extern __shared__ float v5s_sm[];   /* [tiles_max][cpt][16] slots, then [tiles_max] counts, then the next chunk */
+    /* [tiles_max + QM][cpt][16] slots (own tiles, then pooled ones), [tiles_max + QM] counts, the
+     * next chunk, then QM pool slots */
+    extern __shared__ float v5s_sm[];
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     v5s_range R = v5s_range_of(blockIdx.x, v5_units(job), job.n_warps, job.n_sb, C);
     int64_t tmax = v5s_tiles_max(v5_units(job), job.n_warps, job.n_sb);
-    unsigned *tcnt = (unsigned *)(v5s_sm + (size_t)tmax * R.cpt * 16), *next = tcnt + tmax;
-    for (int64_t i = threadIdx.x; i <= tmax; i += blockDim.x)
-        tcnt[i] = 0u;   /* and *next (tcnt[tmax]) */
+    int QM = job.pool ? job.pool_cap : 0;
+    int64_t nl = tmax + QM;
+    unsigned *tcnt = (unsigned *)(v5s_sm + (size_t)nl * R.cpt * 16), *next = tcnt + nl;
+    volatile int *ptile = (volatile int *)(next + 1);
+    for (int64_t i = threadIdx.x; i <= nl; i += blockDim.x)
+        tcnt[i] = 0u;   /* and *next (tcnt[nl]) */
+    for (int i = threadIdx.x; i < QM; i += blockDim.x)
+        ptile[i] = V5S_PENDING;
     __syncthreads();
     bool waited = false;   /* the first loads go out before the wait, as v5's */
 #pragma unroll 1
@@ -286,10 +319,25 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         if (lane == 0)
             k = atomicAdd(next, 1u);
         k = __shfl_sync(0xffffffffu, k, 0);
-        if ((int)k >= R.total)
-            break;
         int64_t tile, s0, s1, lt, j;
-        if ((int)k < R.c0) {
+        bool pooled = (int)k >= R.total;
+        if (pooled) {
+            int64_t kk = (int64_t)k - R.total;
+            int q = (int)(kk / R.cpt);
+            j = kk % R.cpt;
+            if (q >= QM)
+                break;
+            int pt = v5s_slot_wait(ptile, q);
+            if (j == 0 && q + 2 < QM && lane == 0)   /* the chain: tile q's first chunk claims slot q + 2 */
+                ptile[q + 2] = pt >= 0 ? v5s_claim(job) : -1;
+            if (pt < 0) {   /* claims may return out of order: two empty slots in a row end the pool */
+                if (q + 1 >= QM || v5s_slot_wait(ptile, q + 1) < 0)
+                    break;
+                continue;
+            }
+            lt = tmax + q, tile = job.n_tiles - job.pool + pt;
+            s0 = j * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
+        } else if ((int)k < R.c0) {
             lt = 0, j = k, tile = R.t0;
             int64_t o = R.a - R.t0 * job.n_sb;
             s0 = o + j * C, s1 = s0 + C < o + R.l0 ? s0 + C : o + R.l0;
@@ -304,6 +352,11 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         int64_t r0 = (tile - P.tile0) * 16;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         v5_span<K, U>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
+        if (k == 0 && QM && lane == 0) {   /* past the PDL wait (the counts are the last launch's till then) */
+            ptile[0] = v5s_claim(job);
+            if (QM > 1)
+                ptile[1] = v5s_claim(job);
+        }
         v5_group_sums(acc_g, acc_g8);
         float *slot = v5s_sm + ((size_t)lt * R.cpt + j) * 16;
         if (t == 0) {
@@ -311,7 +364,7 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             slot[g + 8] = acc_g8;
         }
         int64_t lo = tile * job.n_sb > R.a ? tile * job.n_sb : R.a, hi = (tile + 1) * job.n_sb < R.b ? (tile + 1) * job.n_sb : R.b;
-        unsigned need = (unsigned)(hi - lo), mine = (unsigned)(s1 - s0), done = 0;
+        unsigned need = pooled ? (unsigned)job.n_sb : (unsigned)(hi - lo), mine = (unsigned)(s1 - s0), done = 0;
         __threadfence_block();   /* the slot before the count */
         __syncwarp();
         if (lane == 0)
@@ -324,24 +377,51 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         if (lane < 16)
             for (int i = 0; i < nch; i++)
                 y += v5s_sm[((size_t)lt * R.cpt + i) * 16 + lane];
-        v5s_tile_out(job, P, tile, r0, lane, y);
+        v5s_tile_out(job, P, tile, r0, lane, y, pooled);
     }
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
+    if (QM) {   /* the last CTA out zeroes the pool's counts for the next launch on this slot */
+        __syncthreads();   /* every claim of this CTA has returned */
+        if (threadIdx.x == 0 && atomicAdd(&job.pool_ctr[1], 1u) == gridDim.x - 1) {
+            job.pool_ctr[0] = 0u;
+            job.pool_ctr[1] = 0u;
+        }
+    }
 }
 
 /* shared memory of a v5s launch of the planned job */
 static size_t v5s_smem(const v5_job &job, int C)
 {
-    int64_t tmax = v5s_tiles_max(job.n_tiles * job.n_sb, job.n_warps, job.n_sb), cpt = (job.n_sb + C - 1) / C;
-    return (size_t)tmax * cpt * 16 * sizeof(float) + (size_t)(tmax + 1) * sizeof(unsigned);
+    int64_t units = (job.n_tiles - job.pool) * job.n_sb;
+    int64_t nl = v5s_tiles_max(units, job.n_warps, job.n_sb) + (job.pool ? job.pool_cap : 0), cpt = (job.n_sb + C - 1) / C;
+    return (size_t)nl * cpt * 16 * sizeof(float) + (size_t)(nl + 1) * sizeof(unsigned) +
+           (size_t)(job.pool ? job.pool_cap : 0) * sizeof(int);
+}
+
+/* v5s's pool for this job: c->v5s_pool % of its tiles, when every CTA keeps a unit of its own; a
+ * CTA may claim up to 4x its share (at least 4), so the CTAs together can always take the whole
+ * pool. False (recorded) when the counts cannot be had. */
+static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job)
+{
+    job.pool = job.n_tiles * c->v5s_pool / 100;
+    if (job.pool < 1 || (job.n_tiles - job.pool) * job.n_sb < c->n_sm) {
+        job.pool = 0;
+        return true;
+    }
+    int64_t share = (job.pool + c->n_sm - 1) / c->n_sm, cap = 4 * share;
+    job.pool_cap = (int)(cap < job.pool ? cap : job.pool);
+    if (!cuda_buf_counts(c, &c->v5s_ctr, V5S_POOL_SLOTS * 2 * sizeof(unsigned)))
+        return false;
+    job.pool_ctr = (unsigned *)c->v5s_ctr.p + 2 * (c->v5s_slot++ % V5S_POOL_SLOTS);
+    return true;
 }
 
 /* Split the job over `warps` warps (at most one per unit) and reserve the partial sums of cut
  * tiles; false (error recorded in the context) when the scratch cannot be had */
 static bool v5_plan(struct cuda_ctx *c, v5_job &job, int64_t warps, int per_piece = 16)
 {
-    int64_t units = job.n_tiles * job.n_sb;
+    int64_t units = (job.n_tiles - job.pool) * job.n_sb;   /* v5s's pool is not split */
     job.n_warps = warps < units ? warps : units;
     job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
     size_t part_bytes = (size_t)job.n_tiles * job.stride * per_piece * sizeof(float);
@@ -519,6 +599,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
     int C = std::is_same<KA, KB>::value ? c->v5s : 0;   /* v5s: one CTA an SM, one kind */
+    if (C && c->v5s_pool && !v5s_pool_plan(c, job))
+        return 0;
     if (!v5_plan(c, job, C ? c->n_sm : warps))
         return 0;   /* recorded in the context; these parts go to v3 */
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
@@ -531,6 +613,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KA::U_DEF>, job, xq, xd, c->pdl_all, C));
         }
     } else {
+        job.pool = 0;
         if (C && !v5_plan(c, job, warps))   /* too many slots (the output head): plain v5 */
             return 0;
         v5_go<KA, KB>(c, job, n, ws, mine, xq, xd);

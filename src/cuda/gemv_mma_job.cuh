@@ -24,13 +24,16 @@ struct v5_job {
     float    *part;            /* [n_tiles][stride][16] partial sums of cut tiles */
     unsigned *cnt;             /* [n_tiles] pieces arrived; 0 between launches */
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
+    int64_t   pool;            /* v5s: the last `pool` tiles are claimed whole at run time, not split */
+    unsigned *pool_ctr;        /* ... [0] tiles claimed, [1] CTAs done; both 0 between launches */
+    int       pool_cap;        /* ... most tiles one CTA may claim (its shared-memory slots) */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
- * super-block and no warp idles on a wave tail */
+ * super-block and no warp idles on a wave tail. The units split so: all but v5s's pool. */
 static __device__ __forceinline__ int64_t v5_units(const v5_job &job)
 {
-    return job.n_tiles * job.n_sb;
+    return (job.n_tiles - job.pool) * job.n_sb;
 }
 
 static __device__ __forceinline__ int64_t v5_warp_of(const v5_job &job, int64_t x)
