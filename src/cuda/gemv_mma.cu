@@ -275,6 +275,7 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
  * Pool slot q of a CTA: V5S_PENDING until claimed, then the tile's index in the pool, or -1 when
  * the pool was empty (or the slot past the CTA's cap). */
 #define V5S_PENDING (-2)
+#define V5S_AHEAD 6         /* claims in flight a CTA: its 16 warps work on ~2-3 tiles of <= 16 chunks at once */
 #define V5S_POOL_SLOTS 64   /* launches whose pool counts may be live at once (per context) */
 
 static __device__ __forceinline__ int v5s_claim(const v5_job &job)
@@ -328,10 +329,13 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             if (q >= QM)
                 break;
             int pt = v5s_slot_wait(ptile, q);
-            if (j == 0 && q + 2 < QM && lane == 0)   /* the chain: tile q's first chunk claims slot q + 2 */
-                ptile[q + 2] = pt >= 0 ? v5s_claim(job) : -1;
-            if (pt < 0) {   /* claims may return out of order: two empty slots in a row end the pool */
-                if (q + 1 >= QM || v5s_slot_wait(ptile, q + 1) < 0)
+            if (j == 0 && q + V5S_AHEAD < QM && lane == 0)   /* the chain: slot q's first chunk claims q + AHEAD */
+                ptile[q + V5S_AHEAD] = pt >= 0 ? v5s_claim(job) : -1;
+            if (pt < 0) {   /* claims may return out of order: AHEAD empty slots in a row end the pool */
+                bool more = false;
+                for (int i = 1; i < V5S_AHEAD && q + i < QM && !more; i++)
+                    more = v5s_slot_wait(ptile, q + i) >= 0;
+                if (!more)
                     break;
                 continue;
             }
@@ -352,11 +356,9 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         int64_t r0 = (tile - P.tile0) * 16;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         v5_span<K, U>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
-        if (k == 0 && QM && lane == 0) {   /* past the PDL wait (the counts are the last launch's till then) */
-            ptile[0] = v5s_claim(job);
-            if (QM > 1)
-                ptile[1] = v5s_claim(job);
-        }
+        if (k == 0 && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
+            for (int i = 0; i < V5S_AHEAD && i < QM; i++)
+                ptile[i] = v5s_claim(job);
         v5_group_sums(acc_g, acc_g8);
         float *slot = v5s_sm + ((size_t)lt * R.cpt + j) * 16;
         if (t == 0) {
@@ -405,7 +407,9 @@ static size_t v5s_smem(const v5_job &job, int C)
 static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job)
 {
     job.pool = job.n_tiles * c->v5s_pool / 100;
-    if (job.pool < 1 || (job.n_tiles - job.pool) * job.n_sb < c->n_sm) {
+    /* a pooled tile is one CTA's: of at most 16 chunks (down's 78-unit tiles, a third of a CTA's
+     * share, lengthened the tail they were to shorten) */
+    if (job.pool < 1 || (job.n_sb + c->v5s - 1) / c->v5s > 16 || (job.n_tiles - job.pool) * job.n_sb < c->n_sm) {
         job.pool = 0;
         return true;
     }
