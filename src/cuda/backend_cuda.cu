@@ -1337,7 +1337,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->v5s = c->v5s < 0 ? 0 : c->v5s > 8 ? 8 : c->v5s;
     const char *f_pool = getenv("GLIM_CUDA_V5S_POOL");   /* opt-in, not yet measured (gemv_mma.cu) */
     c->v5s_pool = f_pool ? atoi(f_pool) : 0;
-    c->v5s_pool = c->v5s_pool < 0 ? 0 : c->v5s_pool > 50 ? 50 : c->v5s_pool;
+    c->v5s_pool = c->v5s_pool < 0 ? 0 : c->v5s_pool > 90 ? 90 : c->v5s_pool;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;
