@@ -24,7 +24,8 @@
  * v3, bf16 GEMM, get_rows, multi-part jobs), v5 within its 1e-5.
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
  * test_v5s: GEMV v5s (the one-row default, GLIM_CUDA_V5S=0: v5) has bits of its own: the same every
- * run, 1e-5 of v5, and tiles and row-major blocks give the same bits. test_mega pins plain v5.
+ * run, 1e-5 of v5, and tiles and row-major blocks give the same bits; with its pool (default 50 %)
+ * too, whichever CTA takes a pooled tile. test_mega pins plain v5.
  */
 #include "harness.h"
 
@@ -62,6 +63,7 @@ int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_gl
 int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs on v5s (0: v5) */
 int backend_cuda_get_v5s(struct backend *be_);                 /* 4 unless set */
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
+int backend_cuda_get_v5s_pool(struct backend *be_);            /* 50 unless set */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -987,7 +989,7 @@ static void check_v5s_pool(uint32_t type, int64_t k, int64_t n, int C, int pct, 
     for (int64_t i = 0; i < n; i++)
         nan[i] = NAN;
     float *dx = to_dev(x, (size_t)k * sizeof(float)), *dy = to_dev(nan, y_bytes);
-    int c0 = backend_cuda_get_v5s(be);
+    int c0 = backend_cuda_get_v5s(be), p0 = backend_cuda_get_v5s_pool(be);
     CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
     be->i->matmul(be, dy, &tl, dx, 1);
     from_dev(v, dy, y_bytes);
@@ -1004,7 +1006,7 @@ static void check_v5s_pool(uint32_t type, int64_t k, int64_t n, int C, int pct, 
         from_dev(r ? b : a, dy, y_bytes);
         differ += r && memcmp(a, b, y_bytes) != 0;
     }
-    CHECK_EQ(backend_cuda_set_v5s_pool(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5s_pool(be, p0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
     if (differ)
         fprintf(stderr, "FAIL %s: %d of %d runs differ from the first\n", what, differ, runs - 1);
@@ -1037,15 +1039,16 @@ static void test_v5s(void)
         check_v5s_pool(QT[ti], 256, 16 * 200, 2, 50, 4);   /* one unit a tile */
     }
     /* the SwiGLU fold on v5s: bit for bit the quantizer it replaces (check_glu_fuse's own test) */
-    int c0 = backend_cuda_get_v5s(be);
+    int c0 = backend_cuda_get_v5s(be), p0 = backend_cuda_get_v5s_pool(be);
     CHECK_EQ(backend_cuda_set_v5s(be, 2), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5s_pool(be, 0), GLIM_OK);
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, true);
     check_glu_fuse(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 6656, 2048, 300, true);
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 256 * rndi(1, 8), 256 * rndi(1, 4), rndi(1, 300), true);
     CHECK_EQ(backend_cuda_set_v5s_pool(be, 20), GLIM_OK);   /* ... and with the pool */
     check_glu_fuse(GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, 4096, 4096, 512, true);
     check_glu_fuse(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 6656, 19968, 300, true);
-    CHECK_EQ(backend_cuda_set_v5s_pool(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5s_pool(be, p0), GLIM_OK);
     CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
 }
 

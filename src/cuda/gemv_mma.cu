@@ -266,7 +266,7 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
         v5_glu_arrive(job, P, tile, lane);
 }
 
-/* The pool (GLIM_CUDA_V5S_POOL, opt-in): v5s's split evens each SM's warps but not the SMs, whose
+/* The pool (GLIM_CUDA_V5S_POOL=P, default 50 %): v5s's split evens each SM's warps but not the SMs, whose
  * ends still spread several us a launch (docs/PERFORMANCE.md 2026-12-06). The job's last job.pool
  * tiles are left out of the even split; a CTA that has handed out all its own chunks goes on with
  * whole pooled tiles, claimed from a global count two ahead of need (one atomic a tile, its latency
