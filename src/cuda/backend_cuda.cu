@@ -1064,29 +1064,32 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::glu_fuse, on);
 }
 
+/* an int setting of the context in [lo, hi] */
+static int set_level(struct backend *be, int cuda_ctx::*f, int v, int lo, int hi)
+{
+    if (!is_cuda(be) || v < lo || v > hi)
+        return GLIM_EINVAL;
+    ctx_of(be)->*f = v;
+    return GLIM_OK;
+}
+
 /* one-row GEMVs of one weight kind on v5s with chunks of `chunk` units (1..8), or on v5 (0).
  * Default: 4, or GLIM_CUDA_V5S at creation. */
 extern "C" int backend_cuda_set_v5s(struct backend *be, int chunk)
 {
-    if (chunk < 0 || chunk > 8)
-        return GLIM_EINVAL;
-    ctx_of(be)->v5s = chunk;
-    return GLIM_OK;
-}
-
-extern "C" int backend_cuda_get_v5s(struct backend *be)
-{
-    return ctx_of(be)->v5s;
+    return set_level(be, &cuda_ctx::v5s, chunk, 0, 8);
 }
 
 /* v5s's run-time pool: the last `pct` % of a job's tiles (0..90; 0: none) claimed whole by the CTAs
  * that get there first. Default: 50, or GLIM_CUDA_V5S_POOL at creation. */
 extern "C" int backend_cuda_set_v5s_pool(struct backend *be, int pct)
 {
-    if (pct < 0 || pct > 90)
-        return GLIM_EINVAL;
-    ctx_of(be)->v5s_pool = pct;
-    return GLIM_OK;
+    return set_level(be, &cuda_ctx::v5s_pool, pct, 0, 90);
+}
+
+extern "C" int backend_cuda_get_v5s(struct backend *be)
+{
+    return ctx_of(be)->v5s;
 }
 
 extern "C" int backend_cuda_get_v5s_pool(struct backend *be)
