@@ -269,8 +269,8 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
 /* The pool (GLIM_CUDA_V5S_POOL=P, default 50 %): v5s's split evens each SM's warps but not the SMs, whose
  * ends still spread several us a launch (docs/PERFORMANCE.md 2026-12-06). The job's last job.pool
  * tiles are left out of the even split; a CTA that has handed out all its own chunks goes on with
- * whole pooled tiles, claimed from a global count two ahead of need (one atomic a tile, its latency
- * hidden by the work in hand), in chunks its warps take as before. A pooled tile is summed in one
+ * whole pooled tiles, claimed from a global count V5S_AHEAD ahead of need (one atomic a tile, its
+ * latency hidden by the work in hand), in chunks its warps take as before. A pooled tile is summed in one
  * CTA in chunk order, so the result does not depend on which CTA took it.
  * Pool slot q of a CTA: V5S_PENDING until claimed, then the tile's index in the pool, or -1 when
  * the pool was empty (or the slot past the CTA's cap). */
