@@ -64,6 +64,7 @@ int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs 
 int backend_cuda_get_v5s(struct backend *be_);                 /* 4 unless set */
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
 int backend_cuda_get_v5s_pool(struct backend *be_);            /* 50 unless set */
+int backend_cuda_set_v5s_split(struct backend *be_, int most);  /* the pool takes long tiles in pieces (0: not) */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -1037,6 +1038,14 @@ static void test_v5s(void)
         check_v5s_pool(QT[ti], 19968, 416 + 3, 3, 30, 8);
         check_v5s_pool(QT[ti], 256 * rndi(1, 16), rndi(1, 3000), rndi(1, 8), rndi(1, 50), 4);
         check_v5s_pool(QT[ti], 256, 16 * 200, 2, 50, 4);   /* one unit a tile */
+        /* long tiles pooled in pieces (GLIM_CUDA_V5S_SPLIT): down's shape in 3 (7 + 7 + 6 chunks), and
+         * pieces of one chunk */
+        CHECK_EQ(backend_cuda_set_v5s_split(be, 8), GLIM_OK);
+        check_v5s_pool(QT[ti], 19968, 6656, 4, 50, 70);
+        check_v5s_pool(QT[ti], 19968, 416 + 3, 3, 30, 8);
+        CHECK_EQ(backend_cuda_set_v5s_split(be, 1), GLIM_OK);
+        check_v5s_pool(QT[ti], 256 * rndi(17, 40), rndi(1, 3000), 1, rndi(1, 90), 4);
+        CHECK_EQ(backend_cuda_set_v5s_split(be, 0), GLIM_OK);
     }
     /* the SwiGLU fold on v5s: bit for bit the quantizer it replaces (check_glu_fuse's own test) */
     int c0 = backend_cuda_get_v5s(be), p0 = backend_cuda_get_v5s_pool(be);

@@ -1087,6 +1087,13 @@ extern "C" int backend_cuda_set_v5s_pool(struct backend *be, int pct)
     return set_level(be, &cuda_ctx::v5s_pool, pct, 0, 90);
 }
 
+/* v5s's pool takes tiles of more than 16 chunks (down's) in pieces of at most `most` chunks (1..16),
+ * or leaves them out (0). Default: 0, or GLIM_CUDA_V5S_SPLIT at creation. */
+extern "C" int backend_cuda_set_v5s_split(struct backend *be, int most)
+{
+    return set_level(be, &cuda_ctx::v5s_split, most, 0, 16);
+}
+
 extern "C" int backend_cuda_get_v5s(struct backend *be)
 {
     return ctx_of(be)->v5s;
@@ -1347,6 +1354,9 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_pool = getenv("GLIM_CUDA_V5S_POOL");
     c->v5s_pool = f_pool ? atoi(f_pool) : 50;
     c->v5s_pool = c->v5s_pool < 0 ? 0 : c->v5s_pool > 90 ? 90 : c->v5s_pool;
+    const char *f_split = getenv("GLIM_CUDA_V5S_SPLIT");   /* opt-in, not yet measured (gemv_mma.cu) */
+    c->v5s_split = f_split ? atoi(f_split) : 0;
+    c->v5s_split = c->v5s_split < 0 ? 0 : c->v5s_split > 16 ? 16 : c->v5s_split;
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

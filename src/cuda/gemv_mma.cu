@@ -246,14 +246,12 @@ static __host__ __device__ __forceinline__ int64_t v5s_tiles_max(int64_t units, 
     return (len + n_sb - 1) / n_sb + 1;
 }
 
-/* a tile's rows r0 + lane (lane < 16) summed in this CTA, y: to P.y when the tile is the CTA's alone
- * (whole: a pooled tile), else as the CTA's piece through global memory (v5_store's merge in piece
- * order); then the GLU fold */
+/* a tile's rows r0 + lane (lane < 16) summed in this CTA, y: to P.y when the tile is the CTA's alone,
+ * else as piece `piece` of `pieces` through global memory (v5_store's merge in piece order); then
+ * the GLU fold */
 static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_part &P, int64_t tile, int64_t r0,
-                                                    int lane, float y, bool whole)
+                                                    int lane, float y, int pieces, int piece)
 {
-    int64_t c0 = whole ? 0 : v5_warp_of(job, tile * job.n_sb), c1 = whole ? 0 : v5_warp_of(job, (tile + 1) * job.n_sb - 1);
-    int pieces = (int)(c1 - c0 + 1), piece = (int)(blockIdx.x - c0);
     if (pieces > 1) {
         if (lane < 16)
             job.part[((size_t)tile * job.stride + piece) * 16 + lane] = y;
@@ -272,8 +270,12 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
  * whole pooled tiles, claimed from a global count V5S_AHEAD ahead of need (one atomic a tile, its
  * latency hidden by the work in hand), in chunks its warps take as before. A pooled tile is summed in one
  * CTA in chunk order, so the result does not depend on which CTA took it.
- * Pool slot q of a CTA: V5S_PENDING until claimed, then the tile's index in the pool, or -1 when
- * the pool was empty (or the slot past the CTA's cap). */
+ * A tile of more than 16 chunks is not pooled (down's 78-unit tiles, a third of a CTA's share, made
+ * the tail longer), or with GLIM_CUDA_V5S_SPLIT=M (opt-in, not yet measured) it is pooled as
+ * job.pool_np pieces of job.pool_cpp <= M chunks, claimed one by one and merged in piece order
+ * through global memory as a tile cut between CTAs is.
+ * Pool slot q of a CTA: V5S_PENDING until claimed, then the item (tile x pool_np + piece) it took,
+ * or -1 when the pool was empty (or the slot past the CTA's cap). */
 #define V5S_PENDING (-2)
 #define V5S_AHEAD 6         /* claims in flight a CTA: its 16 warps work on ~2-3 tiles of <= 16 chunks at once */
 #define V5S_POOL_SLOTS 64   /* launches whose pool counts may be live at once (per context) */
@@ -281,7 +283,7 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
 static __device__ __forceinline__ int v5s_claim(const v5_job &job)
 {
     unsigned v = atomicAdd(&job.pool_ctr[0], 1u);
-    return v < (unsigned)job.pool ? (int)v : -1;
+    return v < (unsigned)(job.pool * job.pool_np) ? (int)v : -1;
 }
 
 static __device__ __forceinline__ int v5s_slot_wait(volatile int *ptile, int q)
@@ -321,11 +323,14 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             k = atomicAdd(next, 1u);
         k = __shfl_sync(0xffffffffu, k, 0);
         int64_t tile, s0, s1, lt, j;
+        int pieces = 1, piece = 0;   /* of a pooled tile */
         bool pooled = (int)k >= R.total;
         if (pooled) {
+            if (!QM)
+                break;
             int64_t kk = (int64_t)k - R.total;
-            int q = (int)(kk / R.cpt);
-            j = kk % R.cpt;
+            int q = (int)(kk / job.pool_cpp);
+            j = kk % job.pool_cpp;
             if (q >= QM)
                 break;
             int pt = v5s_slot_wait(ptile, q);
@@ -339,8 +344,12 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
                     break;
                 continue;
             }
-            lt = tmax + q, tile = job.n_tiles - job.pool + pt;
-            s0 = j * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
+            pieces = job.pool_np, piece = pt % pieces;
+            lt = tmax + q, tile = job.n_tiles - job.pool + pt / pieces;
+            int64_t ch = (int64_t)piece * job.pool_cpp + j;   /* the chunk of the tile */
+            if (ch >= R.cpt)
+                continue;   /* the tile's last piece is short */
+            s0 = ch * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
         } else if ((int)k < R.c0) {
             lt = 0, j = k, tile = R.t0;
             int64_t o = R.a - R.t0 * job.n_sb;
@@ -366,7 +375,9 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             slot[g + 8] = acc_g8;
         }
         int64_t lo = tile * job.n_sb > R.a ? tile * job.n_sb : R.a, hi = (tile + 1) * job.n_sb < R.b ? (tile + 1) * job.n_sb : R.b;
-        unsigned need = pooled ? (unsigned)job.n_sb : (unsigned)(hi - lo), mine = (unsigned)(s1 - s0), done = 0;
+        int64_t u0 = (int64_t)piece * job.pool_cpp * C, u1 = u0 + (int64_t)job.pool_cpp * C;   /* a pooled piece's units */
+        u1 = u1 < job.n_sb ? u1 : job.n_sb;
+        unsigned need = (unsigned)(pooled ? u1 - u0 : hi - lo), mine = (unsigned)(s1 - s0), done = 0;
         __threadfence_block();   /* the slot before the count */
         __syncwarp();
         if (lane == 0)
@@ -379,7 +390,11 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         if (lane < 16)
             for (int i = 0; i < nch; i++)
                 y += v5s_sm[((size_t)lt * R.cpt + i) * 16 + lane];
-        v5s_tile_out(job, P, tile, r0, lane, y, pooled);
+        if (!pooled) {   /* a tile cut between CTAs: piece in the order of the even split */
+            int64_t c0 = v5_warp_of(job, tile * job.n_sb), c1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
+            pieces = (int)(c1 - c0 + 1), piece = (int)(blockIdx.x - c0);
+        }
+        v5s_tile_out(job, P, tile, r0, lane, y, pieces, piece);
     }
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
@@ -402,19 +417,22 @@ static size_t v5s_smem(const v5_job &job, int C)
 }
 
 /* v5s's pool for this job: c->v5s_pool % of its tiles, when every CTA keeps a unit of its own; a
- * CTA may claim up to 4x its share (at least 4), so the CTAs together can always take the whole
- * pool. False (recorded) when the counts cannot be had. */
+ * CTA may claim up to 4x its share of the items (at least 4), so the CTAs together can always take
+ * the whole pool. False (recorded) when the counts cannot be had. */
 static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job)
 {
+    int64_t cpt = (job.n_sb + c->v5s - 1) / c->v5s, most = c->v5s_split ? c->v5s_split : 16;
     job.pool = job.n_tiles * c->v5s_pool / 100;
-    /* a pooled tile is one CTA's: of at most 16 chunks (down's 78-unit tiles, a third of a CTA's
-     * share, lengthened the tail they were to shorten) */
-    if (job.pool < 1 || (job.n_sb + c->v5s - 1) / c->v5s > 16 || (job.n_tiles - job.pool) * job.n_sb < c->n_sm) {
-        job.pool = 0;
+    job.pool_np = (int)(cpt > 16 ? (cpt + most - 1) / most : 1);   /* whole up to 16 chunks */
+    job.pool_cpp = (int)((cpt + job.pool_np - 1) / job.pool_np);   /* every piece >= 1 chunk (cpp <= most) */
+    int64_t units = (job.n_tiles - job.pool) * job.n_sb, nw = units < c->n_sm ? units : c->n_sm;
+    if (job.pool < 1 || units < c->n_sm || (cpt > 16 && !c->v5s_split) ||
+        job.pool_np > v5_split_stride(job.n_sb, units, nw)) {   /* the pieces' slots are the cut tiles' */
+        job.pool = 0, job.pool_np = 1, job.pool_cpp = (int)cpt;
         return true;
     }
-    int64_t share = (job.pool + c->n_sm - 1) / c->n_sm, cap = 4 * share;
-    job.pool_cap = (int)(cap < job.pool ? cap : job.pool);
+    int64_t items = job.pool * job.pool_np, share = (items + c->n_sm - 1) / c->n_sm, cap = 4 * share;
+    job.pool_cap = (int)(cap < items ? cap : items);
     if (!cuda_buf_counts(c, &c->v5s_ctr, V5S_POOL_SLOTS * 2 * sizeof(unsigned)))
         return false;
     job.pool_ctr = (unsigned *)c->v5s_ctr.p + 2 * (c->v5s_slot++ % V5S_POOL_SLOTS);
