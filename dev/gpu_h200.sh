@@ -11,8 +11,8 @@
 #
 # Run from the root of a `git archive` snapshot, with .gpu/testdata carried (docs/PERFORMANCE.md):
 #   cd .gpu/snap && OUT=$OUT bash dev/gpu_h200.sh > $OUT/h200.log 2>&1; tail -80 $OUT/h200.log
-# It runs, in order (~450 s on an H200; QUICK=1: only test_mega, the default, the span and its
-# trace, then the two models, ~170 s):
+# It runs, in order (~480 s on an H200; QUICK=1: only test_mega and test_v5s, the default, v5s's
+# forms, the span and its trace, then the two models, ~200 s):
 #   1. dev/gpu_bench.sh:
 #      - goldens and test_mega;
 #      - the default with and without graphs, and --greedy;
@@ -34,10 +34,13 @@ esac
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 M1=GLIM_CUDA_MEGA=1
-if [ -n "${QUICK:-}" ]; then   # QUICK=1: the default and the span only (~170 s), for a short budget
-  L=(GOLD=" " TESTS="test_mega" SKIPS=" " EXTRA="$M1" MTRACE="X=1")
+# v5s and its pool (the defaults since 2026-12-06, measured on H100s only) against plain v5, and the
+# pool for down (GLIM_CUDA_V5S_SPLIT, opt-in)
+V5="GLIM_CUDA_V5S_POOL=0 GLIM_CUDA_V5S=0 GLIM_CUDA_V5S_SPLIT=8"
+if [ -n "${QUICK:-}" ]; then   # QUICK=1: the default, v5s's forms and the span only (~200 s), for a short budget
+  L=(GOLD=" " TESTS="test_mega test_v5s" SKIPS=" " EXTRA="$V5 $M1" MTRACE="X=1")
 else
-  L=(GOLD="X=1" TESTS="test_mega" SKIPS="15" GREEDY=1 EXTRA="$M1 $M1,GLIM_CUDA_MEGA_DEPTH=2 $M1" NGEXTRA="$M1" MTRACE="X=1" DEPTH=1)
+  L=(GOLD="X=1" TESTS="test_mega test_v5s" SKIPS="15" GREEDY=1 EXTRA="$V5 $M1 $M1,GLIM_CUDA_MEGA_DEPTH=2 $M1" NGEXTRA="$M1" MTRACE="X=1" DEPTH=1)
 fi
 env "${L[@]}" OUT=$O BD=${BD:-/tmp/bg} TG_TIMEOUT=${TG_TIMEOUT:-60} bash dev/gpu_bench.sh
 el "bench"
