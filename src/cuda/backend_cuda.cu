@@ -1064,6 +1064,14 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::glu_fuse, on);
 }
 
+/* an int setting from the environment at creation: def when unset, clamped to [lo, hi] */
+static int env_level(const char *name, int def, int lo, int hi)
+{
+    const char *v = getenv(name);
+    int x = v ? atoi(v) : def;
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
 /* an int setting of the context in [lo, hi] */
 static int set_level(struct backend *be, int cuda_ctx::*f, int v, int lo, int hi)
 {
@@ -1347,16 +1355,10 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
     /* v5s, chunks of 4 units: H100 tg128 145.26-145.34 vs 143.91-144.10 t/s (2026-12-06; 0: v5) */
-    const char *f_v5s = getenv("GLIM_CUDA_V5S");
-    c->v5s = f_v5s ? atoi(f_v5s) : 4;
-    c->v5s = c->v5s < 0 ? 0 : c->v5s > 8 ? 8 : c->v5s;
+    c->v5s = env_level("GLIM_CUDA_V5S", 4, 0, 8);
     /* ... and half its tiles pooled: H100 148.92-149.26 vs 146.99-147.34 t/s (30: 148.0, 70: 149.2, 90: 148.6) */
-    const char *f_pool = getenv("GLIM_CUDA_V5S_POOL");
-    c->v5s_pool = f_pool ? atoi(f_pool) : 50;
-    c->v5s_pool = c->v5s_pool < 0 ? 0 : c->v5s_pool > 90 ? 90 : c->v5s_pool;
-    const char *f_split = getenv("GLIM_CUDA_V5S_SPLIT");   /* opt-in, not yet measured (gemv_mma.cu) */
-    c->v5s_split = f_split ? atoi(f_split) : 0;
-    c->v5s_split = c->v5s_split < 0 ? 0 : c->v5s_split > 16 ? 16 : c->v5s_split;
+    c->v5s_pool = env_level("GLIM_CUDA_V5S_POOL", 50, 0, 90);
+    c->v5s_split = env_level("GLIM_CUDA_V5S_SPLIT", 0, 0, 16);   /* opt-in, not yet measured (gemv_mma.cu) */
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

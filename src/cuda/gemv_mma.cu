@@ -322,7 +322,7 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         if (lane == 0)
             k = atomicAdd(next, 1u);
         k = __shfl_sync(0xffffffffu, k, 0);
-        int64_t tile, s0, s1, lt, j;
+        int64_t tile, s0, s1, lt, j, need;   /* need: the units this CTA sums of the tile (or piece) */
         int pieces = 1, piece = 0;   /* of a pooled tile */
         bool pooled = (int)k >= R.total;
         if (pooled) {
@@ -350,8 +350,10 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             if (ch >= R.cpt)
                 continue;   /* the tile's last piece is short */
             s0 = ch * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
+            int64_t u0 = (int64_t)piece * job.pool_cpp * C, u1 = u0 + (int64_t)job.pool_cpp * C;
+            need = (u1 < job.n_sb ? u1 : job.n_sb) - u0;
         } else if ((int)k < R.c0) {
-            lt = 0, j = k, tile = R.t0;
+            lt = 0, j = k, tile = R.t0, need = R.l0;
             int64_t o = R.a - R.t0 * job.n_sb;
             s0 = o + j * C, s1 = s0 + C < o + R.l0 ? s0 + C : o + R.l0;
         } else {
@@ -360,6 +362,7 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             s0 = j * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
             int64_t e = R.b - tile * job.n_sb;
             s1 = s1 < e ? s1 : e;
+            need = e < job.n_sb ? e : job.n_sb;
         }
         v5_part P = v5_pick(job, tile);
         int64_t r0 = (tile - P.tile0) * 16;
@@ -374,15 +377,12 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             slot[g] = acc_g;
             slot[g + 8] = acc_g8;
         }
-        int64_t lo = tile * job.n_sb > R.a ? tile * job.n_sb : R.a, hi = (tile + 1) * job.n_sb < R.b ? (tile + 1) * job.n_sb : R.b;
-        int64_t u0 = (int64_t)piece * job.pool_cpp * C, u1 = u0 + (int64_t)job.pool_cpp * C;   /* a pooled piece's units */
-        u1 = u1 < job.n_sb ? u1 : job.n_sb;
-        unsigned need = (unsigned)(pooled ? u1 - u0 : hi - lo), mine = (unsigned)(s1 - s0), done = 0;
+        unsigned mine = (unsigned)(s1 - s0), done = 0;
         __threadfence_block();   /* the slot before the count */
         __syncwarp();
         if (lane == 0)
             done = atomicAdd(&tcnt[lt], mine);
-        if (__shfl_sync(0xffffffffu, done, 0) + mine != need)
+        if (__shfl_sync(0xffffffffu, done, 0) + mine != (unsigned)need)
             continue;
         __threadfence_block();   /* every slot of the tile is visible */
         int nch = (int)((need + C - 1) / C);
