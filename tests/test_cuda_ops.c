@@ -65,6 +65,7 @@ int backend_cuda_get_v5s(struct backend *be_);                 /* 4 unless set *
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
 int backend_cuda_get_v5s_pool(struct backend *be_);            /* 50 unless set */
 int backend_cuda_set_v5s_split(struct backend *be_, int most);  /* the pool takes long tiles in pieces (0: not) */
+int backend_cuda_set_v5_mix(struct backend *be_, int on);     /* Q4_K and Q6_K parts in one v5/v5s launch */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -551,6 +552,18 @@ static void test_gemv_v5(void)
     int64_t qkvg[4] = {4096, 256, 256, 4096};
     static const uint32_t mix[4] = {GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K};
     check_v5(4, qkvg, 6656, mix);
+    /* ... and in one launch (GLIM_CUDA_V5_MIX), on v5s and on plain v5; a Q6_K part first */
+    int c0 = backend_cuda_get_v5s(be);
+    static const uint32_t mix6[3] = {GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, GLIM_TYPE_Q6_K};
+    int64_t n6[3] = {rndi(1, 600), 256 + 7, rndi(1, 3000)};
+    CHECK_EQ(backend_cuda_set_v5_mix(be, 1), GLIM_OK);
+    for (int v5s = 0; v5s < 2; v5s++) {
+        CHECK_EQ(backend_cuda_set_v5s(be, v5s ? (c0 ? c0 : 4) : 0), GLIM_OK);
+        check_v5(4, qkvg, 6656, mix);
+        check_v5(3, n6, 256 * rndi(1, 30), mix6);
+    }
+    CHECK_EQ(backend_cuda_set_v5_mix(be, 0), GLIM_OK);
+    CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
     int64_t q8n[2] = {300, 77};
     static const uint32_t mix8[2] = {GLIM_TYPE_Q8_0, GLIM_TYPE_Q4_K};
     check_v5(2, q8n, 4096, mix8);

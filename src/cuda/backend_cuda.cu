@@ -1102,6 +1102,13 @@ extern "C" int backend_cuda_set_v5s_split(struct backend *be, int most)
     return set_level(be, &cuda_ctx::v5s_split, most, 0, 16);
 }
 
+/* a one-row job's Q4_K and Q6_K parts (q/k/v where v is Q6_K) in one v5 or v5s launch (1), or a
+ * launch each (0). Default: 0, or GLIM_CUDA_V5_MIX at creation. */
+extern "C" int backend_cuda_set_v5_mix(struct backend *be, int on)
+{
+    return set_level(be, &cuda_ctx::v5_mix, on, 0, 1);
+}
+
 extern "C" int backend_cuda_get_v5s(struct backend *be)
 {
     return ctx_of(be)->v5s;
@@ -1359,6 +1366,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* ... and half its tiles pooled: H100 148.92-149.26 vs 146.99-147.34 t/s (30: 148.0, 70: 149.2, 90: 148.6) */
     c->v5s_pool = env_level("GLIM_CUDA_V5S_POOL", 50, 0, 90);
     c->v5s_split = env_level("GLIM_CUDA_V5S_SPLIT", 0, 0, 16);   /* opt-in, not yet measured (gemv_mma.cu) */
+    c->v5_mix = env_level("GLIM_CUDA_V5_MIX", 0, 0, 1);
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */
     c->prep_fold = f_prep && strcmp(f_prep, "1") == 0;

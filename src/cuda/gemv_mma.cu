@@ -205,7 +205,7 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
         v5_stamp(job, 2);
 }
 
-/* ---- GEMV v5s (the default for one-row jobs of one weight kind, chunks of C = 4 units;
+/* ---- GEMV v5s (the default for one-row jobs, chunks of C = 4 units; of two weight kinds with GLIM_CUDA_V5_MIX;
  * GLIM_CUDA_V5S=C, 0: plain v5): v5's arithmetic with the units shared out at run time inside each SM.
  * WHY (docs/PERFORMANCE.md, 2026-12-04 trace and 2026-12-06): a v5 launch ends ~5.5 us after its
  * median warp, and that tail is the spread of the warps' streaming ends: within an SM the 16 warps'
@@ -294,7 +294,8 @@ static __device__ __forceinline__ int v5s_slot_wait(volatile int *ptile, int q)
     return v;
 }
 
-template <class K, int U>
+/* KA / KB: the weight types of parts of kind 0 / 1 (the same type: one kind), as v5_run's */
+template <class KA, int UA, class KB, int UB>
 static __global__ void __launch_bounds__(16 * 32, 1)
 gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig, int C)
 {
@@ -367,7 +368,10 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         v5_part P = v5_pick(job, tile);
         int64_t r0 = (tile - P.tile0) * 16;
         float acc_g = 0.0f, acc_g8 = 0.0f;
-        v5_span<K, U>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
+        if (!std::is_same<KA, KB>::value && P.kind)
+            v5_span<KB, UB>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
+        else
+            v5_span<KA, UA>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
         if (k == 0 && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
             for (int i = 0; i < V5S_AHEAD && i < QM; i++)
                 ptile[i] = v5s_claim(job);
@@ -470,13 +474,6 @@ static bool v5_glu_plan(struct cuda_ctx *c, v5_job &job, int n, float *const *ys
     job.glu_q = (int8_t *)c->glu_q.p;
     job.glu_d = (float2 *)((uint8_t *)c->glu_q.p + k);
     return true;
-}
-
-/* GLIM_CUDA_V5_MIX=1: a matmul's tiled Q4_K and Q6_K parts in one v5 launch (cuda_gemv5) */
-static bool v5_mix_on(void)
-{
-    static int forced = -1;
-    return cuda_env_knob("GLIM_CUDA_V5_MIX", &forced) > 0;
 }
 
 /* warps per SM of the plain kernel (GLIM_CUDA_V5_W: fewer, for longer runs per warp) */
@@ -620,7 +617,7 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
-    int C = std::is_same<KA, KB>::value ? c->v5s : 0;   /* v5s: one CTA an SM, one kind */
+    int C = c->v5s;   /* v5s: one CTA an SM */
     if (C && c->v5s_pool && !v5s_pool_plan(c, job))
         return 0;
     if (!v5_plan(c, job, C ? c->n_sm : warps))
@@ -628,12 +625,13 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     size_t smem = C ? v5s_smem(job, C) : 0;
     if (C && smem <= 48 * 1024) {
-        if constexpr (std::is_same<KA, KB>::value) {
-            job.trace = NULL;
-            cudaLaunchAttribute attr[2];
-            cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_warps), dim3(16 * 32), smem, attr);
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KA::U_DEF>, job, xq, xd, c->pdl_all, C));
-        }
+        job.trace = NULL;
+        cudaLaunchAttribute attr[2];
+        cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_warps), dim3(16 * 32), smem, attr);
+        if (std::is_same<KA, KB>::value)
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KA::U_DEF, KA, KA::U_DEF>, job, xq, xd, c->pdl_all, C));
+        else   /* two kinds (GLIM_CUDA_V5_MIX): U = 1 each, as v5_go */
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all, C));
     } else {
         job.pool = 0;
         if (C && !v5_plan(c, job, warps))   /* too many slots (the output head): plain v5 */
@@ -813,7 +811,7 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
     for (int i = 0; i < n; i++)
         taken[i] = false;
     int m = 0;
-    if (which == 3 && v5_mix_on()) {   /* rows too: tiles' twin (tests) */
+    if (which == 3 && c->v5_mix) {   /* rows too: tiles' twin (tests) */
         m += launch_v5<v5_q4k_t16, v5_q6k_t16>(c, CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16, min_units, n, ys, ws, xq, xd,
                                                taken);
         if (all)
