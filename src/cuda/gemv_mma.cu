@@ -96,6 +96,7 @@ static __device__ __forceinline__ float v5_i2f_rn(int v)
 #include "mma_s8.cuh"
 #include "gemv_mma_lane.h"
 #include "gemv_mma_job.cuh"
+#include "gemv_v5s_map.h"
 
 /* the trace (diagnosis): this warp's stamp `which` (0 entry, 1 wait done, 2 end, 3 its last
  * span streamed) from the global timer; at the entry also its SM (slot 4) */
@@ -217,35 +218,6 @@ gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__re
  * the sums do not depend on which warp took what: the form has its own bits, the same every run
  * (held to v5 by a tolerance, test_v5s). A tile cut between CTAs is merged through global memory in
  * piece order as v5_store does, and the SwiGLU fold is v5_glu_arrive. */
-struct v5s_range {
-    int64_t a, b, t0;   /* the CTA's units [a, b); the tile of a */
-    int64_t l0;         /* the units of tile t0 in [a, b) */
-    int     c0, cpt;    /* chunks of tile t0; chunks of a whole tile */
-    int     total;      /* chunks in all */
-};
-
-static __host__ __device__ __forceinline__ v5s_range v5s_range_of(int64_t cta, int64_t units, int64_t n_cta,
-                                                                   int64_t n_sb, int C)
-{
-    v5s_range r;
-    r.a = v5_split_lo(cta, units, n_cta), r.b = v5_split_lo(cta + 1, units, n_cta);
-    r.t0 = r.a / n_sb;
-    int64_t e0 = (r.t0 + 1) * n_sb;
-    r.l0 = (e0 < r.b ? e0 : r.b) - r.a;
-    r.c0 = (int)((r.l0 + C - 1) / C);
-    r.cpt = (int)((n_sb + C - 1) / C);
-    int64_t rest = r.b - r.a - r.l0;
-    r.total = r.c0 + (int)(rest / n_sb) * r.cpt + (int)((rest % n_sb + C - 1) / C);
-    return r;
-}
-
-/* tiles of one CTA's range at most, for its shared-memory slots */
-static __host__ __device__ __forceinline__ int64_t v5s_tiles_max(int64_t units, int64_t n_cta, int64_t n_sb)
-{
-    int64_t len = (units + n_cta - 1) / n_cta;
-    return (len + n_sb - 1) / n_sb + 1;
-}
-
 /* a tile's rows r0 + lane (lane < 16) summed in this CTA, y: to P.y when the tile is the CTA's alone,
  * else as piece `piece` of `pieces` through global memory (v5_store's merge in piece order); then
  * the GLU fold */
@@ -323,15 +295,14 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         if (lane == 0)
             k = atomicAdd(next, 1u);
         k = __shfl_sync(0xffffffffu, k, 0);
-        int64_t tile, s0, s1, lt, j, need;   /* need: the units this CTA sums of the tile (or piece) */
+        v5s_item it;   /* gemv_v5s_map.h: the chunk's units, slot and the count its tile waits for */
         int pieces = 1, piece = 0;   /* of a pooled tile */
         bool pooled = (int)k >= R.total;
         if (pooled) {
             if (!QM)
                 break;
-            int64_t kk = (int64_t)k - R.total;
+            int64_t kk = (int64_t)k - R.total, j = kk % job.pool_cpp;
             int q = (int)(kk / job.pool_cpp);
-            j = kk % job.pool_cpp;
             if (q >= QM)
                 break;
             int pt = v5s_slot_wait(ptile, q);
@@ -345,60 +316,46 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
                     break;
                 continue;
             }
-            pieces = job.pool_np, piece = pt % pieces;
-            lt = tmax + q, tile = job.n_tiles - job.pool + pt / pieces;
-            int64_t ch = (int64_t)piece * job.pool_cpp + j;   /* the chunk of the tile */
-            if (ch >= R.cpt)
+            if (!v5s_pool_item(pt, j, tmax + q, job.n_tiles, job.pool, job.pool_np, job.pool_cpp, R.cpt, job.n_sb, C, &it))
                 continue;   /* the tile's last piece is short */
-            s0 = ch * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
-            int64_t u0 = (int64_t)piece * job.pool_cpp * C, u1 = u0 + (int64_t)job.pool_cpp * C;
-            need = (u1 < job.n_sb ? u1 : job.n_sb) - u0;
-        } else if ((int)k < R.c0) {
-            lt = 0, j = k, tile = R.t0, need = R.l0;
-            int64_t o = R.a - R.t0 * job.n_sb;
-            s0 = o + j * C, s1 = s0 + C < o + R.l0 ? s0 + C : o + R.l0;
+            pieces = job.pool_np, piece = it.piece;
         } else {
-            int64_t kk = (int64_t)k - R.c0;
-            lt = 1 + kk / R.cpt, j = kk % R.cpt, tile = R.t0 + lt;
-            s0 = j * C, s1 = s0 + C < job.n_sb ? s0 + C : job.n_sb;
-            int64_t e = R.b - tile * job.n_sb;
-            s1 = s1 < e ? s1 : e;
-            need = e < job.n_sb ? e : job.n_sb;
+            it = v5s_own_item(&R, k, job.n_sb, C);
         }
-        v5_part P = v5_pick(job, tile);
-        int64_t r0 = (tile - P.tile0) * 16;
+        v5_part P = v5_pick(job, it.tile);
+        int64_t r0 = (it.tile - P.tile0) * 16;
         float acc_g = 0.0f, acc_g8 = 0.0f;
         if (!std::is_same<KA, KB>::value && P.kind)
-            v5_span<KB, UB>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
+            v5_span<KB, UB>(job, P, r0, it.s0, it.s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
         else
-            v5_span<KA, UA>(job, P, r0, s0, s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
+            v5_span<KA, UA>(job, P, r0, it.s0, it.s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
         if (k == 0 && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
             for (int i = 0; i < V5S_AHEAD && i < QM; i++)
                 ptile[i] = v5s_claim(job);
         v5_group_sums(acc_g, acc_g8);
-        float *slot = v5s_sm + ((size_t)lt * R.cpt + j) * 16;
+        float *slot = v5s_sm + ((size_t)it.lt * R.cpt + it.j) * 16;
         if (t == 0) {
             slot[g] = acc_g;
             slot[g + 8] = acc_g8;
         }
-        unsigned mine = (unsigned)(s1 - s0), done = 0;
+        unsigned mine = (unsigned)(it.s1 - it.s0), done = 0;
         __threadfence_block();   /* the slot before the count */
         __syncwarp();
         if (lane == 0)
-            done = atomicAdd(&tcnt[lt], mine);
-        if (__shfl_sync(0xffffffffu, done, 0) + mine != (unsigned)need)
+            done = atomicAdd(&tcnt[it.lt], mine);
+        if (__shfl_sync(0xffffffffu, done, 0) + mine != (unsigned)it.need)
             continue;
         __threadfence_block();   /* every slot of the tile is visible */
-        int nch = (int)((need + C - 1) / C);
+        int nch = (int)((it.need + C - 1) / C);
         float y = 0.0f;
         if (lane < 16)
             for (int i = 0; i < nch; i++)
-                y += v5s_sm[((size_t)lt * R.cpt + i) * 16 + lane];
+                y += v5s_sm[((size_t)it.lt * R.cpt + i) * 16 + lane];
         if (!pooled) {   /* a tile cut between CTAs: piece in the order of the even split */
-            int64_t c0 = v5_warp_of(job, tile * job.n_sb), c1 = v5_warp_of(job, (tile + 1) * job.n_sb - 1);
+            int64_t c0 = v5_warp_of(job, it.tile * job.n_sb), c1 = v5_warp_of(job, (it.tile + 1) * job.n_sb - 1);
             pieces = (int)(c1 - c0 + 1), piece = (int)(blockIdx.x - c0);
         }
-        v5s_tile_out(job, P, tile, r0, lane, y, pieces, piece);
+        v5s_tile_out(job, P, it.tile, r0, lane, y, pieces, piece);
     }
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
@@ -420,23 +377,14 @@ static size_t v5s_smem(const v5_job &job, int C)
            (size_t)(job.pool ? job.pool_cap : 0) * sizeof(int);
 }
 
-/* v5s's pool for this job: c->v5s_pool % of its tiles, when every CTA keeps a unit of its own; a
- * CTA may claim up to 4x its share of the items (at least 4), so the CTAs together can always take
- * the whole pool. False (recorded) when the counts cannot be had. */
+/* v5s's pool for this job (its shape: gemv_v5s_map.h v5s_pool_shape_of) and its pair of counts;
+ * false (recorded) when the counts cannot be had */
 static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job)
 {
-    int64_t cpt = (job.n_sb + c->v5s - 1) / c->v5s, most = c->v5s_split ? c->v5s_split : 16;
-    job.pool = job.n_tiles * c->v5s_pool / 100;
-    job.pool_np = (int)(cpt > 16 ? (cpt + most - 1) / most : 1);   /* whole up to 16 chunks */
-    job.pool_cpp = (int)((cpt + job.pool_np - 1) / job.pool_np);   /* every piece >= 1 chunk (cpp <= most) */
-    int64_t units = (job.n_tiles - job.pool) * job.n_sb, nw = units < c->n_sm ? units : c->n_sm;
-    if (job.pool < 1 || units < c->n_sm || (cpt > 16 && !c->v5s_split) ||
-        job.pool_np > v5_split_stride(job.n_sb, units, nw)) {   /* the pieces' slots are the cut tiles' */
-        job.pool = 0, job.pool_np = 1, job.pool_cpp = (int)cpt;
+    v5s_pool_shape ps = v5s_pool_shape_of(job.n_tiles, job.n_sb, c->v5s, c->v5s_pool, c->v5s_split, c->n_sm);
+    job.pool = ps.pool, job.pool_np = ps.np, job.pool_cpp = ps.cpp, job.pool_cap = ps.cap;
+    if (!job.pool)
         return true;
-    }
-    int64_t items = job.pool * job.pool_np, share = (items + c->n_sm - 1) / c->n_sm, cap = 4 * share;
-    job.pool_cap = (int)(cap < items ? cap : items);
     if (!cuda_buf_counts(c, &c->v5s_ctr, V5S_POOL_SLOTS * 2 * sizeof(unsigned)))
         return false;
     job.pool_ctr = (unsigned *)c->v5s_ctr.p + 2 * (c->v5s_slot++ % V5S_POOL_SLOTS);
