@@ -1081,7 +1081,7 @@ static int set_level(struct backend *be, int cuda_ctx::*f, int v, int lo, int hi
     return GLIM_OK;
 }
 
-/* one-row GEMVs of one weight kind on v5s with chunks of `chunk` units (1..8), or on v5 (0).
+/* one-row GEMVs (of one weight kind, or two with v5_mix) on v5s with chunks of `chunk` units (1..8), or on v5 (0).
  * Default: 4, or GLIM_CUDA_V5S at creation. */
 extern "C" int backend_cuda_set_v5s(struct backend *be, int chunk)
 {

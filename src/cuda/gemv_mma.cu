@@ -316,7 +316,8 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
                     break;
                 continue;
             }
-            if (!v5s_pool_item(pt, j, tmax + q, job.n_tiles, job.pool, job.pool_np, job.pool_cpp, R.cpt, job.n_sb, C, &it))
+            if (!v5s_pool_item(pt, j, tmax + q, job.n_tiles, job.pool, job.pool_np, job.pool_cpp, R.cpt, job.n_sb, C,
+                               &it))
                 continue;   /* the tile's last piece is short */
             pieces = job.pool_np, piece = it.piece;
         } else {
@@ -577,7 +578,8 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
         cudaLaunchAttribute attr[2];
         cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_warps), dim3(16 * 32), smem, attr);
         if (std::is_same<KA, KB>::value)
-            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KA::U_DEF, KA, KA::U_DEF>, job, xq, xd, c->pdl_all, C));
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KA::U_DEF, KA, KA::U_DEF>, job, xq, xd, c->pdl_all,
+                                           C));
         else   /* two kinds (GLIM_CUDA_V5_MIX): U = 1 each, as v5_go */
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all, C));
     } else {
