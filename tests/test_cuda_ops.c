@@ -66,6 +66,8 @@ int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct
 int backend_cuda_get_v5s_pool(struct backend *be_);            /* 50 unless set */
 int backend_cuda_set_v5s_split(struct backend *be_, int most);  /* the pool takes long tiles in pieces (0: not) */
 int backend_cuda_set_v5_mix(struct backend *be_, int on);     /* Q4_K and Q6_K parts in one v5/v5s launch */
+int backend_cuda_set_v5s_warps(struct backend *be_, int warps); /* v5s's warps a CTA: 4, 8 or 16 */
+int backend_cuda_get_v5s_warps(struct backend *be_);           /* 16 unless set */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -1060,6 +1062,20 @@ static void test_v5s(void)
         check_v5s_pool(QT[ti], 256 * rndi(17, 40), rndi(1, 3000), 1, rndi(1, 90), 4);
         CHECK_EQ(backend_cuda_set_v5s_split(be, 0), GLIM_OK);
     }
+    /* CTAs of 8 and 4 warps (2 and 4 an SM): the same checks on their own split */
+    int w0 = backend_cuda_get_v5s_warps(be);
+    CHECK(backend_cuda_set_v5s_warps(be, 12) != GLIM_OK);
+    for (int w = 8; w >= 4; w /= 2) {
+        CHECK_EQ(backend_cuda_set_v5s_warps(be, w), GLIM_OK);
+        for (int ti = 0; ti < 2; ti++) {
+            check_v5s(QT[ti], 256 * rndi(1, 16), rndi(1, 600), rndi(1, 8));
+            check_v5s(QT[ti], 6656, 4224 + 5, 4);
+            check_v5s(QT[ti], 19968, 416 + 3, 4);
+            check_v5s_pool(QT[ti], 6656, 4224 + 5, 4, 50, 40);
+            check_v5s_pool(QT[ti], 256 * rndi(1, 16), rndi(1, 3000), rndi(1, 8), rndi(1, 90), 4);
+        }
+    }
+    CHECK_EQ(backend_cuda_set_v5s_warps(be, w0), GLIM_OK);
     /* the SwiGLU fold on v5s: bit for bit the quantizer it replaces (check_glu_fuse's own test) */
     int c0 = backend_cuda_get_v5s(be), p0 = backend_cuda_get_v5s_pool(be);
     CHECK_EQ(backend_cuda_set_v5s(be, 2), GLIM_OK);

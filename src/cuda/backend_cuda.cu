@@ -1109,6 +1109,20 @@ extern "C" int backend_cuda_set_v5_mix(struct backend *be, int on)
     return set_level(be, &cuda_ctx::v5_mix, on, 0, 1);
 }
 
+/* v5s's warps a CTA (4, 8 or 16: 4, 2 or 1 CTAs an SM), which share their chunks. Default: 16, or
+ * GLIM_CUDA_V5S_WARPS at creation. */
+extern "C" int backend_cuda_set_v5s_warps(struct backend *be, int warps)
+{
+    if (warps != 4 && warps != 8 && warps != 16)
+        return GLIM_EINVAL;
+    return set_level(be, &cuda_ctx::v5s_warps, warps, 4, 16);
+}
+
+extern "C" int backend_cuda_get_v5s_warps(struct backend *be)
+{
+    return ctx_of(be)->v5s_warps;
+}
+
 extern "C" int backend_cuda_get_v5s(struct backend *be)
 {
     return ctx_of(be)->v5s;
@@ -1365,6 +1379,11 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->v5s = env_level("GLIM_CUDA_V5S", 4, 0, 8);
     /* ... and half its tiles pooled: H100 148.92-149.26 vs 146.99-147.34 t/s (30: 148.0, 70: 149.2, 90: 148.6) */
     c->v5s_pool = env_level("GLIM_CUDA_V5S_POOL", 50, 0, 90);
+    /* v5s CTAs of 8 or 4 warps (2 or 4 an SM), which free their SM's slots one by one as plain v5's do:
+     * opt-in, not yet measured (2026-12-06: a 16-warp CTA holds the SM's register file till its last
+     * warp, and the attention matrices on it lost 19% on an H100) */
+    c->v5s_warps = env_level("GLIM_CUDA_V5S_WARPS", 16, 4, 16);
+    c->v5s_warps = c->v5s_warps >= 16 ? 16 : c->v5s_warps >= 8 ? 8 : 4;
     c->v5s_split = env_level("GLIM_CUDA_V5S_SPLIT", 0, 0, 16);   /* opt-in, not yet measured (gemv_mma.cu) */
     c->v5_mix = env_level("GLIM_CUDA_V5_MIX", 0, 0, 1);
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");

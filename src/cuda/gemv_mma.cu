@@ -380,9 +380,9 @@ static size_t v5s_smem(const v5_job &job, int C)
 
 /* v5s's pool for this job (its shape: gemv_v5s_map.h v5s_pool_shape_of) and its pair of counts;
  * false (recorded) when the counts cannot be had */
-static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job)
+static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job, int64_t n_cta)
 {
-    v5s_pool_shape ps = v5s_pool_shape_of(job.n_tiles, job.n_sb, c->v5s, c->v5s_pool, c->v5s_split, c->n_sm);
+    v5s_pool_shape ps = v5s_pool_shape_of(job.n_tiles, job.n_sb, c->v5s, c->v5s_pool, c->v5s_split, n_cta);
     job.pool = ps.pool, job.pool_np = ps.np, job.pool_cpp = ps.cpp, job.pool_cap = ps.cap;
     if (!job.pool)
         return true;
@@ -566,17 +566,18 @@ static int launch_v5(struct cuda_ctx *c, uint32_t dta, uint32_t dtb, int64_t min
     if (!m || job.n_tiles * job.n_sb < min_units)
         return 0;
     int64_t warps = v5_warps(c, 16);   /* 4 CTAs x 4 warps per SM: the register limit */
-    int C = c->v5s;   /* v5s: one CTA an SM */
-    if (C && c->v5s_pool && !v5s_pool_plan(c, job))
+    int C = c->v5s;   /* v5s: 16 / v5s_warps CTAs an SM (one by default) */
+    int64_t n_cta = (int64_t)c->n_sm * (16 / c->v5s_warps);
+    if (C && c->v5s_pool && !v5s_pool_plan(c, job, n_cta))
         return 0;
-    if (!v5_plan(c, job, C ? c->n_sm : warps))
+    if (!v5_plan(c, job, C ? n_cta : warps))
         return 0;   /* recorded in the context; these parts go to v3 */
     bool glu = c->glu_req && v5_glu_plan(c, job, n, ys, ws, mine);
     size_t smem = C ? v5s_smem(job, C) : 0;
     if (C && smem <= 48 * 1024) {
         job.trace = NULL;
         cudaLaunchAttribute attr[2];
-        cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_warps), dim3(16 * 32), smem, attr);
+        cudaLaunchConfig_t cfg = cuda_launch_cfg(c, dim3((unsigned)job.n_warps), dim3(c->v5s_warps * 32), smem, attr);
         if (std::is_same<KA, KB>::value)
             CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5s_kernel<KA, KA::U_DEF, KA, KA::U_DEF>, job, xq, xd, c->pdl_all,
                                            C));
