@@ -239,7 +239,7 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
 /* The pool (GLIM_CUDA_V5S_POOL=P, default 50 %): v5s's split evens each SM's warps but not the SMs, whose
  * ends still spread several us a launch (docs/PERFORMANCE.md 2026-12-06). The job's last job.pool
  * tiles are left out of the even split; a CTA that has handed out all its own chunks goes on with
- * whole pooled tiles, claimed from a global count V5S_AHEAD ahead of need (one atomic a tile, its
+ * whole pooled tiles, claimed from a global count job.pool_ahead (6) ahead of need (one atomic a tile, its
  * latency hidden by the work in hand), in chunks its warps take as before. A pooled tile is summed in one
  * CTA in chunk order, so the result does not depend on which CTA took it.
  * A tile of more than 16 chunks is not pooled (down's 78-unit tiles, a third of a CTA's share, made
@@ -249,7 +249,6 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
  * Pool slot q of a CTA: V5S_PENDING until claimed, then the item (tile x pool_np + piece) it took,
  * or -1 when the pool was empty (or the slot past the CTA's cap). */
 #define V5S_PENDING (-2)
-#define V5S_AHEAD 6         /* claims in flight a CTA: its 16 warps work on ~2-3 tiles of <= 16 chunks at once */
 #define V5S_POOL_SLOTS 64   /* launches whose pool counts may be live at once (per context) */
 
 static __device__ __forceinline__ int v5s_claim(const v5_job &job)
@@ -306,11 +305,11 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             if (q >= QM)
                 break;
             int pt = v5s_slot_wait(ptile, q);
-            if (j == 0 && q + V5S_AHEAD < QM && lane == 0)   /* the chain: slot q's first chunk claims q + AHEAD */
-                ptile[q + V5S_AHEAD] = pt >= 0 ? v5s_claim(job) : -1;
+            if (j == 0 && q + job.pool_ahead < QM && lane == 0)   /* the chain: slot q's first chunk claims q + AHEAD */
+                ptile[q + job.pool_ahead] = pt >= 0 ? v5s_claim(job) : -1;
             if (pt < 0) {   /* claims may return out of order: AHEAD empty slots in a row end the pool */
                 bool more = false;
-                for (int i = 1; i < V5S_AHEAD && q + i < QM && !more; i++)
+                for (int i = 1; i < job.pool_ahead && q + i < QM && !more; i++)
                     more = v5s_slot_wait(ptile, q + i) >= 0;
                 if (!more)
                     break;
@@ -331,7 +330,7 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         else
             v5_span<KA, UA>(job, P, r0, it.s0, it.s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
         if (k == 0 && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
-            for (int i = 0; i < V5S_AHEAD && i < QM; i++)
+            for (int i = 0; i < job.pool_ahead && i < QM; i++)
                 ptile[i] = v5s_claim(job);
         v5_group_sums(acc_g, acc_g8);
         float *slot = v5s_sm + ((size_t)it.lt * R.cpt + it.j) * 16;
@@ -384,6 +383,7 @@ static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job, int64_t n_cta)
 {
     v5s_pool_shape ps = v5s_pool_shape_of(job.n_tiles, job.n_sb, c->v5s, c->v5s_pool, c->v5s_split, n_cta);
     job.pool = ps.pool, job.pool_np = ps.np, job.pool_cpp = ps.cpp, job.pool_cap = ps.cap;
+    job.pool_ahead = c->v5s_ahead;   /* 6: its 16 warps work on ~2-3 tiles of <= 16 chunks at once */
     if (!job.pool)
         return true;
     if (!cuda_buf_counts(c, &c->v5s_ctr, V5S_POOL_SLOTS * 2 * sizeof(unsigned)))

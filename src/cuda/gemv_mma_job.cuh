@@ -28,6 +28,7 @@ struct v5_job {
     unsigned *pool_ctr;        /* ... [0] tiles claimed, [1] CTAs done; both 0 between launches */
     int       pool_cap;        /* ... most items one CTA may claim (its shared-memory slots) */
     int       pool_np, pool_cpp;   /* ... a pooled tile's pieces (1: whole) and chunks a piece */
+    int       pool_ahead;      /* ... claims a CTA keeps ahead of need (GLIM_CUDA_V5S_AHEAD, 6) */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
