@@ -288,6 +288,9 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         ptile[i] = V5S_PENDING;
     __syncthreads();
     bool waited = false;   /* the first loads go out before the wait, as v5's */
+    /* the chunk after which the first claims go out: the first (0), or with pool_lazy = L the
+     * L-th from the end of the CTA's own, so that the pool is handed out at the launch's end */
+    unsigned kc = job.pool_lazy > 0 && R.total > job.pool_lazy ? (unsigned)(R.total - job.pool_lazy) : 0u;
 #pragma unroll 1
     for (;;) {
         unsigned k = 0;
@@ -329,7 +332,7 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             v5_span<KB, UB>(job, P, r0, it.s0, it.s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
         else
             v5_span<KA, UA>(job, P, r0, it.s0, it.s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
-        if (k == 0 && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
+        if (k == kc && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
             for (int i = 0; i < job.pool_ahead && i < QM; i++)
                 ptile[i] = v5s_claim(job);
         v5_group_sums(acc_g, acc_g8);
@@ -384,6 +387,7 @@ static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job, int64_t n_cta)
     v5s_pool_shape ps = v5s_pool_shape_of(job.n_tiles, job.n_sb, c->v5s, c->v5s_pool, c->v5s_split, n_cta);
     job.pool = ps.pool, job.pool_np = ps.np, job.pool_cpp = ps.cpp, job.pool_cap = ps.cap;
     job.pool_ahead = c->v5s_ahead;   /* 6: its 16 warps work on ~2-3 tiles of <= 16 chunks at once */
+    job.pool_lazy = c->v5s_lazy;
     if (!job.pool)
         return true;
     if (!cuda_buf_counts(c, &c->v5s_ctr, V5S_POOL_SLOTS * 2 * sizeof(unsigned)))

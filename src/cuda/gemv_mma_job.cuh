@@ -29,6 +29,7 @@ struct v5_job {
     int       pool_cap;        /* ... most items one CTA may claim (its shared-memory slots) */
     int       pool_np, pool_cpp;   /* ... a pooled tile's pieces (1: whole) and chunks a piece */
     int       pool_ahead;      /* ... claims a CTA keeps ahead of need (GLIM_CUDA_V5S_AHEAD, 6) */
+    int       pool_lazy;       /* ... first claims L own chunks before the end (GLIM_CUDA_V5S_LAZY; 0: at the first) */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1
