@@ -1118,6 +1118,18 @@ extern "C" int backend_cuda_set_v5s_warps(struct backend *be, int warps)
     return set_level(be, &cuda_ctx::v5s_warps, warps, 4, 16);
 }
 
+/* v5s's first pool claims after the CTA's `lazy`-th own chunk from the end (0: after its first).
+ * Default: 0, or GLIM_CUDA_V5S_LAZY at creation. */
+extern "C" int backend_cuda_set_v5s_lazy(struct backend *be, int lazy)
+{
+    return set_level(be, &cuda_ctx::v5s_lazy, lazy, 0, 1024);
+}
+
+extern "C" int backend_cuda_get_v5s_lazy(struct backend *be)
+{
+    return ctx_of(be)->v5s_lazy;
+}
+
 extern "C" int backend_cuda_get_v5s_warps(struct backend *be)
 {
     return ctx_of(be)->v5s_warps;
