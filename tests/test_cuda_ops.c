@@ -25,7 +25,8 @@
  * GLIM_CUDA_T16=1 runs the whole file with tiles (test_k45_aux keeps row-major: no table then).
  * test_v5s: GEMV v5s (the one-row default, GLIM_CUDA_V5S=0: v5) has bits of its own: the same every
  * run, 1e-5 of v5, and tiles and row-major blocks give the same bits; with its pool (default 50 %)
- * too, whichever CTA takes a pooled tile. test_mega pins plain v5.
+ * too, whichever CTA takes a pooled tile, in CTAs of 16, 8 or 4 warps and with the first claims
+ * early or late. test_mega pins plain v5.
  */
 #include "harness.h"
 
