@@ -1391,13 +1391,12 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->v5s = env_level("GLIM_CUDA_V5S", 4, 0, 8);
     /* ... and half its tiles pooled: H100 148.92-149.26 vs 146.99-147.34 t/s (30: 148.0, 70: 149.2, 90: 148.6) */
     c->v5s_pool = env_level("GLIM_CUDA_V5S_POOL", 50, 0, 90);
-    /* v5s CTAs of 8 or 4 warps (2 or 4 an SM), which free their SM's slots one by one as plain v5's do:
-     * opt-in, not yet measured (2026-12-06: a 16-warp CTA holds the SM's register file till its last
-     * warp, and the attention matrices on it lost 19% on an H100) */
     c->v5s_ahead = env_level("GLIM_CUDA_V5S_AHEAD", 6, 1, 16);   /* bench knob (first claims: AHEAD a CTA at once) */
     /* bench knob, not yet measured: the first claims near the end of a CTA's own chunks instead of at
      * its first (which hands out ~60% of gate/up's pool at the start) */
     c->v5s_lazy = env_level("GLIM_CUDA_V5S_LAZY", 0, 0, 1024);
+    /* bench knob: v5s CTAs of 8 or 4 warps (2 or 4 an SM), which free their SM's slots one by one as
+     * plain v5's do. H100 2026-12-06 with 6 claims ahead: 121.3 / 85.8 vs 149.0-149.3 t/s */
     c->v5s_warps = env_level("GLIM_CUDA_V5S_WARPS", 16, 4, 16);
     c->v5s_warps = c->v5s_warps >= 16 ? 16 : c->v5s_warps >= 8 ? 8 : 4;
     c->v5s_split = env_level("GLIM_CUDA_V5S_SPLIT", 0, 0, 16);   /* opt-in, not yet measured (gemv_mma.cu) */
