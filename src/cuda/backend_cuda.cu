@@ -1399,7 +1399,7 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
      * plain v5's do. H100 2026-12-06 with 6 claims ahead: 121.3 / 85.8 vs 149.0-149.3 t/s */
     c->v5s_warps = env_level("GLIM_CUDA_V5S_WARPS", 16, 4, 16);
     c->v5s_warps = c->v5s_warps >= 16 ? 16 : c->v5s_warps >= 8 ? 8 : 4;
-    c->v5s_split = env_level("GLIM_CUDA_V5S_SPLIT", 0, 0, 16);   /* opt-in, not yet measured (gemv_mma.cu) */
+    c->v5s_split = env_level("GLIM_CUDA_V5S_SPLIT", 0, 0, 16);   /* bench knob: H100 -2% at 8 (2026-12-06) */
     c->v5_mix = env_level("GLIM_CUDA_V5_MIX", 0, 0, 1);
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */

@@ -243,7 +243,7 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
  * latency hidden by the work in hand), in chunks its warps take as before. A pooled tile is summed in one
  * CTA in chunk order, so the result does not depend on which CTA took it.
  * A tile of more than 16 chunks is not pooled (down's 78-unit tiles, a third of a CTA's share, made
- * the tail longer), or with GLIM_CUDA_V5S_SPLIT=M (opt-in, not yet measured) it is pooled as
+ * the tail longer), or with GLIM_CUDA_V5S_SPLIT=M (bench knob; -2% on an H100) it is pooled as
  * job.pool_np pieces of job.pool_cpp <= M chunks, claimed one by one and merged in piece order
  * through global memory as a tile cut between CTAs is.
  * Pool slot q of a CTA: V5S_PENDING until claimed, then the item (tile x pool_np + piece) it took,
