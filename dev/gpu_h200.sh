@@ -34,9 +34,8 @@ esac
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 M1=GLIM_CUDA_MEGA=1
-# v5s and its pool (the defaults since 2026-12-06, measured on H100s only) against plain v5, and the
-# pool for down (GLIM_CUDA_V5S_SPLIT, opt-in)
-V5="GLIM_CUDA_V5S_POOL=0 GLIM_CUDA_V5S=0 GLIM_CUDA_V5S_SPLIT=8"
+# v5s and its pool (the defaults since 2026-12-06, measured on H100s only) against plain v5
+V5="GLIM_CUDA_V5S_POOL=0 GLIM_CUDA_V5S=0"
 if [ -n "${QUICK:-}" ]; then   # QUICK=1: the default, v5s's forms and the span only (~200 s), for a short budget
   L=(GOLD=" " TESTS="test_mega test_v5s" SKIPS=" " EXTRA="$V5 $M1" MTRACE="X=1")
 else

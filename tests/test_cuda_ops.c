@@ -65,12 +65,11 @@ int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs 
 int backend_cuda_get_v5s(struct backend *be_);                 /* 4 unless set */
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
 int backend_cuda_get_v5s_pool(struct backend *be_);            /* 50 unless set */
-int backend_cuda_set_v5s_split(struct backend *be_, int most);  /* the pool takes long tiles in pieces (0: not) */
-int backend_cuda_set_v5_mix(struct backend *be_, int on);     /* Q4_K and Q6_K parts in one v5/v5s launch */
+int backend_cuda_set_v5s_ahead(struct backend *be_, int n);   /* v5s's pool claims ahead of need */
+int backend_cuda_get_v5s_ahead(struct backend *be_);           /* 2 unless set */
 int backend_cuda_set_v5s_warps(struct backend *be_, int warps); /* v5s's warps a CTA: 4, 8 or 16 */
 int backend_cuda_get_v5s_warps(struct backend *be_);           /* 16 unless set */
-int backend_cuda_set_v5s_lazy(struct backend *be_, int lazy);  /* v5s's first claims near its own chunks' end */
-int backend_cuda_get_v5s_lazy(struct backend *be_);            /* 0 unless set */
+int backend_cuda_set_v5_mix(struct backend *be_, int on);     /* Q4_K and Q6_K parts in one v5/v5s launch */
 long backend_cuda_glu_used(struct backend *be_);                /* matmuls that took that copy */
 int backend_cuda_set_prep_fold(struct backend *be_, bool on);  /* matmul_attn_prep: the GEMV runs attn_prep */
 long backend_cuda_prep_used(struct backend *be_);              /* ... times it did */
@@ -1056,15 +1055,17 @@ static void test_v5s(void)
         check_v5s_pool(QT[ti], 19968, 416 + 3, 3, 30, 8);
         check_v5s_pool(QT[ti], 256 * rndi(1, 16), rndi(1, 3000), rndi(1, 8), rndi(1, 50), 4);
         check_v5s_pool(QT[ti], 256, 16 * 200, 2, 50, 4);   /* one unit a tile */
-        /* long tiles pooled in pieces (GLIM_CUDA_V5S_SPLIT): down's shape in 3 (7 + 7 + 6 chunks), and
-         * pieces of one chunk */
-        CHECK_EQ(backend_cuda_set_v5s_split(be, 8), GLIM_OK);
-        check_v5s_pool(QT[ti], 19968, 6656, 4, 50, 70);
-        check_v5s_pool(QT[ti], 19968, 416 + 3, 3, 30, 8);
-        CHECK_EQ(backend_cuda_set_v5s_split(be, 1), GLIM_OK);
-        check_v5s_pool(QT[ti], 256 * rndi(17, 40), rndi(1, 3000), 1, rndi(1, 90), 4);
-        CHECK_EQ(backend_cuda_set_v5s_split(be, 0), GLIM_OK);
     }
+    int a0 = backend_cuda_get_v5s_ahead(be);   /* claims 1 and 6 ahead (GLIM_CUDA_V5S_AHEAD) */
+    CHECK(backend_cuda_set_v5s_ahead(be, 0) != GLIM_OK);
+    for (int ahead = 1; ahead <= 6; ahead += 5) {
+        CHECK_EQ(backend_cuda_set_v5s_ahead(be, ahead), GLIM_OK);
+        for (int ti = 0; ti < 2; ti++) {
+            check_v5s_pool(QT[ti], 6656, 4224 + 5, 4, 50, 40);
+            check_v5s_pool(QT[ti], 256 * rndi(1, 16), rndi(1, 3000), rndi(1, 8), rndi(1, 90), 4);
+        }
+    }
+    CHECK_EQ(backend_cuda_set_v5s_ahead(be, a0), GLIM_OK);
     /* CTAs of 8 and 4 warps (2 and 4 an SM): the same checks on their own split */
     int w0 = backend_cuda_get_v5s_warps(be);
     CHECK(backend_cuda_set_v5s_warps(be, 12) != GLIM_OK);
@@ -1079,17 +1080,6 @@ static void test_v5s(void)
         }
     }
     CHECK_EQ(backend_cuda_set_v5s_warps(be, w0), GLIM_OK);
-    /* the first claims late (GLIM_CUDA_V5S_LAZY): L chunks before the own ones end, and more than a
-     * CTA has (then at its first, as by default) */
-    int l0 = backend_cuda_get_v5s_lazy(be);
-    for (int L = 1; L <= 4096; L *= 16) {
-        CHECK_EQ(backend_cuda_set_v5s_lazy(be, L > 1024 ? 1024 : L), GLIM_OK);
-        for (int ti = 0; ti < 2; ti++) {
-            check_v5s_pool(QT[ti], 6656, 4224 + 5, 4, 50, 40);
-            check_v5s_pool(QT[ti], 256 * rndi(1, 16), rndi(1, 3000), rndi(1, 8), rndi(1, 90), 4);
-        }
-    }
-    CHECK_EQ(backend_cuda_set_v5s_lazy(be, l0), GLIM_OK);
     /* the SwiGLU fold on v5s: bit for bit the quantizer it replaces (check_glu_fuse's own test) */
     int c0 = backend_cuda_get_v5s(be), p0 = backend_cuda_get_v5s_pool(be);
     CHECK_EQ(backend_cuda_set_v5s(be, 2), GLIM_OK);

@@ -1,9 +1,9 @@
 /* test_v5s_map.c — GEMV v5s's split arithmetic (src/cuda/gemv_v5s_map.h, the code the GPU kernel
- * runs) on the CPU. For the 30B shapes and random ones, over chunk sizes, pool shares and piece
- * sizes: every unit of every tile is summed exactly once; each chunk stays in its tile, its CTA's
- * range and its slots; the units a CTA adds to a tile's (or pooled piece's) count equal the count's
- * target, and the chunk slots the summing warp reads are exactly the ones written; a pooled tile's
- * pieces cover it in order; the CTAs' claim caps can take the whole pool. Runs without a GPU (CI). */
+ * runs) on the CPU. For the 30B shapes and random ones, over chunk sizes and pool shares: every
+ * unit of every tile is summed exactly once; each chunk stays in its tile, its CTA's range and its
+ * slots; the units a CTA adds to a tile's count equal the count's target, and the chunk slots the
+ * summing warp reads are exactly the ones written; the CTAs' claim caps can take the whole pool.
+ * Runs without a GPU (CI). */
 #include "harness.h"
 
 #include <stdlib.h>
@@ -61,9 +61,9 @@ static void slot_done(const struct slot_acc *sa, int C, int cpt)
         CHECK_EQ(sa->wrote[j], j < nch);
 }
 
-static void check_map(int64_t n_tiles, int64_t n_sb, int C, int pct, int split, int64_t n_sm)
+static void check_map(int64_t n_tiles, int64_t n_sb, int C, int pct, int64_t n_sm)
 {
-    struct v5s_pool_shape ps = v5s_pool_shape_of(n_tiles, n_sb, C, pct, split, n_sm);
+    struct v5s_pool_shape ps = v5s_pool_shape_of(n_tiles, n_sb, C, pct, n_sm);
     int64_t units = (n_tiles - ps.pool) * n_sb, n_cta = units < n_sm ? units : n_sm;
     int cpt = (int)((n_sb + C - 1) / C);
     int64_t tmax = v5s_tiles_max(units, n_cta, n_sb);
@@ -74,12 +74,9 @@ static void check_map(int64_t n_tiles, int64_t n_sb, int C, int pct, int split, 
         free(seen), free(sa);
         return;
     }
-    if (ps.pool) {   /* a pool: pieces fit the cut tiles' slots, each piece >= 1 chunk and <= 16 */
-        CHECK(ps.np >= 1 && ps.cpp >= 1 && ps.cpp <= 16);
-        CHECK((int64_t)ps.np * ps.cpp >= cpt && (int64_t)(ps.np - 1) * ps.cpp < cpt);
-        CHECK(ps.np <= v5_split_stride(n_sb, units, n_cta));
-        CHECK(ps.cap >= 1 && (int64_t)ps.cap * n_sm >= ps.pool * ps.np);   /* the CTAs can take them all */
-        CHECK(split || cpt <= 16);
+    if (ps.pool) {   /* a pool: tiles of <= 16 chunks, a CTA keeps units of its own */
+        CHECK(cpt <= 16 && ps.pool < n_tiles && units >= n_sm);
+        CHECK(ps.cap >= 1 && ps.cap <= ps.pool && (int64_t)ps.cap * n_sm >= ps.pool);   /* the CTAs can take them all */
     }
     for (int64_t cta = 0; cta < n_cta; cta++) {
         struct v5s_range R = v5s_range_of(cta, units, n_cta, n_sb, C);
@@ -101,36 +98,27 @@ static void check_map(int64_t n_tiles, int64_t n_sb, int C, int pct, int split, 
         for (int64_t i = 0; i < tmax; i++)
             slot_done(&sa[i], C, cpt);
     }
-    for (int64_t pt = 0; pt < ps.pool * ps.np; pt++) {   /* each pooled item, in whichever slot */
+    for (int64_t pt = 0; pt < ps.pool; pt++) {   /* each pooled tile, in whichever slot */
         struct slot_acc one;
         memset(&one, 0, sizeof one);
         int64_t lt = tmax + pt % (ps.cap ? ps.cap : 1);
-        int got = 0;
-        for (int64_t j = 0; j < ps.cpp; j++) {
-            struct v5s_item it;
-            if (!v5s_pool_item(pt, j, lt, n_tiles, ps.pool, ps.np, ps.cpp, cpt, n_sb, C, &it)) {
-                CHECK(pt % ps.np == ps.np - 1);   /* only the last piece is short */
-                continue;
-            }
-            got++;
+        for (int64_t j = 0; j < cpt; j++) {
+            struct v5s_item it = v5s_pool_item(pt, j, lt, n_tiles, ps.pool, n_sb, C);
             CHECK_EQ(it.lt, lt);
-            CHECK_EQ(it.piece, (int)(pt % ps.np));
             CHECK(it.tile >= n_tiles - ps.pool && it.tile < n_tiles);
             CHECK(it.s0 >= 0 && it.s0 < it.s1 && it.s1 <= n_sb && it.s1 - it.s0 <= C);
-            CHECK(it.s0 >= (int64_t)it.piece * ps.cpp * C && it.s1 <= (int64_t)(it.piece + 1) * ps.cpp * C);
             for (int64_t u = it.s0; u < it.s1; u++)
                 seen[it.tile * n_sb + u]++;
-            slot_add(&one, &it, ps.cpp);
+            slot_add(&one, &it, cpt);
         }
-        CHECK(got >= 1);
-        slot_done(&one, C, ps.cpp);
+        slot_done(&one, C, cpt);
     }
     int64_t bad = 0;
     for (int64_t u = 0; u < n_tiles * n_sb; u++)
         bad += seen[u] != 1;
     if (bad)
-        fprintf(stderr, "FAIL tiles=%lld n_sb=%lld C=%d pct=%d split=%d sms=%lld: %lld units not summed once\n",
-                (long long)n_tiles, (long long)n_sb, C, pct, split, (long long)n_sm, (long long)bad);
+        fprintf(stderr, "FAIL tiles=%lld n_sb=%lld C=%d pct=%d sms=%lld: %lld units not summed once\n",
+                (long long)n_tiles, (long long)n_sb, C, pct, (long long)n_sm, (long long)bad);
     CHECK_EQ(bad, 0);
     free(seen), free(sa);
 }
@@ -139,19 +127,18 @@ static void test_30b_shapes(void)
 {
     /* q (4096 rows), Wo (6656 x 4096), gate/up (2 x 19968), down (6656 x 19968), the head */
     static const int64_t tiles[5] = {256, 416, 2496, 416, 12628}, sbs[5] = {26, 16, 26, 78, 26};
-    static const int pcts[5] = {0, 15, 50, 70, 90}, splits[4] = {0, 8, 4, 1};
+    static const int pcts[5] = {0, 15, 50, 70, 90};
     for (int s = 0; s < 5; s++)
         for (int C = 1; C <= 8; C++)
             for (int p = 0; p < 5; p++)
-                for (int sp = 0; sp < 4; sp++)
-                    check_map(tiles[s], sbs[s], C, pcts[p], splits[sp], s == 4 && C > 2 ? 114 : 132);
+                check_map(tiles[s], sbs[s], C, pcts[p], s == 4 && C > 2 ? 114 : 132);
 }
 
 static void test_random_shapes(void)
 {
     for (int i = 0; i < 400; i++) {
         int64_t n_sb = rnd(1, 90), n_tiles = rnd(1, 3000 / n_sb + 4);
-        check_map(n_tiles, n_sb, (int)rnd(1, 8), (int)rnd(0, 90), (int)rnd(0, 16), rnd(1, 140));
+        check_map(n_tiles, n_sb, (int)rnd(1, 8), (int)rnd(0, 90), rnd(1, 140));
     }
 }
 

@@ -1095,18 +1095,16 @@ extern "C" int backend_cuda_set_v5s_pool(struct backend *be, int pct)
     return set_level(be, &cuda_ctx::v5s_pool, pct, 0, 90);
 }
 
-/* v5s's pool takes tiles of more than 16 chunks (down's) in pieces of at most `most` chunks (1..16),
- * or leaves them out (0). Default: 0, or GLIM_CUDA_V5S_SPLIT at creation. */
-extern "C" int backend_cuda_set_v5s_split(struct backend *be, int most)
+/* the pool claims a v5s CTA keeps ahead of need (1..16). Default: 2, or GLIM_CUDA_V5S_AHEAD at
+ * creation. */
+extern "C" int backend_cuda_set_v5s_ahead(struct backend *be, int n)
 {
-    return set_level(be, &cuda_ctx::v5s_split, most, 0, 16);
+    return set_level(be, &cuda_ctx::v5s_ahead, n, 1, 16);
 }
 
-/* a one-row job's Q4_K and Q6_K parts (q/k/v where v is Q6_K) in one v5 or v5s launch (1), or a
- * launch each (0). Default: 0, or GLIM_CUDA_V5_MIX at creation. */
-extern "C" int backend_cuda_set_v5_mix(struct backend *be, int on)
+extern "C" int backend_cuda_get_v5s_ahead(struct backend *be)
 {
-    return set_level(be, &cuda_ctx::v5_mix, on, 0, 1);
+    return ctx_of(be)->v5s_ahead;
 }
 
 /* v5s's warps a CTA (4, 8 or 16: 4, 2 or 1 CTAs an SM), which share their chunks. Default: 16, or
@@ -1118,21 +1116,16 @@ extern "C" int backend_cuda_set_v5s_warps(struct backend *be, int warps)
     return set_level(be, &cuda_ctx::v5s_warps, warps, 4, 16);
 }
 
-/* v5s's first pool claims after the CTA's `lazy`-th own chunk from the end (0: after its first).
- * Default: 0, or GLIM_CUDA_V5S_LAZY at creation. */
-extern "C" int backend_cuda_set_v5s_lazy(struct backend *be, int lazy)
-{
-    return set_level(be, &cuda_ctx::v5s_lazy, lazy, 0, 1024);
-}
-
-extern "C" int backend_cuda_get_v5s_lazy(struct backend *be)
-{
-    return ctx_of(be)->v5s_lazy;
-}
-
 extern "C" int backend_cuda_get_v5s_warps(struct backend *be)
 {
     return ctx_of(be)->v5s_warps;
+}
+
+/* a one-row job's Q4_K and Q6_K parts (q/k/v where v is Q6_K) in one v5 or v5s launch (1), or a
+ * launch each (0). Default: 0, or GLIM_CUDA_V5_MIX at creation. */
+extern "C" int backend_cuda_set_v5_mix(struct backend *be, int on)
+{
+    return set_level(be, &cuda_ctx::v5_mix, on, 0, 1);
 }
 
 extern "C" int backend_cuda_get_v5s(struct backend *be)
@@ -1391,15 +1384,13 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->v5s = env_level("GLIM_CUDA_V5S", 4, 0, 8);
     /* ... and half its tiles pooled: H100 148.92-149.26 vs 146.99-147.34 t/s (30: 148.0, 70: 149.2, 90: 148.6) */
     c->v5s_pool = env_level("GLIM_CUDA_V5S_POOL", 50, 0, 90);
-    c->v5s_ahead = env_level("GLIM_CUDA_V5S_AHEAD", 6, 1, 16);   /* bench knob (first claims: AHEAD a CTA at once) */
-    /* bench knob, not yet measured: the first claims near the end of a CTA's own chunks instead of at
-     * its first (which hands out ~60% of gate/up's pool at the start) */
-    c->v5s_lazy = env_level("GLIM_CUDA_V5S_LAZY", 0, 0, 1024);
-    /* bench knob: v5s CTAs of 8 or 4 warps (2 or 4 an SM), which free their SM's slots one by one as
-     * plain v5's do. H100 2026-12-06 with 6 claims ahead: 121.3 / 85.8 vs 149.0-149.3 t/s */
+    /* ... claimed 2 ahead: H100 147.0-147.2 vs 146.4-146.7 t/s at 6 (1: 147.1, 3: 147.1; 2026-12-06) */
+    c->v5s_ahead = env_level("GLIM_CUDA_V5S_AHEAD", 2, 1, 16);
+    /* bench knob: v5s CTAs of 8 or 4 warps (2 or 4 an SM). H100 2026-12-06: 121.3 / 85.8 vs 149.0-149.3 t/s
+     * at the default carveout, which sizes an SM's shared memory for one such CTA (11.6 KB -> 16 KB for
+     * gate/up at 8 warps), so the second waits: with GLIM_CUDA_CARVEOUT=14 (32 KB) both fit */
     c->v5s_warps = env_level("GLIM_CUDA_V5S_WARPS", 16, 4, 16);
     c->v5s_warps = c->v5s_warps >= 16 ? 16 : c->v5s_warps >= 8 ? 8 : 4;
-    c->v5s_split = env_level("GLIM_CUDA_V5S_SPLIT", 0, 0, 16);   /* bench knob: H100 -2% at 8 (2026-12-06) */
     c->v5_mix = env_level("GLIM_CUDA_V5_MIX", 0, 0, 1);
     const char *f_prep = getenv("GLIM_CUDA_PREP_FOLD");
     /* opt-in: measured slower (tg128 154.2 vs 158.5 t/s, 2026-12-03; a fence per task) */

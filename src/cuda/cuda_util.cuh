@@ -107,10 +107,8 @@ struct cuda_ctx {
     bool            glu_fuse;          /* matmul_pair_glu asks for it (default; GLIM_CUDA_GLU_FUSE=0 off) */
     int             v5s;               /* GEMV v5s for one-row jobs: chunks of v5s units (GLIM_CUDA_V5S=1..8; 0: v5) */
     int             v5s_pool;          /* ... its last v5s_pool % of tiles claimed by CTAs at run time (GLIM_CUDA_V5S_POOL, 50) */
-    int             v5s_ahead;         /* ... pool claims a CTA keeps ahead of need (GLIM_CUDA_V5S_AHEAD=1..16, 6) */
-    int             v5s_lazy;          /* ... its first claims L own chunks before their end (GLIM_CUDA_V5S_LAZY; 0: at the first) */
+    int             v5s_ahead;         /* ... pool claims a CTA keeps ahead of need (GLIM_CUDA_V5S_AHEAD=1..16, 2) */
     int             v5s_warps;         /* ... warps a CTA, 16 / v5s_warps CTAs an SM (GLIM_CUDA_V5S_WARPS=4|8|16, 16) */
-    int             v5s_split;         /* ... tiles of more than 16 chunks pooled in pieces of <= this many (GLIM_CUDA_V5S_SPLIT; 0: not) */
     int             v5_mix;            /* a job's Q4_K and Q6_K parts in one v5 / v5s launch (GLIM_CUDA_V5_MIX, 0) */
     struct cuda_buf v5s_ctr;           /* ... the pool's claim and arrival counts, V5S_POOL_SLOTS launches' worth */
     unsigned        v5s_slot;          /* ... the next launch's pair of counts */

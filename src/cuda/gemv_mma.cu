@@ -239,22 +239,19 @@ static __device__ __forceinline__ void v5s_tile_out(const v5_job &job, const v5_
 /* The pool (GLIM_CUDA_V5S_POOL=P, default 50 %): v5s's split evens each SM's warps but not the SMs, whose
  * ends still spread several us a launch (docs/PERFORMANCE.md 2026-12-06). The job's last job.pool
  * tiles are left out of the even split; a CTA that has handed out all its own chunks goes on with
- * whole pooled tiles, claimed from a global count job.pool_ahead (6) ahead of need (one atomic a tile, its
- * latency hidden by the work in hand), in chunks its warps take as before. A pooled tile is summed in one
- * CTA in chunk order, so the result does not depend on which CTA took it.
- * A tile of more than 16 chunks is not pooled (down's 78-unit tiles, a third of a CTA's share, made
- * the tail longer), or with GLIM_CUDA_V5S_SPLIT=M (bench knob; -2% on an H100) it is pooled as
- * job.pool_np pieces of job.pool_cpp <= M chunks, claimed one by one and merged in piece order
- * through global memory as a tile cut between CTAs is.
- * Pool slot q of a CTA: V5S_PENDING until claimed, then the item (tile x pool_np + piece) it took,
- * or -1 when the pool was empty (or the slot past the CTA's cap). */
+ * whole pooled tiles, claimed from a global count job.pool_ahead (GLIM_CUDA_V5S_AHEAD, 2) ahead of need
+ * (one atomic a tile, its latency hidden by the work in hand), in chunks its warps take as before. A
+ * pooled tile is summed in one CTA in chunk order, so the result does not depend on which CTA took it.
+ * A tile of more than 16 chunks is not pooled (gemv_v5s_map.h v5s_pool_shape_of).
+ * Pool slot q of a CTA: V5S_PENDING until claimed, then the pooled tile it took, or -1 when the pool
+ * was empty (or the slot past the CTA's cap). */
 #define V5S_PENDING (-2)
 #define V5S_POOL_SLOTS 64   /* launches whose pool counts may be live at once (per context) */
 
 static __device__ __forceinline__ int v5s_claim(const v5_job &job)
 {
     unsigned v = atomicAdd(&job.pool_ctr[0], 1u);
-    return v < (unsigned)(job.pool * job.pool_np) ? (int)v : -1;
+    return v < (unsigned)job.pool ? (int)v : -1;
 }
 
 static __device__ __forceinline__ int v5s_slot_wait(volatile int *ptile, int q)
@@ -288,9 +285,6 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
         ptile[i] = V5S_PENDING;
     __syncthreads();
     bool waited = false;   /* the first loads go out before the wait, as v5's */
-    /* the chunk after which the first claims go out: the first (0), or with pool_lazy = L the
-     * L-th from the end of the CTA's own, so that the pool is handed out at the launch's end */
-    unsigned kc = job.pool_lazy > 0 && R.total > job.pool_lazy ? (unsigned)(R.total - job.pool_lazy) : 0u;
 #pragma unroll 1
     for (;;) {
         unsigned k = 0;
@@ -298,13 +292,13 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             k = atomicAdd(next, 1u);
         k = __shfl_sync(0xffffffffu, k, 0);
         v5s_item it;   /* gemv_v5s_map.h: the chunk's units, slot and the count its tile waits for */
-        int pieces = 1, piece = 0;   /* of a pooled tile */
+        int pieces = 1, piece = 0;   /* of a tile cut between CTAs */
         bool pooled = (int)k >= R.total;
         if (pooled) {
             if (!QM)
                 break;
-            int64_t kk = (int64_t)k - R.total, j = kk % job.pool_cpp;
-            int q = (int)(kk / job.pool_cpp);
+            int64_t kk = (int64_t)k - R.total, j = kk % R.cpt;
+            int q = (int)(kk / R.cpt);
             if (q >= QM)
                 break;
             int pt = v5s_slot_wait(ptile, q);
@@ -318,10 +312,7 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
                     break;
                 continue;
             }
-            if (!v5s_pool_item(pt, j, tmax + q, job.n_tiles, job.pool, job.pool_np, job.pool_cpp, R.cpt, job.n_sb, C,
-                               &it))
-                continue;   /* the tile's last piece is short */
-            pieces = job.pool_np, piece = it.piece;
+            it = v5s_pool_item(pt, j, tmax + q, job.n_tiles, job.pool, job.n_sb, C);
         } else {
             it = v5s_own_item(&R, k, job.n_sb, C);
         }
@@ -332,7 +323,7 @@ gemv5s_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__r
             v5_span<KB, UB>(job, P, r0, it.s0, it.s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
         else
             v5_span<KA, UA>(job, P, r0, it.s0, it.s1, xq, xd, g, t, waited, acc_g, acc_g8, 0);
-        if (k == kc && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
+        if (k == 0 && QM && lane == 0)   /* past the PDL wait (the counts are the last launch's till then) */
             for (int i = 0; i < job.pool_ahead && i < QM; i++)
                 ptile[i] = v5s_claim(job);
         v5_group_sums(acc_g, acc_g8);
@@ -384,10 +375,9 @@ static size_t v5s_smem(const v5_job &job, int C)
  * false (recorded) when the counts cannot be had */
 static bool v5s_pool_plan(struct cuda_ctx *c, v5_job &job, int64_t n_cta)
 {
-    v5s_pool_shape ps = v5s_pool_shape_of(job.n_tiles, job.n_sb, c->v5s, c->v5s_pool, c->v5s_split, n_cta);
-    job.pool = ps.pool, job.pool_np = ps.np, job.pool_cpp = ps.cpp, job.pool_cap = ps.cap;
-    job.pool_ahead = c->v5s_ahead;   /* 6: its 16 warps work on ~2-3 tiles of <= 16 chunks at once */
-    job.pool_lazy = c->v5s_lazy;
+    v5s_pool_shape ps = v5s_pool_shape_of(job.n_tiles, job.n_sb, c->v5s, c->v5s_pool, n_cta);
+    job.pool = ps.pool, job.pool_cap = ps.cap;
+    job.pool_ahead = c->v5s_ahead;
     if (!job.pool)
         return true;
     if (!cuda_buf_counts(c, &c->v5s_ctr, V5S_POOL_SLOTS * 2 * sizeof(unsigned)))

@@ -26,10 +26,8 @@ struct v5_job {
     unsigned long long *trace; /* GLIM_CUDA_V5_TRACE=1 (diagnosis): per warp entry, wait done, end (ns) */
     int64_t   pool;            /* v5s: the last `pool` tiles are claimed whole at run time, not split */
     unsigned *pool_ctr;        /* ... [0] tiles claimed, [1] CTAs done; both 0 between launches */
-    int       pool_cap;        /* ... most items one CTA may claim (its shared-memory slots) */
-    int       pool_np, pool_cpp;   /* ... a pooled tile's pieces (1: whole) and chunks a piece */
-    int       pool_ahead;      /* ... claims a CTA keeps ahead of need (GLIM_CUDA_V5S_AHEAD, 6) */
-    int       pool_lazy;       /* ... first claims L own chunks before the end (GLIM_CUDA_V5S_LAZY; 0: at the first) */
+    int       pool_cap;        /* ... most tiles one CTA may claim (its shared-memory slots) */
+    int       pool_ahead;      /* ... claims a CTA keeps ahead of need (GLIM_CUDA_V5S_AHEAD, 2) */
 };
 
 /* v5's work split (gemv_mma_lane.h v5_split_*): every warp streams the same bytes +-1

@@ -1,10 +1,10 @@
 /*
- * gemv_v5s_map.h — private to src/cuda: which units GEMV v5s's chunks and pooled pieces cover
+ * gemv_v5s_map.h — private to src/cuda: which units GEMV v5s's chunks and pooled tiles cover
  * (gemv_mma.cu gemv5s_kernel), and the shape of its pool (v5s_pool_plan).
  *
  * Written in the C subset of CUDA, after gemv_mma_lane.h (V5_HD, v5_split_lo, v5_split_stride),
  * so that tests/test_v5s_map.c runs this very arithmetic on the CPU: every unit of every tile
- * summed once, and each tile's (or piece's) count target equal to the units its chunks hold.
+ * summed once, and each tile's count target equal to the units its chunks hold.
  */
 #ifndef GLIM_GEMV_V5S_MAP_H
 #define GLIM_GEMV_V5S_MAP_H
@@ -42,18 +42,17 @@ V5_HD int64_t v5s_tiles_max(int64_t units, int64_t n_cta, int64_t n_sb)
 }
 
 /* what one chunk is: units [s0, s1) of tile `tile`, its sums in slot (lt, j) of the CTA; need: the
- * units the CTA sums of that tile (or pooled piece), which the tile's count waits for */
+ * units the CTA sums of that tile, which the tile's count waits for */
 struct v5s_item {
     int64_t tile;
     int64_t s0, s1;                  /* units [s0, s1) of the tile */
-    int     lt, j, need, piece;      /* (slots of a CTA: small); piece: of a pooled tile */
+    int     lt, j, need;             /* (slots of a CTA: small) */
 };
 
 /* chunk k (< R->total) of the CTA's own range */
 V5_HD struct v5s_item v5s_own_item(const struct v5s_range *R, int64_t k, int64_t n_sb, int C)
 {
     struct v5s_item it;
-    it.piece = 0;
     if (k < R->c0) {
         int o = (int)(R->a - R->t0 * n_sb);
         it.lt = 0, it.j = (int)k, it.tile = R->t0, it.need = (int)R->l0;
@@ -69,51 +68,40 @@ V5_HD struct v5s_item v5s_own_item(const struct v5s_range *R, int64_t k, int64_t
     return it;
 }
 
-/* the pool: a job's last `pool` tiles, each np pieces of cpp chunks (np = 1: whole), claimed at run
- * time as items (tile in the pool) x np + piece */
+/* the pool: a job's last `pool` tiles, claimed whole at run time */
 struct v5s_pool_shape {
     int64_t pool;
-    int     np, cpp, cap;   /* ... cap: the most items one CTA may claim (its slots) */
+    int     cap;   /* the most tiles one CTA may claim (its slots) */
 };
 
 /* The pool of a job of n_tiles tiles of n_sb units on n_sm CTAs for pct % of its tiles (C units a
- * chunk): a tile of at most 16 chunks whole, a longer one in pieces of at most `split` chunks
- * (0: not pooled: down's 78-unit tiles, a third of a CTA's share, made the tail longer whole).
- * None (pool 0) where a CTA would keep no unit of its own or the pieces outnumber the cut tiles'
- * slots (v5_split_stride), whose scratch the pieces' merge shares. A CTA may claim 4x its share
- * of the items, so the CTAs together can always take them all. */
-V5_HD struct v5s_pool_shape v5s_pool_shape_of(int64_t n_tiles, int64_t n_sb, int C, int pct, int split, int64_t n_sm)
+ * chunk), tiles of at most 16 chunks only (down's 78-unit tiles, a third of a CTA's share, made the
+ * tail longer; pooled in pieces they lost 2%, H100 2026-12-06). None (pool 0) where a CTA would keep
+ * no unit of its own. A CTA may claim 4x its share of the tiles, so the CTAs together can always
+ * take them all. */
+V5_HD struct v5s_pool_shape v5s_pool_shape_of(int64_t n_tiles, int64_t n_sb, int C, int pct, int64_t n_sm)
 {
     struct v5s_pool_shape p;
-    int64_t cpt = (n_sb + C - 1) / C, most = split ? split : 16;
+    int64_t cpt = (n_sb + C - 1) / C;
     p.pool = n_tiles * pct / 100;
-    p.np = (int)(cpt > 16 ? (cpt + most - 1) / most : 1);
-    p.cpp = (int)((cpt + p.np - 1) / p.np);   /* every piece >= 1 chunk (cpp <= most) */
-    int64_t units = (n_tiles - p.pool) * n_sb, nw = units < n_sm ? units : n_sm;
-    if (p.pool < 1 || units < n_sm || (cpt > 16 && !split) || p.np > v5_split_stride(n_sb, units, nw)) {
-        p.pool = 0, p.np = 1, p.cpp = (int)cpt, p.cap = 0;
+    if (p.pool < 1 || (n_tiles - p.pool) * n_sb < n_sm || cpt > 16) {
+        p.pool = 0, p.cap = 0;
         return p;
     }
-    int64_t items = p.pool * p.np, share = (items + n_sm - 1) / n_sm, cap = 4 * share;
-    p.cap = (int)(cap < items ? cap : items);
+    int64_t share = (p.pool + n_sm - 1) / n_sm, cap = 4 * share;
+    p.cap = (int)(cap < p.pool ? cap : p.pool);
     return p;
 }
 
-/* chunk j (< cpp) of pooled item pt, held in the CTA's slot lt (cpt: chunks a tile): its units and piece; 0 when
- * the tile's last piece is shorter and has no chunk j */
-V5_HD int v5s_pool_item(int64_t pt, int64_t j, int64_t lt, int64_t n_tiles, int64_t pool, int np, int cpp, int cpt,
-                        int64_t n_sb, int C, struct v5s_item *it)
+/* chunk j (< the tile's chunks) of pooled tile pt, held in the CTA's slot lt: its units */
+V5_HD struct v5s_item v5s_pool_item(int64_t pt, int64_t j, int64_t lt, int64_t n_tiles, int64_t pool, int64_t n_sb,
+                                    int C)
 {
-    int64_t ch, u0, u1;
-    it->piece = (int)(pt % np);
-    ch = (int64_t)it->piece * cpp + j;   /* the chunk of the tile */
-    if (ch >= cpt)
-        return 0;
-    it->lt = (int)lt, it->j = (int)j, it->tile = n_tiles - pool + pt / np;
-    it->s0 = (int)(ch * C), it->s1 = it->s0 + C < n_sb ? it->s0 + C : (int)n_sb;
-    u0 = (int64_t)it->piece * cpp * C, u1 = u0 + (int64_t)cpp * C;
-    it->need = (int)((u1 < n_sb ? u1 : n_sb) - u0);
-    return 1;
+    struct v5s_item it;
+    it.lt = (int)lt, it.j = (int)j, it.tile = n_tiles - pool + pt;
+    it.s0 = (int)(j * C), it.s1 = it.s0 + C < n_sb ? it.s0 + C : (int)n_sb;
+    it.need = (int)n_sb;
+    return it;
 }
 
 #endif
