@@ -62,7 +62,7 @@ int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_to
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
 int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs on v5s (0: v5) */
-int backend_cuda_get_v5s(struct backend *be_);                 /* 4 unless set */
+int backend_cuda_get_v5s(struct backend *be_);                 /* 4 (HBM < 4 TB/s) or 0 unless set */
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
 int backend_cuda_get_v5s_pool(struct backend *be_);            /* 50 unless set */
 int backend_cuda_set_v5s_ahead(struct backend *be_, int n);   /* v5s's pool claims ahead of need */

@@ -1082,7 +1082,7 @@ static int set_level(struct backend *be, int cuda_ctx::*f, int v, int lo, int hi
 }
 
 /* one-row GEMVs (of one weight kind, or two with v5_mix) on v5s with chunks of `chunk` units (1..8), or on v5 (0).
- * Default: 4, or GLIM_CUDA_V5S at creation. */
+ * Default: 4 where the HBM's peak is below 4 TB/s (H100), else 0 (H200); or GLIM_CUDA_V5S at creation. */
 extern "C" int backend_cuda_set_v5s(struct backend *be, int chunk)
 {
     return set_level(be, &cuda_ctx::v5s, chunk, 0, 8);
@@ -1380,8 +1380,14 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_glu = getenv("GLIM_CUDA_GLU_FUSE");
     /* gate/up quantize silu(gate) * up for down (no quantizer launch): 162.8 vs 161.4 t/s */
     c->glu_fuse = !(f_glu && strcmp(f_glu, "0") == 0);
-    /* v5s, chunks of 4 units: H100 tg128 145.26-145.34 vs 143.91-144.10 t/s (2026-12-06; 0: v5) */
-    c->v5s = env_level("GLIM_CUDA_V5S", 4, 0, 8);
+    /* v5s, chunks of 4 units, where the HBM's peak is below 4 TB/s: H100 (3.35) tg128 145.26-145.34 vs
+     * 143.91-144.10 t/s on v5 (2026-12-06). Faster HBM, plain v5: H200 (4.8) v5 180.00-180.14 vs v5s with
+     * its pool 176.94-176.99 (no graphs 169.93 vs 166.29; 2026-12-06, docs/PERFORMANCE.md) */
+    int mem_khz = 0, bus_bits = 0;
+    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device);
+    cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
+    double peak_gbs = 2.0 * mem_khz * 1e3 * (bus_bits / 8) / 1e9;   /* double data rate */
+    c->v5s = env_level("GLIM_CUDA_V5S", peak_gbs > 0 && peak_gbs < 4000 ? 4 : 0, 0, 8);
     /* ... and half its tiles pooled: H100 148.92-149.26 vs 146.99-147.34 t/s (30: 148.0, 70: 149.2, 90: 148.6) */
     c->v5s_pool = env_level("GLIM_CUDA_V5S_POOL", 50, 0, 90);
     /* ... claimed 2 ahead: H100 147.0-147.2 vs 146.4-146.7 t/s at 6 (1: 147.1, 3: 147.1; 2026-12-06) */
