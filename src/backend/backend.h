@@ -259,7 +259,7 @@ bool backend_cuda_available(void);
 /* exact = true: f32 activations in every matmul (the --kernels ref path on CUDA);
  * false (default): int8 activations for quantized weights. */
 int  backend_cuda_set_exact(struct backend *be, bool exact);
-/* GPU name, memory clock, bus width and size for reports. */
+/* GPU name, memory clock, bus width, the HBM peak they give and size for reports. */
 int  backend_cuda_describe(char *buf, size_t n);
 /* Device-to-device copy bandwidth, bytes read + written per second / 1e9. */
 int  backend_cuda_membw(double *copy_gbs, struct glim_err *err);

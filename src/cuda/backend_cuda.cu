@@ -1383,10 +1383,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     /* v5s, chunks of 4 units, where the HBM's peak is below 4 TB/s: H100 (3.35) tg128 145.26-145.34 vs
      * 143.91-144.10 t/s on v5 (2026-12-06). Faster HBM, plain v5: H200 (4.8) v5 180.00-180.14 vs v5s with
      * its pool 176.94-176.99 (no graphs 169.93 vs 166.29; 2026-12-06, docs/PERFORMANCE.md) */
-    int mem_khz = 0, bus_bits = 0;
-    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device);
-    cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
-    double peak_gbs = 2.0 * mem_khz * 1e3 * (bus_bits / 8) / 1e9;   /* double data rate */
+    int mem_khz, bus_bits;
+    double peak_gbs = cuda_hbm_peak(device, &mem_khz, &bus_bits);
     c->v5s = env_level("GLIM_CUDA_V5S", peak_gbs > 0 && peak_gbs < 4000 ? 4 : 0, 0, 8);
     /* ... and half its tiles pooled: H100 148.92-149.26 vs 146.99-147.34 t/s (30: 148.0, 70: 149.2, 90: 148.6) */
     c->v5s_pool = env_level("GLIM_CUDA_V5S_POOL", 50, 0, 90);

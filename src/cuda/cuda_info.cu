@@ -6,9 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-extern "C" {
-#include "../backend/backend.h"
-}
+#include "cuda_util.cuh"
 
 extern "C" int backend_cuda_describe(char *buf, size_t n)
 {
@@ -16,10 +14,9 @@ extern "C" int backend_cuda_describe(char *buf, size_t n)
     cudaDeviceProp prop;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
         return GLIM_EBACKEND;
-    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev);
-    cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev);
-    snprintf(buf, n, "%s, memory clock %d MHz, %d-bit bus, %.0f GiB", prop.name, mem_khz / 1000, bus_bits,
-             prop.totalGlobalMem / 1073741824.0);
+    double peak = cuda_hbm_peak(dev, &mem_khz, &bus_bits);
+    snprintf(buf, n, "%s, memory clock %d MHz, %d-bit bus (peak %.0f GB/s), %.0f GiB", prop.name, mem_khz / 1000,
+             bus_bits, peak, prop.totalGlobalMem / 1073741824.0);
     return GLIM_OK;
 }
 

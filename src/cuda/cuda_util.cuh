@@ -258,6 +258,16 @@ static __device__ __forceinline__ void cuda_pdl_enter(void)
     cuda_pdl_trigger();
 }
 
+/* device dev's HBM: memory clock (kHz) and bus width (bits) as the driver reports them, and their peak
+ * in GB/s (double data rate; 0 where the driver reports neither) */
+static inline double cuda_hbm_peak(int dev, int *mem_khz, int *bus_bits)
+{
+    *mem_khz = 0, *bus_bits = 0;
+    cudaDeviceGetAttribute(mem_khz, cudaDevAttrMemoryClockRate, dev);
+    cudaDeviceGetAttribute(bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev);
+    return 2.0 * *mem_khz * 1e3 * (*bus_bits / 8) / 1e9;
+}
+
 /* A positive integer from the environment, or 0; read once into *cache (-1 = not yet): the
  * GEMV bench knobs */
 static inline int cuda_env_knob(const char *name, int *cache)
