@@ -178,10 +178,37 @@ static void be_release(struct backend *be, void *p)
     CUDA_TRY(c, cudaFree(p));
 }
 
+/* a small upload through the next staging slot, in stream order: the caller's src may be reused at
+ * once, and the slot is written again only after its copy has run */
+static bool upload_staged(struct cuda_ctx *c, void *dst, const void *src, size_t nbytes)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (nbytes > UP_MAX || c->first_err != cudaSuccess || cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone)
+        return false;
+    if (!c->up_host) {
+        if (CUDA_TRY(c, cudaHostAlloc(&c->up_host, UP_SLOTS * UP_MAX, cudaHostAllocDefault)))
+            return false;
+        for (int i = 0; i < UP_SLOTS; i++)
+            if (CUDA_TRY(c, cudaEventCreateWithFlags(&c->up_ev[i], cudaEventDisableTiming)))
+                return false;
+    }
+    int slot = c->up_next;
+    c->up_next = (slot + 1) % UP_SLOTS;
+    char *h = (char *)c->up_host + (size_t)slot * UP_MAX;
+    CUDA_TRY(c, cudaEventSynchronize(c->up_ev[slot]));   /* done long ago unless 16 copies are queued */
+    memcpy(h, src, nbytes);
+    CUDA_TRY(c, cudaMemcpyAsync(dst, h, nbytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_TRY(c, cudaEventRecord(c->up_ev[slot], c->stream));
+    return true;
+}
+
 static int be_upload(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
 {
     struct cuda_ctx *c = op_ctx(be);
     cuda_xq_forget(c);
+    if (!c->no_stage && upload_staged(c, dst, src, nbytes))
+        return ctx_status(c, err);
     CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
     return ctx_status(c, err);
@@ -878,6 +905,13 @@ static void be_destroy(struct backend *be)
                 if (c->fetch_ev[i])
                     cudaEventDestroy(c->fetch_ev[i]);
         }
+        if (c->up_host) {
+            cudaStreamSynchronize(c->stream);
+            cudaFreeHost(c->up_host);
+            for (int i = 0; i < UP_SLOTS; i++)
+                if (c->up_ev[i])
+                    cudaEventDestroy(c->up_ev[i]);
+        }
         if (c->side) {
             cudaStreamSynchronize(c->side);
             cudaStreamDestroy(c->side);
@@ -1412,6 +1446,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
+    const char *f_us = getenv("GLIM_CUDA_UP_STAGE");
+    c->no_stage = f_us && strcmp(f_us, "0") == 0;   /* 0: every upload waits for its copy (A/B knob) */
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);
