@@ -178,6 +178,30 @@ static void be_release(struct backend *be, void *p)
     CUDA_TRY(c, cudaFree(p));
 }
 
+/* page-locked staging slots with an event each (upload's and fetch_start's), made on first use */
+static bool staging_init(struct cuda_ctx *c, void **host, size_t nbytes, cudaEvent_t *ev, int n)
+{
+    if (*host)
+        return true;
+    if (CUDA_TRY(c, cudaHostAlloc(host, nbytes, cudaHostAllocDefault)))
+        return false;
+    for (int i = 0; i < n; i++)
+        if (CUDA_TRY(c, cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming)))
+            return false;
+    return true;
+}
+
+static void staging_free(struct cuda_ctx *c, void *host, cudaEvent_t *ev, int n)
+{
+    if (!host)
+        return;
+    cudaStreamSynchronize(c->stream);   /* queued copies may still use the slots */
+    cudaFreeHost(host);
+    for (int i = 0; i < n; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+}
+
 /* a small upload through the next staging slot, in stream order: the caller's src may be reused at
  * once, and the slot is written again only after its copy has run */
 static bool upload_staged(struct cuda_ctx *c, void *dst, const void *src, size_t nbytes)
@@ -186,13 +210,8 @@ static bool upload_staged(struct cuda_ctx *c, void *dst, const void *src, size_t
     if (nbytes > UP_MAX || c->first_err != cudaSuccess || cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess ||
         cs != cudaStreamCaptureStatusNone)
         return false;
-    if (!c->up_host) {
-        if (CUDA_TRY(c, cudaHostAlloc(&c->up_host, UP_SLOTS * UP_MAX, cudaHostAllocDefault)))
-            return false;
-        for (int i = 0; i < UP_SLOTS; i++)
-            if (CUDA_TRY(c, cudaEventCreateWithFlags(&c->up_ev[i], cudaEventDisableTiming)))
-                return false;
-    }
+    if (!staging_init(c, &c->up_host, UP_SLOTS * UP_MAX, c->up_ev, UP_SLOTS))
+        return false;
     int slot = c->up_next;
     c->up_next = (slot + 1) % UP_SLOTS;
     char *h = (char *)c->up_host + (size_t)slot * UP_MAX;
@@ -236,13 +255,8 @@ static int be_fetch_start(struct backend *be, int slot, const void *src, size_t 
     if (slot < 0 || slot >= BE_FETCH_SLOTS || nbytes > BE_FETCH_MAX)
         return glim_fail(err, GLIM_EINVAL, "cuda: fetch of %zu bytes into slot %d: expected <= %d bytes, slot < %d",
                          nbytes, slot, BE_FETCH_MAX, BE_FETCH_SLOTS);
-    if (!c->fetch_host) {
-        if (CUDA_TRY(c, cudaHostAlloc(&c->fetch_host, BE_FETCH_SLOTS * BE_FETCH_MAX, cudaHostAllocDefault)))
-            return ctx_status(c, err);
-        for (int i = 0; i < BE_FETCH_SLOTS; i++)
-            if (CUDA_TRY(c, cudaEventCreateWithFlags(&c->fetch_ev[i], cudaEventDisableTiming)))
-                return ctx_status(c, err);
-    }
+    if (!staging_init(c, &c->fetch_host, BE_FETCH_SLOTS * BE_FETCH_MAX, c->fetch_ev, BE_FETCH_SLOTS))
+        return ctx_status(c, err);
     CUDA_TRY(c, cudaMemcpyAsync((char *)c->fetch_host + slot * BE_FETCH_MAX, src, nbytes, cudaMemcpyDeviceToHost,
                                 c->stream));
     CUDA_TRY(c, cudaEventRecord(c->fetch_ev[slot], c->stream));
@@ -898,20 +912,8 @@ static void be_destroy(struct backend *be)
         trace_end(c, &c->v5_trace, cuda_v5_trace_dump);
         trace_end(c, &c->mg_trace, cuda_mega_trace_dump);
         trace_end(c, &c->short_trace, cuda_short_trace_dump);
-        if (c->fetch_host) {
-            cudaStreamSynchronize(c->stream);
-            cudaFreeHost(c->fetch_host);
-            for (int i = 0; i < BE_FETCH_SLOTS; i++)
-                if (c->fetch_ev[i])
-                    cudaEventDestroy(c->fetch_ev[i]);
-        }
-        if (c->up_host) {
-            cudaStreamSynchronize(c->stream);
-            cudaFreeHost(c->up_host);
-            for (int i = 0; i < UP_SLOTS; i++)
-                if (c->up_ev[i])
-                    cudaEventDestroy(c->up_ev[i]);
-        }
+        staging_free(c, c->fetch_host, c->fetch_ev, BE_FETCH_SLOTS);
+        staging_free(c, c->up_host, c->up_ev, UP_SLOTS);
         if (c->side) {
             cudaStreamSynchronize(c->side);
             cudaStreamDestroy(c->side);
