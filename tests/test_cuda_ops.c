@@ -60,7 +60,8 @@ int backend_cuda_get_v5_nr_rows(struct backend *be_);   /* 1: 2..16 rows of row-
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
-int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
+int backend_cuda_set_glu_fuse(struct backend *be_, bool on);
+int backend_cuda_set_up_stage(struct backend *be_, bool on);   /* small uploads from staging slots, no wait */   /* matmul_pair_glu makes the SwiGLU copy */
 int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs on v5s (0: v5) */
 int backend_cuda_get_v5s(struct backend *be_);                 /* 4 (HBM < 4 TB/s) or 0 unless set */
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
@@ -1415,6 +1416,7 @@ static void test_upload_staged(void)
     int32_t *dids = be->i->alloc(be, 4096 * sizeof(int32_t));
     float *dy = be->i->alloc(be, (size_t)N * R * k * sizeof(float));
     int32_t want[N][R], buf[4096];
+    CHECK_EQ(backend_cuda_set_up_stage(be, true), GLIM_OK);
     for (int it = 0; it < N; it++) {
         int big = it % 7 == 3;   /* 16 KB: the waiting path */
         for (int i = 0; i < (big ? 4096 : R); i++)
@@ -1435,6 +1437,8 @@ static void test_upload_staged(void)
     if (bad)
         fprintf(stderr, "upload_staged: %d of %d values differ\n", bad, N * R * (int)k);
     CHECK_EQ(bad, 0);
+    const char *env = getenv("GLIM_CUDA_UP_STAGE");   /* back to the creation's setting */
+    CHECK_EQ(backend_cuda_set_up_stage(be, env && strcmp(env, "1") == 0), GLIM_OK);
     free(got);
     free(ref);
     be->i->release(be, dids);

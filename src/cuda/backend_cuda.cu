@@ -226,7 +226,7 @@ static int be_upload(struct backend *be, void *dst, const void *src, size_t nbyt
 {
     struct cuda_ctx *c = op_ctx(be);
     cuda_xq_forget(c);
-    if (!c->no_stage && upload_staged(c, dst, src, nbytes))
+    if (c->up_stage && upload_staged(c, dst, src, nbytes))
         return ctx_status(c, err);
     CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
@@ -1100,6 +1100,13 @@ extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::glu_fuse, on);
 }
 
+/* small uploads from page-locked staging slots without a wait (upload_staged). Default: off, or
+ * GLIM_CUDA_UP_STAGE=1 at creation. */
+extern "C" int backend_cuda_set_up_stage(struct backend *be, bool on)
+{
+    return set_switch(be, &cuda_ctx::up_stage, on);
+}
+
 /* an int setting from the environment at creation: def when unset, clamped to [lo, hi] */
 static int env_level(const char *name, int def, int lo, int hi)
 {
@@ -1449,7 +1456,8 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
     const char *f_us = getenv("GLIM_CUDA_UP_STAGE");
-    c->no_stage = f_us && strcmp(f_us, "0") == 0;   /* 0: every upload waits for its copy (A/B knob) */
+    /* off until measured on a GPU (written 2026-12-07 without one): docs/CUDA.md */
+    c->up_stage = f_us && strcmp(f_us, "1") == 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

@@ -202,7 +202,7 @@ struct cuda_ctx {
     void           *up_host;       /* upload's page-locked staging for small copies, UP_SLOTS x UP_MAX (first use) */
     cudaEvent_t     up_ev[UP_SLOTS];   /* each slot's copy done: the slot may be written again */
     int             up_next;       /* the slot the next small upload takes */
-    bool            no_stage;      /* GLIM_CUDA_UP_STAGE=0: small uploads wait for their copy too (bench knob) */
+    bool            up_stage;      /* GLIM_CUDA_UP_STAGE=1: small uploads from staging slots, no wait (not yet measured: off) */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
