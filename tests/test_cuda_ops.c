@@ -60,8 +60,8 @@ int backend_cuda_get_v5_nr_rows(struct backend *be_);   /* 1: 2..16 rows of row-
 int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_tokens > 16 (default on) */
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
-int backend_cuda_set_glu_fuse(struct backend *be_, bool on);
-int backend_cuda_set_up_stage(struct backend *be_, bool on);   /* small uploads from staging slots, no wait */   /* matmul_pair_glu makes the SwiGLU copy */
+int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
+int backend_cuda_set_up_stage(struct backend *be_, bool on);   /* small uploads from staging slots, no wait */
 int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs on v5s (0: v5) */
 int backend_cuda_get_v5s(struct backend *be_);                 /* 4 (HBM < 4 TB/s) or 0 unless set */
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
