@@ -61,7 +61,6 @@ int backend_cuda_set_attn_tc(struct backend *be_, bool on);       /* v4 for n_to
 int backend_cuda_set_attn_dec_tc(struct backend *be_, bool on);   /* v4 for n_tokens <= 16 (default on) */
 int backend_cuda_set_t16(struct backend *be_, bool on);   /* Q4_K/Q6_K uploaded in 16-row tiles (default off) */
 int backend_cuda_set_glu_fuse(struct backend *be_, bool on);   /* matmul_pair_glu makes the SwiGLU copy */
-int backend_cuda_set_up_stage(struct backend *be_, bool on);   /* small uploads from staging slots, no wait */
 int backend_cuda_set_v5s(struct backend *be_, int chunk);      /* one-row GEMVs on v5s (0: v5) */
 int backend_cuda_get_v5s(struct backend *be_);                 /* 4 (HBM < 4 TB/s) or 0 unless set */
 int backend_cuda_set_v5s_pool(struct backend *be_, int pct);   /* v5s's last pct % of tiles claimed at run time */
@@ -1401,50 +1400,6 @@ static void test_get_rows(void)
         free(got);
         free((void *)hw.host);
     }
-}
-
-/* Small uploads go up from staging slots without a wait (backend_cuda.cu upload_staged): many in a
- * row, each src overwritten at once and each read by a kernel queued after it, must all arrive, also
- * when the slots wrap and when a large (unstaged) upload comes between. */
-static void test_upload_staged(void)
-{
-    struct glim_err err = {0};
-    enum { N = 40, R = 5 };
-    int64_t k = 64, n = 97;
-    struct be_weight hw = make_weight(GLIM_TYPE_F32, k, n), dw = hw;
-    CHECK_EQ(be->i->weight_init(be, &dw, &err), GLIM_OK);
-    int32_t *dids = be->i->alloc(be, 4096 * sizeof(int32_t));
-    float *dy = be->i->alloc(be, (size_t)N * R * k * sizeof(float));
-    int32_t want[N][R], buf[4096];
-    CHECK_EQ(backend_cuda_set_up_stage(be, true), GLIM_OK);
-    for (int it = 0; it < N; it++) {
-        int big = it % 7 == 3;   /* 16 KB: the waiting path */
-        for (int i = 0; i < (big ? 4096 : R); i++)
-            buf[i] = (int32_t)(rnd() % n);
-        memcpy(want[it], buf, sizeof want[it]);
-        CHECK_EQ(be->i->upload(be, dids, buf, (big ? 4096 : R) * sizeof(int32_t), &err), GLIM_OK);
-        memset(buf, 0xff, sizeof buf);   /* the caller's buffer is free once upload returns */
-        be->i->get_rows(be, dy + (size_t)it * R * k, &dw, dids, R);
-    }
-    float *got = malloc((size_t)N * R * k * sizeof(float)), *ref = malloc((size_t)R * k * sizeof(float));
-    from_dev(got, dy, (size_t)N * R * k * sizeof(float));
-    int bad = 0;
-    for (int it = 0; it < N; it++) {
-        cpu_ref_get_rows(ref, &hw, want[it], R);
-        for (int64_t i = 0; i < R * k; i++)
-            bad += got[(size_t)it * R * k + i] != ref[i];
-    }
-    if (bad)
-        fprintf(stderr, "upload_staged: %d of %d values differ\n", bad, N * R * (int)k);
-    CHECK_EQ(bad, 0);
-    const char *env = getenv("GLIM_CUDA_UP_STAGE");   /* back to the creation's setting */
-    CHECK_EQ(backend_cuda_set_up_stage(be, env && strcmp(env, "1") == 0), GLIM_OK);
-    free(got);
-    free(ref);
-    be->i->release(be, dids);
-    be->i->release(be, dy);
-    be->i->weight_clear(be, &dw);
-    free((void *)hw.host);
 }
 
 static void test_rmsnorm(void)
@@ -2871,7 +2826,6 @@ int main(void)
     /* the other tests compare the split kernels' bits: the short kernel only in test_attn_short */
     CHECK_EQ(backend_cuda_set_attn_short(be, false), GLIM_OK);
     RUN(test_get_rows);
-    RUN(test_upload_staged);
     RUN(test_matmul_shapes);
     RUN(test_matmul_all_types);
     RUN(test_matmul_q8);

@@ -178,56 +178,10 @@ static void be_release(struct backend *be, void *p)
     CUDA_TRY(c, cudaFree(p));
 }
 
-/* page-locked staging slots with an event each (upload's and fetch_start's), made on first use */
-static bool staging_init(struct cuda_ctx *c, void **host, size_t nbytes, cudaEvent_t *ev, int n)
-{
-    if (*host)
-        return true;
-    if (CUDA_TRY(c, cudaHostAlloc(host, nbytes, cudaHostAllocDefault)))
-        return false;
-    for (int i = 0; i < n; i++)
-        if (CUDA_TRY(c, cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming)))
-            return false;
-    return true;
-}
-
-static void staging_free(struct cuda_ctx *c, void *host, cudaEvent_t *ev, int n)
-{
-    if (!host)
-        return;
-    cudaStreamSynchronize(c->stream);   /* queued copies may still use the slots */
-    cudaFreeHost(host);
-    for (int i = 0; i < n; i++)
-        if (ev[i])
-            cudaEventDestroy(ev[i]);
-}
-
-/* a small upload through the next staging slot, in stream order: the caller's src may be reused at
- * once, and the slot is written again only after its copy has run */
-static bool upload_staged(struct cuda_ctx *c, void *dst, const void *src, size_t nbytes)
-{
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (nbytes > UP_MAX || c->first_err != cudaSuccess || cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess ||
-        cs != cudaStreamCaptureStatusNone)
-        return false;
-    if (!staging_init(c, &c->up_host, UP_SLOTS * UP_MAX, c->up_ev, UP_SLOTS))
-        return false;
-    int slot = c->up_next;
-    c->up_next = (slot + 1) % UP_SLOTS;
-    char *h = (char *)c->up_host + (size_t)slot * UP_MAX;
-    CUDA_TRY(c, cudaEventSynchronize(c->up_ev[slot]));   /* done long ago unless 16 copies are queued */
-    memcpy(h, src, nbytes);
-    CUDA_TRY(c, cudaMemcpyAsync(dst, h, nbytes, cudaMemcpyHostToDevice, c->stream));
-    CUDA_TRY(c, cudaEventRecord(c->up_ev[slot], c->stream));
-    return true;
-}
-
 static int be_upload(struct backend *be, void *dst, const void *src, size_t nbytes, struct glim_err *err)
 {
     struct cuda_ctx *c = op_ctx(be);
     cuda_xq_forget(c);
-    if (c->up_stage && upload_staged(c, dst, src, nbytes))
-        return ctx_status(c, err);
     CUDA_TRY(c, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_TRY(c, cudaStreamSynchronize(c->stream));   /* src may be reused once we return */
     return ctx_status(c, err);
@@ -255,8 +209,13 @@ static int be_fetch_start(struct backend *be, int slot, const void *src, size_t 
     if (slot < 0 || slot >= BE_FETCH_SLOTS || nbytes > BE_FETCH_MAX)
         return glim_fail(err, GLIM_EINVAL, "cuda: fetch of %zu bytes into slot %d: expected <= %d bytes, slot < %d",
                          nbytes, slot, BE_FETCH_MAX, BE_FETCH_SLOTS);
-    if (!staging_init(c, &c->fetch_host, BE_FETCH_SLOTS * BE_FETCH_MAX, c->fetch_ev, BE_FETCH_SLOTS))
-        return ctx_status(c, err);
+    if (!c->fetch_host) {
+        if (CUDA_TRY(c, cudaHostAlloc(&c->fetch_host, BE_FETCH_SLOTS * BE_FETCH_MAX, cudaHostAllocDefault)))
+            return ctx_status(c, err);
+        for (int i = 0; i < BE_FETCH_SLOTS; i++)
+            if (CUDA_TRY(c, cudaEventCreateWithFlags(&c->fetch_ev[i], cudaEventDisableTiming)))
+                return ctx_status(c, err);
+    }
     CUDA_TRY(c, cudaMemcpyAsync((char *)c->fetch_host + slot * BE_FETCH_MAX, src, nbytes, cudaMemcpyDeviceToHost,
                                 c->stream));
     CUDA_TRY(c, cudaEventRecord(c->fetch_ev[slot], c->stream));
@@ -912,8 +871,13 @@ static void be_destroy(struct backend *be)
         trace_end(c, &c->v5_trace, cuda_v5_trace_dump);
         trace_end(c, &c->mg_trace, cuda_mega_trace_dump);
         trace_end(c, &c->short_trace, cuda_short_trace_dump);
-        staging_free(c, c->fetch_host, c->fetch_ev, BE_FETCH_SLOTS);
-        staging_free(c, c->up_host, c->up_ev, UP_SLOTS);
+        if (c->fetch_host) {
+            cudaStreamSynchronize(c->stream);
+            cudaFreeHost(c->fetch_host);
+            for (int i = 0; i < BE_FETCH_SLOTS; i++)
+                if (c->fetch_ev[i])
+                    cudaEventDestroy(c->fetch_ev[i]);
+        }
         if (c->side) {
             cudaStreamSynchronize(c->side);
             cudaStreamDestroy(c->side);
@@ -1098,13 +1062,6 @@ static int set_switch(struct backend *be, bool cuda_ctx::*sw, bool on)
 extern "C" int backend_cuda_set_glu_fuse(struct backend *be, bool on)
 {
     return set_switch(be, &cuda_ctx::glu_fuse, on);
-}
-
-/* small uploads from page-locked staging slots without a wait (upload_staged). Default: off, or
- * GLIM_CUDA_UP_STAGE=1 at creation. */
-extern "C" int backend_cuda_set_up_stage(struct backend *be, bool on)
-{
-    return set_switch(be, &cuda_ctx::up_stage, on);
 }
 
 /* an int setting from the environment at creation: def when unset, clamped to [lo, hi] */
@@ -1455,9 +1412,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_short = getenv("GLIM_CUDA_ATTN_SHORT"), *f_poll = getenv("GLIM_CUDA_SHORT_POLL");
     c->attn_short = !(f_short && strcmp(f_short, "0") == 0);
     c->short_poll = !(f_poll && strcmp(f_poll, "0") == 0);
-    const char *f_us = getenv("GLIM_CUDA_UP_STAGE");
-    /* off until measured on a GPU (written 2026-12-07 without one): docs/CUDA.md */
-    c->up_stage = f_us && strcmp(f_us, "1") == 0;
     const char *f_trace = getenv("GLIM_CUDA_V5_TRACE");
     if (f_trace && strcmp(f_trace, "1") == 0 && !cuda_v5_trace_init(c)) {   /* diagnosis, gemv_mma.cu */
         int rc = ctx_status(c, err);

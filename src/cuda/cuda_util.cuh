@@ -76,10 +76,6 @@ struct cuda_buf {
 #define CUDA_SKIP_NORM  4u   /* add_rmsnorm */
 #define CUDA_SKIP_QUANT 8u   /* quantize_x (GEMV inputs not made by add_rmsnorm) */
 
-/* upload's staging: a decode or verify step's ids and positions (arch_upload_inputs, <= 1 KB) go
- * up from page-locked slots without a wait, so the host does not idle the GPU for a round trip */
-#define UP_SLOTS 16
-#define UP_MAX   1024
 #define V5_TRACE_CAP 512   /* v5 launches the trace keeps (a decode step of the 30B preset: 105) */
 
 struct cuda_ctx {
@@ -199,10 +195,6 @@ struct cuda_ctx {
     int             mg_trace_n;    /* spans traced since graph_begin */
     void           *fetch_host;    /* fetch_start's page-locked staging, BE_FETCH_SLOTS x BE_FETCH_MAX (first use) */
     cudaEvent_t     fetch_ev[BE_FETCH_SLOTS];
-    void           *up_host;       /* upload's page-locked staging for small copies, UP_SLOTS x UP_MAX (first use) */
-    cudaEvent_t     up_ev[UP_SLOTS];   /* each slot's copy done: the slot may be written again */
-    int             up_next;       /* the slot the next small upload takes */
-    bool            up_stage;      /* GLIM_CUDA_UP_STAGE=1: small uploads from staging slots, no wait (not yet measured: off) */
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
     int             v5_trace_n;    /* launches traced since graph_begin */
     int64_t         v5_trace_meta[V5_TRACE_CAP][2];   /* per launch: warps, bytes */
