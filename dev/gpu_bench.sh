@@ -97,13 +97,9 @@ for e in ${TRACE:-}; do   # TRACE="env,env env": per-warp times of the v5 launch
   f=$O/trace-${e//[^A-Za-z0-9]/_}.txt; grep "^v5 " /tmp/trace.log >$f; echo "trace $e: $(wc -l <$f) lines"; sed -n 2,4p $f
   python3 dev/cuda/v5_trace_sum.py $f
 done
-for e in ${MTRACE:-}; do   # MTRACE="env,env ...": the persistent span's stage stamps (GLIM_CUDA_MEGA_TRACE=1, mega.cu), one graph replay
-  env GLIM_CUDA_MEGA=1 ${e//,/ } GLIM_CUDA_MEGA_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/mtrace.log 2>&1
-  echo "mega trace $e:"; grep -E "^(mega|short) trace" /tmp/mtrace.log
-done
 for e in ${STRACE:-}; do   # STRACE="env,env ...": the short attention's stamps (GLIM_CUDA_SHORT_TRACE=1, attn_short.cu), one graph replay
   env ${e//,/ } GLIM_CUDA_SHORT_TRACE=1 timeout 120 $B bench -m $M --device cuda -p 0 -n 16 -r 1 >/tmp/strace.log 2>&1
-  echo "short trace $e:"; grep -E "^(mega|short) trace" /tmp/strace.log
+  echo "short trace $e:"; grep -E "^short trace" /tmp/strace.log
 done
 for e in ${NCU:-}; do   # NCU="env,env@kernel-regex ...": ncu stall reasons and throughputs of NCUC (default 3) launches after NCUS (300), no graphs
   k=${e#*@}; v=${e%@*}; NB=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
@@ -113,7 +109,7 @@ for e in ${NCU:-}; do   # NCU="env,env@kernel-regex ...": ncu stall reasons and 
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     $B bench -m $M --device cuda -p 0 -n 4 -r 1 --no-graph >/tmp/ncu.log 2>&1; echo "ncu $e rc=$?"
   cp /tmp/ncu.log "$O/ncu-${e//[^A-Za-z0-9]/_}.log"
-  grep -E "mega_kernel|gemv5_kernel|Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Active Warps Per|Warp Cycles Per Issued|Executed Ipc A|stalled" /tmp/ncu.log \
+  grep -E "gemv5_kernel|Duration|DRAM Throughput|Memory Throughput|Issue Slots|Eligible Warps|Active Warps Per|Warp Cycles Per Issued|Executed Ipc A|stalled" /tmp/ncu.log \
     | awk '$NF+0 >= 0.05 || $0 ~ /kernel|Duration|Throughput/' | head -${NCU_LINES:-60}
 done
 for e in ${NCUSRC:-}; do   # NCUSRC="env,env@kernel-regex ...": the SASS lines with the most warp stall samples (one launch after NCUS)

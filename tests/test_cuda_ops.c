@@ -26,7 +26,7 @@
  * test_v5s: GEMV v5s (the one-row default, GLIM_CUDA_V5S=0: v5) has bits of its own: the same every
  * run, 1e-5 of v5, and tiles and row-major blocks give the same bits; with its pool (default 50 %)
  * too, whichever CTA takes a pooled tile, in CTAs of 16, 8 or 4 warps and with the first claims
- * early or late. test_mega pins plain v5.
+ * early or late.
  */
 #include "harness.h"
 
@@ -84,8 +84,6 @@ long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_set_attn_short(struct backend *be_, bool on);   /* attn_short.cu at short contexts (default on) */
 int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling the side gate's flag (default on) */
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
-int backend_cuda_set_mega(struct backend *be_, bool on);         /* the persistent decode span (mega.cu) */
-long backend_cuda_mega_used(struct backend *be_);                /* spans it launched */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -2578,131 +2576,6 @@ static void test_norm_qkv(void)
     }
 }
 
-/* The persistent decode span (GLIM_CUDA_MEGA, mega.cu): matmul_glu (Wo, gated), add_rmsnorm_ffn and
- * add_rmsnorm_attn of one decode row, then attention and an op that reads the gate, with the span
- * off (the launches), on, and on captured in a graph and replayed: x, q, k, v, the gate, both
- * caches and attention * sigmoid(gate) bit for bit (h and o are scratch afterwards), and the span
- * launched once in each of the last two. All weights Q4_K/Q6_K in tiles; v and down of vtype /
- * dtype; p0: the position (short or long attention after it). */
-static void check_mega(uint32_t vtype, uint32_t dtype, int H, int Hkv, int D, int64_t n, int64_t F, int32_t p0)
-{
-    struct glim_err err = {0};
-    int64_t rows[4], qd = (int64_t)H * D;
-    struct be_weight hw[4], dw[4], hf[3], df[3], hwo, dwo;
-    bool ok = qkvg_weights(vtype, H, Hkv, D, n, 15, rows, hw, dw) && ffn_weights(GLIM_TYPE_Q4_K, dtype, n, F, n, hf, df);
-    CHECK_EQ(backend_cuda_set_t16(be, true), GLIM_OK);
-    hwo = make_weight(GLIM_TYPE_Q4_K, qd, n), dwo = hwo;
-    ok = be->i->weight_init(be, &dwo, &err) == GLIM_OK && ok;
-    CHECK_EQ(backend_cuda_set_t16(be, t16_env()), GLIM_OK);
-    float *x = rand_vec(n, 4.0f), *att = rand_vec(qd, 2.0f), *gate = rand_vec(qd, 3.0f), *gv[6];
-    struct be_weight hn[6], dn[6];   /* post_attn, ffn_norm, post_ffw, attn_norm, q_norm, k_norm */
-    for (int i = 0; i < 6; i++) {
-        gv[i] = rand_vec(i < 4 ? n : D, 2.0f);
-        norm_weight(gv[i], i < 4 ? (int)n : D, &hn[i], &dn[i]);
-    }
-    int64_t n_slots = 2048;
-    size_t cb = (size_t)n_slots * Hkv * D * 2, nb = (size_t)n * 4, yb[8];
-    uint8_t *cache0 = malloc(2 * cb);
-    for (size_t i = 0; i < 2 * cb; i++)
-        cache0[i] = (uint8_t)(rnd() & 0x3b);   /* small finite bf16 values */
-    void *out[3][8];
-    long used0 = backend_cuda_mega_used(be);
-    for (int pass = 0; ok && pass < 3; pass++) {   /* launches; the span; the span in a graph */
-        CHECK_EQ(backend_cuda_set_mega(be, pass > 0), GLIM_OK);
-        float *dx = to_dev(x, nb), *dh = be->i->alloc(be, nb), *dov = be->i->alloc(be, nb);
-        float *da = to_dev(att, (size_t)qd * 4), *dg = to_dev(gate, (size_t)qd * 4), *ys[5], *fs[2];
-        for (int i = 0; i < 5; i++) {
-            yb[i] = (size_t)rows[i < 4 ? i : 0] * 4;
-            ys[i] = be->i->alloc(be, yb[i]);
-        }
-        fs[0] = be->i->alloc(be, (size_t)F * 4), fs[1] = be->i->alloc(be, (size_t)F * 4);
-        void *dkc = to_dev(cache0, cb), *dvc = to_dev(cache0 + cb, cb);
-        int32_t *dpos = to_dev(&p0, 4);
-        struct be_attn_prep_args a = {
-            .q = ys[0], .k = ys[1], .v = ys[2], .q_norm = &dn[4], .k_norm = &dn[5], .eps = 1e-6f, .rope = true,
-            .n_rot = D, .rope_base = 10000.0f, .k_cache = dkc, .v_cache = dvc, .kv_type = GLIM_TYPE_BF16,
-            .n_slots = n_slots, .n_tokens = 1, .pos = dpos, .n_head = H, .n_head_kv = Hkv, .head_dim = D,
-            .pos_host0 = p0,
-        };
-        struct be_attn_args aa = {.out = ys[4], .q = ys[0], .k_cache = dkc, .v_cache = dvc,
-                                  .kv_type = GLIM_TYPE_BF16, .n_slots = n_slots, .n_tokens = 1, .pos = dpos,
-                                  .pos_host0 = p0, .n_head = H, .n_head_kv = Hkv, .head_dim = D, .window = 0,
-                                  .scale = 1.0f / sqrtf((float)D), .block = 0};
-        const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]}, *wf[3] = {&df[0], &df[1], &df[2]};
-        struct be_res_norm r1 = {dx, dh, dov, &dn[0], &dn[1], 1e-8f, 1e-6f, (int)n};
-        struct be_res_norm r2 = {dx, dh, dov, &dn[2], &dn[3], 1e-8f, 1e-6f, (int)n};
-        for (int rep = 0; rep < (pass == 2 ? 2 : 1); rep++) {   /* the graph: once eagerly (scratch sizes), then captured */
-            if (rep == 1) {
-                CHECK_EQ(be->i->upload(be, dx, x, nb, &err), GLIM_OK);
-                CHECK_EQ(be->i->upload(be, da, att, (size_t)qd * 4, &err), GLIM_OK);
-                CHECK_EQ(be->i->upload(be, dkc, cache0, cb, &err), GLIM_OK);
-                CHECK_EQ(be->i->upload(be, dvc, cache0 + cb, cb, &err), GLIM_OK);
-                CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
-            }
-            be->i->matmul_glu(be, dov, &dwo, da, dg, BE_GLU_SIGMOID, 1);
-            be->i->add_rmsnorm_ffn(be, &r1, dov, fs, wf, 1, BE_GLU_SILU);
-            be->i->add_rmsnorm_attn(be, &r2, 4, ys, ws, 1, &a);
-            be->i->attention(be, &aa);
-            be->i->mul_sigmoid(be, ys[4], ys[3], qd);   /* reads the gate */
-            if (rep == 1) {
-                graph_end_replay();
-            }
-        }
-        yb[5] = yb[6] = cb, yb[7] = nb;
-        void *src[8] = {ys[0], ys[1], ys[2], ys[3], ys[4], dkc, dvc, dx};
-        for (int i = 0; i < 8; i++) {
-            out[pass][i] = malloc(yb[i]);
-            from_dev(out[pass][i], src[i], yb[i]);
-        }
-        CHECK_EQ(be->i->sync(be, &err), GLIM_OK);
-        for (int i = 0; i < 5; i++)
-            be->i->release(be, ys[i]);
-        be->i->release(be, fs[0]), be->i->release(be, fs[1]);
-        be->i->release(be, dx), be->i->release(be, dh), be->i->release(be, dov), be->i->release(be, da);
-        be->i->release(be, dg), be->i->release(be, dkc), be->i->release(be, dvc), be->i->release(be, dpos);
-    }
-    CHECK_EQ(backend_cuda_set_mega(be, false), GLIM_OK);
-    if (ok) {
-        CHECK_EQ(backend_cuda_mega_used(be) - used0, 3);   /* pass 1, pass 2 eagerly and captured */
-        char what[160];
-        snprintf(what, sizeof what, "mega v %s down %s heads %d/%d dim %d n %lld ff %lld pos %d",
-                 quant_type_name(vtype), quant_type_name(dtype), H, Hkv, D, (long long)n, (long long)F, p0);
-        static const char *names[8] = {"q", "k", "v", "gate", "attention * gate", "k cache", "v cache", "x"};
-        for (int pass = 1; pass < 3; pass++)
-            for (int i = 0; i < 8; i++)
-                CHECK(same_bytes(out[pass][i], out[0][i], yb[i], what, names[i]));
-        for (int pass = 0; pass < 3; pass++)
-            for (int i = 0; i < 8; i++)
-                free(out[pass][i]);
-    }
-    for (int i = 0; i < 6; i++) {
-        be->i->weight_clear(be, &dn[i]);
-        free(gv[i]);
-    }
-    be->i->weight_clear(be, &dwo);
-    weights_free(dw, hw, 4);
-    weights_free(df, hf, 3);
-    free(x), free(att), free(gate), free(cache0);
-}
-
-static void test_mega(void)
-{
-    if (!be->i->add_rmsnorm_attn || !be->i->matmul_glu || exact_mode || backend_cuda_get_gemv(be) != 3 ||
-        backend_cuda_set_mega(be, false) != GLIM_OK) {
-        printf("  no fused ops, exact, not GEMV v3 or below sm_90: skipped\n");
-        return;
-    }
-    /* the span has plain v5's bits, so the launches it is held to run on v5, not v5s */
-    int c0 = backend_cuda_get_v5s(be);
-    CHECK_EQ(backend_cuda_set_v5s(be, 0), GLIM_OK);
-    /* the 30B shapes, down and v Q6_K or Q4_K, a short and a long context after it */
-    check_mega(GLIM_TYPE_Q6_K, GLIM_TYPE_Q6_K, 32, 2, 128, 6656, 19968, 5);
-    check_mega(GLIM_TYPE_Q4_K, GLIM_TYPE_Q4_K, 32, 2, 128, 6656, 19968, 1000);
-    /* smaller rows: jobs of fewer units than warps */
-    check_mega(GLIM_TYPE_Q6_K, GLIM_TYPE_Q4_K, 8, 2, 128, 1024, 2048, 40);
-    CHECK_EQ(backend_cuda_set_v5s(be, c0), GLIM_OK);
-}
-
 /* attention_prep (GLIM_CUDA_ATTN_PREP=1): attention v4 doing attn_prep's work for one decode
  * token gives the output and both caches bit for bit as attn_prep then attention do; shapes v4
  * does not take are refused with nothing launched */
@@ -2858,7 +2731,6 @@ int main(void)
     RUN(test_gate_fold);
     RUN(test_attn_short);
     RUN(test_norm_qkv);
-    RUN(test_mega);
     RUN(test_attention_prep);
     RUN(test_errors);
     CHECK_EQ(be->i->sync(be, &err), GLIM_OK);

@@ -20,7 +20,6 @@
  * Threading: one thread drives a backend at a time (the scheduler).
  */
 #include "cuda_util.cuh"
-#include "mega.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,16 +102,10 @@ void cuda_buf_release(struct cuda_ctx *c, struct cuda_buf *b)
     b->nbytes = 0;
 }
 
-static void mega_flush(struct backend *be, struct cuda_ctx *c);
-
-/* the context as it is: only for the ops a deferred attn_prep may wait across (attention);
- * what the persistent span deferred (mega_flush) runs first for every op */
+/* the context as it is: only for the ops a deferred attn_prep may wait across (attention) */
 static struct cuda_ctx *ctx_raw(struct backend *be)
 {
-    struct cuda_ctx *c = (struct cuda_ctx *)be->ctx;
-    if (c->mg_state)
-        mega_flush(be, c);
-    return c;
+    return (struct cuda_ctx *)be->ctx;
 }
 
 /* a side gate GEMV set the short kernel's ready flag, and no short kernel will read it: back to 0
@@ -452,46 +445,18 @@ static void res_norm(struct backend *be, const struct be_res_norm *r, int n_rows
     norm_launch(be, r->x, r->h, r->o, r->w_o, r->eps_o, r->w_h, r->eps_h, n_rows, r->n, skip);
 }
 
-/* the residual norm before an FFN and the FFN: the two ops, or (one decode row after a deferred
- * Wo) deferred for the persistent span */
+/* the residual norm before an FFN and the FFN */
 static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, float *y, float *const *fs,
                                const struct be_weight *const *ws, int n_rows, int act)
 {
-    struct cuda_ctx *c = (struct cuda_ctx *)be->ctx;
-    if (c->mg_state == 1 && n_rows == 1 && act == BE_GLU_SILU && c->glu_fuse && r->h) {
-        struct cuda_mega_args *a = c->mg;
-        a->r_ffn = *r;
-        a->ffn_y = y;
-        a->ffn_f[0] = fs[0], a->ffn_f[1] = fs[1];
-        a->ffn_w[0] = ws[0], a->ffn_w[1] = ws[1], a->ffn_w[2] = ws[2];
-        c->mg_state = 2;
-        return;
-    }
     res_norm(be, r, n_rows, ws, 2);   /* gate and up read h */
     be_matmul_ffn(be, y, fs, ws, r->h, n_rows, act);
 }
 
-static bool mega_tiled(const struct be_weight *w)
-{
-    return w->dev_type == CUDA_DT_Q4_K_T16 || w->dev_type == CUDA_DT_Q6_K_T16;
-}
-
-/* With ctx->mega, one decode row's gated Wo is deferred (its input made now) for the span that
- * the next ops may complete; else the op */
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
                           int n_rows)
 {
-    struct cuda_ctx *c = op_ctx(be);
-    if (c->mega && n_rows == 1 && act == BE_GLU_SIGMOID && g && !c->exact && mega_tiled(w) && w->k % 256 == 0) {
-        struct cuda_mega_args *a = c->mg;
-        if (cuda_q8_input(c, x, w->k, g, act, &a->wo_xq, &a->wo_xd)) {
-            a->wo_y = y;
-            a->wo = w;
-            c->mg_state = 1;
-        }
-        return;   /* (else the failure is recorded in the context) */
-    }
-    cuda_matmul_glu(c, y, w, x, g, act, n_rows);
+    cuda_matmul_glu(op_ctx(be), y, w, x, g, act, n_rows);
 }
 
 static void be_argmax(struct backend *be, int32_t *out, const float *x, int n_rows, int64_t n, int32_t *pos_inc)
@@ -660,55 +625,10 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     prep_finish(c, a);
 }
 
-/* The deferred Wo and FFN, this residual norm and the q/k/v(/gate) projections as one persistent
- * launch (mega.cu), then attn_prep as matmul_attn_prep would leave it; false: nothing ran */
-static bool mega_span(struct cuda_ctx *c, const struct be_res_norm *r, int n, float *const *ys,
-                      const struct be_weight *const *ws, const struct be_attn_prep_args *p)
-{
-    struct cuda_mega_args *a = c->mg;
-    a->r_attn = *r;
-    a->n = n;
-    for (int i = 0; i < n; i++)
-        a->ys[i] = ys[i], a->ws[i] = ws[i];
-    if (a->r_ffn.o != a->wo_y || r->o != a->ffn_y || !cuda_mega_ok(c, a))
-        return false;
-    cuda_side_join(c);
-    cuda_xq_forget(c);
-    if (!cuda_mega_launch(c, a))
-        return false;
-    c->mg_state = 0;
-    c->mg_used++;
-    c->prep_req = NULL;
-    c->prep_taken = false;
-    c->short_gate = n == 4 ? ys[3] : NULL;   /* for the short kernel (be_attention), as matmul_attn_prep */
-    c->short_gate_n = n == 4 ? ws[3]->n : 0;
-    c->short_side = false;
-    prep_finish(c, p);
-    return true;
-}
-
-/* What the persistent span deferred, as the launches it would have been: Wo (on v5: mega_tiled),
- * then the FFN's residual norm and the FFN */
-static void mega_flush(struct backend *be, struct cuda_ctx *c)
-{
-    int st = c->mg_state;
-    c->mg_state = 0;
-    struct cuda_mega_args *a = c->mg;
-    cuda_side_join(c);
-    cuda_mega_wo(c, a);
-    cuda_xq_forget(c);
-    if (st == 2)
-        be_add_rmsnorm_ffn(be, &a->r_ffn, a->ffn_y, a->ffn_f, a->ffn_w, 1, BE_GLU_SILU);
-}
-
-/* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep: the two ops,
- * or with what the span deferred, the span */
+/* A layer's residual, the next layer's attention norm, its q/k/v(/gate) and attn_prep */
 static void be_add_rmsnorm_attn(struct backend *be, const struct be_res_norm *r, int n, float *const *ys,
                                 const struct be_weight *const *ws, int n_rows, const struct be_attn_prep_args *p)
 {
-    struct cuda_ctx *c = (struct cuda_ctx *)be->ctx;
-    if (c->mg_state == 2 && n_rows == 1 && n >= 1 && n <= 4 && !c->short_pending && mega_span(c, r, n, ys, ws, p))
-        return;
     res_norm(be, r, n_rows, ws, n);
     be_matmul_attn_prep(be, n, ys, ws, r->h, n_rows, p);
 }
@@ -731,7 +651,6 @@ static int be_graph_begin(struct backend *be, struct glim_err *err)
         return glim_fail(err, GLIM_EINVAL, "cuda: graph_begin: a capture is already open");
     cuda_xq_forget(c);
     c->v5_trace_n = 0;   /* the trace keeps the graph's launches (the last replay) */
-    c->mg_trace_n = 0;
     c->short_trace_n = 0;
     c->norm_trace_n = 0;
     if (CUDA_TRY(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed)))
@@ -853,7 +772,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
-                                       &c->att_q,  &c->short_ready, &c->mg_scratch, &c->mg_cnt, &c->v5s_ctr};
+                                       &c->att_q,  &c->short_ready, &c->v5s_ctr};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -869,7 +788,6 @@ static void be_destroy(struct backend *be)
         }
         trace_end(c, &c->norm_trace, cuda_norm_trace_dump);
         trace_end(c, &c->v5_trace, cuda_v5_trace_dump);
-        trace_end(c, &c->mg_trace, cuda_mega_trace_dump);
         trace_end(c, &c->short_trace, cuda_short_trace_dump);
         if (c->fetch_host) {
             cudaStreamSynchronize(c->stream);
@@ -886,7 +804,6 @@ static void be_destroy(struct backend *be)
             cudaEventDestroy(c->side_fork);
         if (c->side_done)
             cudaEventDestroy(c->side_done);
-        glim_free(c->mg);
         if (c->cublas)
             cublasDestroy(c->cublas);
         if (c->stream)
@@ -1145,24 +1062,6 @@ extern "C" int backend_cuda_set_prep_fold(struct backend *be, bool on)
     return set_switch(be, &cuda_ctx::prep_fold, on);
 }
 
-/* the persistent decode span (mega.cu) on or off (it takes only weights in tiles) */
-static int mega_switch(struct cuda_ctx *c, bool on)
-{
-    if (on && c->cc_major < 9)
-        return GLIM_EUNSUPPORTED;
-    if (on && !c->mg && !(c->mg = (struct cuda_mega_args *)glim_calloc(1, sizeof *c->mg)))
-        return GLIM_ENOMEM;
-    c->mega = on;
-    return GLIM_OK;
-}
-
-/* Default: off; GLIM_CUDA_MEGA=1 at creation (sm_90) turns it on and tiles every Q4_K/Q6_K weight
- * loaded after (the span streams tiles only). GLIM_EUNSUPPORTED below sm_90. */
-extern "C" int backend_cuda_set_mega(struct backend *be, bool on)
-{
-    return is_cuda(be) ? mega_switch(ctx_of(be), on) : GLIM_EINVAL;
-}
-
 /* one of the context's counts for tests, or `none` if not a CUDA backend */
 static long get_count(struct backend *be, long cuda_ctx::*n, long none)
 {
@@ -1236,12 +1135,6 @@ extern "C" int backend_cuda_get_norm_scratch(struct backend *be)
 extern "C" long backend_cuda_att_used(struct backend *be)
 {
     return get_count(be, &cuda_ctx::att_used, 0);
-}
-
-/* persistent spans launched (tests); -1 if not a CUDA backend */
-extern "C" long backend_cuda_mega_used(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::mg_used, -1);
 }
 
 extern "C" long backend_cuda_short_used(struct backend *be)
@@ -1447,33 +1340,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
                                                                                                : 0;
     const char *f_pdl = getenv("GLIM_CUDA_PDL");
     c->cc_major = prop.major;
-    /* opt-in until measured: every Q4_K/Q6_K weight in tiles, which the span streams */
-    const char *f_mega = getenv("GLIM_CUDA_MEGA");
-    if (f_mega && strcmp(f_mega, "1") == 0 && prop.major >= 9 && mega_switch(c, true) != GLIM_OK) {
-        int rc = glim_fail(err, GLIM_ENOMEM, "cuda: out of memory for the persistent span's state");
-        be_destroy(be);
-        return rc;
-    }
-    if (c->mega)
-        c->t16 = true, c->t16_min = 0;
-    const char *f_mtr = getenv("GLIM_CUDA_MEGA_TRACE"), *f_mgm = getenv("GLIM_CUDA_MEGA_GMERGE");
-    c->mg_gmerge = f_mgm && strcmp(f_mgm, "1") == 0;
-    const char *f_mpre = getenv("GLIM_CUDA_MEGA_PRE");
-    c->mg_pre = f_mpre ? atoi(f_mpre) : -1;
-    const char *f_mdp = getenv("GLIM_CUDA_MEGA_DEPTH");
-    /* 1 (default since 2026-12-06): tg128 130.04 vs 123.40 t/s for a full ring, 126.66 for 2 (H100) */
-    c->mg_depth = f_mdp ? atoi(f_mdp) : 1;
-    const char *f_mfd = getenv("GLIM_CUDA_MEGA_FEED");
-    c->mg_feed = !(f_mfd && strcmp(f_mfd, "0") == 0);
-    const char *f_mef = getenv("GLIM_CUDA_MEGA_EF");
-    c->mg_ef = !(f_mef && strcmp(f_mef, "0") == 0);
-    const char *f_mfl = getenv("GLIM_CUDA_MEGA_FLAGS");
-    c->mg_flags = !(f_mfl && strcmp(f_mfl, "0") == 0);   /* +1.7-2% in three calls (2026-12-06) */
-    if (c->mega && f_mtr && strcmp(f_mtr, "1") == 0 && !cuda_mega_trace_init(c)) {
-        int rc = ctx_status(c, err);
-        be_destroy(be);
-        return rc;
-    }
     if (prop.major < 8)
         c->gemv_ver = c->gemv_ver == 5 ? 3 : c->gemv_ver;   /* v5's int8 mma needs sm_80 */
     c->pdl = prop.major >= 9 && !(f_pdl && strcmp(f_pdl, "0") == 0);

@@ -178,21 +178,8 @@ struct cuda_ctx {
     double          gt_sum_ms, gt_launch_us;
     long            gt_n;
     struct cuda_buf am_part;       /* argmax.cu: per-row CTA (key, index) pairs and arrival counts */
-    bool            mega;          /* GLIM_CUDA_MEGA=1: a decode token's Wo .. next q/k/v as one persistent launch (mega.cu) */
-    int             mg_state;      /* deferred for it: 0 none, 1 matmul_glu (Wo), 2 and add_rmsnorm_ffn */
-    struct cuda_mega_args *mg;     /* ... their operands (made with the context when mega is on) */
-    long            mg_used;       /* spans launched (tests) */
-    struct cuda_buf mg_scratch, mg_cnt;   /* its partial sums and x's other copy; its counts and barriers */
-    bool            mg_ef;         /* the span's weight copies evict-first in L2 (GLIM_CUDA_MEGA_EF=0: not; bench knob) */
-    int             mg_pre;        /* GLIM_CUDA_MEGA_PRE=N: records a span's warp asks for before its PDL wait (bench knob; -1: none with a depth, else a full ring) */
-    int             mg_feed;       /* GLIM_CUDA_MEGA_FEED=0: with a depth, a span's waits do not feed its rings (bench knob) */
-    int             mg_depth;      /* GLIM_CUDA_MEGA_DEPTH=d: at most d records unread a span's warp has in its stage (default 1; 0: a full ring) */
-    bool            mg_flags;      /* the span's down waits on per-super-block ready counts, not a grid barrier (GLIM_CUDA_MEGA_FLAGS=0: the barrier) */
-    bool            mg_gmerge;     /* GLIM_CUDA_MEGA_GMERGE=1: the span merges every cut tile through global memory (bench knob) */
     void           *short_trace;   /* GLIM_CUDA_SHORT_TRACE=1: per short attention and CTA its stamps (diagnosis) */
     int             short_trace_n, short_trace_heads;   /* launches traced since graph_begin; their CTAs */
-    void           *mg_trace;      /* GLIM_CUDA_MEGA_TRACE=1: per span and CTA its stage stamps (diagnosis) */
-    int             mg_trace_n;    /* spans traced since graph_begin */
     void           *fetch_host;    /* fetch_start's page-locked staging, BE_FETCH_SLOTS x BE_FETCH_MAX (first use) */
     cudaEvent_t     fetch_ev[BE_FETCH_SLOTS];
     void           *v5_trace;      /* GLIM_CUDA_V5_TRACE=1: gemv_mma.cu's per-warp times (diagnosis) */
@@ -423,11 +410,6 @@ static __device__ __forceinline__ int64_t cuda_xq_pos_k45(int64_t n)
  * makes the next matmul of x reuse it. False when the GEMV would not use it (exact mode,
  * more than 16 rows) or on failure. */
 bool cuda_xq_reserve(struct cuda_ctx *c, int64_t k, int nr, int8_t **xq, float2 **xd);
-/* one row's int8 copy (K45) of x, or of x * act(g) with g, as the GEMV after it would take it: the
- * cached copy, the one the gate/up GEMV or attention made, or a quantizer launched now (gemv_q8.cu);
- * false: the scratch could not be had (recorded) */
-bool cuda_q8_input(struct cuda_ctx *c, const float *x, int64_t k, const float *g, int act, const int8_t **xq,
-                   const float2 **xd);
 void cuda_xq_filled(struct cuda_ctx *c, const float *x, int64_t k, int nr);
 /* dev_type has an int8-activation dp4a GEMV (Q4_K, Q5_K, Q6_K, Q8_0, Q4_0; T16 layouts too) */
 bool cuda_q8_supported(uint32_t dev_type);

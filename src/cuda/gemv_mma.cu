@@ -34,7 +34,6 @@
  * order): tests compare with a tolerance and require two runs to agree bit for bit.
  */
 #include "gemv_slots.cuh"
-#include "tma.cuh"
 
 #include <stdlib.h>
 
@@ -772,36 +771,5 @@ int cuda_gemv5(struct cuda_ctx *c, int n, float *const *ys, const struct be_weig
         if (all)
             m += launch_v5<v5_q6k>(c, CUDA_DT_Q6_K_SOA, 0, 0, n, ys, ws, xq, xd, taken);
     }
-    return m;
-}
-
-int cuda_v5_jobs(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, bool glu,
-                 v5_job *jobs, int *kinds, float *part, unsigned *cnt, size_t *part_off, size_t *cnt_off)
-{
-    static const uint32_t DT[2] = {CUDA_DT_Q4_K_T16, CUDA_DT_Q6_K_T16};
-    bool taken[GEMV_MAX_PARTS] = {false, false, false, false}, mine[GEMV_MAX_PARTS];
-    if (n < 1 || n > GEMV_MAX_PARTS || ws[0]->k % 256)
-        return 0;
-    int m = 0;
-    for (int kd = 0; kd < 2; kd++) {
-        v5_job &job = jobs[m];
-        if (!v5_collect(job, DT[kd], 0, n, ys, ws, taken, mine))
-            continue;
-        int64_t units = job.n_tiles * job.n_sb, warps = v5_warps(c, 16);
-        job.n_warps = warps < units ? warps : units;
-        job.stride = v5_split_stride(job.n_sb, units, job.n_warps);
-        job.part = part ? part + *part_off : NULL;
-        job.cnt = cnt ? cnt + *cnt_off : NULL;
-        *part_off += ((size_t)job.n_tiles * job.stride * 16 + 31) & ~(size_t)31;   /* 128-byte aligned */
-        *cnt_off += ((size_t)job.n_tiles + 31) & ~(size_t)31;
-        if (glu && !v5_glu_plan(c, job, n, ys, ws, mine))
-            return 0;
-        kinds[m++] = kd;
-        for (int i = 0; i < n; i++)
-            taken[i] = taken[i] || mine[i];
-    }
-    for (int i = 0; i < n; i++)
-        if (!taken[i])
-            return 0;
     return m;
 }

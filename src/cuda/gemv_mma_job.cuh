@@ -2,9 +2,9 @@
  * gemv_mma_job.cuh — private to src/cuda: GEMV v5's job (gemv_mma.cu) as every kernel that runs
  * one sees it: the parts, the even split of (tile, super-block) units over warps, the weight
  * types' fetch/compute, and how a warp's sums of a tile are stored and merged in piece order.
- * Shared by the v5 launches (gemv_mma.cu) and the persistent decode kernel (mega.cu), which
- * feeds the same lanes from shared memory: one merge, so both give the same bits. Include it
- * after gemv_mma_lane.h (with its primitives defined) and gemv_slots.cuh.
+ * Used by the v5 launches (gemv_mma.cu); the persistent decode span that also ran these jobs
+ * from shared memory was removed on 2026-12-07 (code at 75bb8eb). Include it after
+ * gemv_mma_lane.h (with its primitives defined) and gemv_slots.cuh.
  */
 #ifndef GLIM_GEMV_MMA_JOB_CUH
 #define GLIM_GEMV_MMA_JOB_CUH
@@ -171,15 +171,5 @@ static __device__ __forceinline__ v5_part v5_pick(const v5_job &job, int64_t til
             P = job.p[i];
     return P;
 }
-
-/* gemv_mma.cu: the v5 jobs launch_v5 would launch for a one-row matmul of n weights over one x
- * (tiled Q4_K parts, then tiled Q6_K ones), split over the warps the v5 launch uses, with their
- * partial sums at part + *part_off floats and counts at cnt + *cnt_off (the offsets advance;
- * part and cnt NULL: only count them), for a kernel that runs them itself (mega.cu). glu: the
- * two weights are a SwiGLU's gate and up, and the job also makes silu(gate) * up's int8 copy
- * (matmul_pair_glu's). kinds[j] = 0 (Q4_K) or 1 (Q6_K). Returns the jobs (1 or 2), 0 when a
- * weight is not a tiled Q4_K/Q6_K one or the GLU copy's buffers cannot be had. */
-int cuda_v5_jobs(struct cuda_ctx *c, int n, float *const *ys, const struct be_weight *const *ws, bool glu,
-                 v5_job *jobs, int *kinds, float *part, unsigned *cnt, size_t *part_off, size_t *cnt_off);
 
 #endif

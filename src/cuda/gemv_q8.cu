@@ -496,12 +496,6 @@ static bool quantize_x(struct cuda_ctx *c, const float *x, int64_t k, int nr, in
     return true;
 }
 
-bool cuda_q8_input(struct cuda_ctx *c, const float *x, int64_t k, const float *g, int act, const int8_t **xq,
-                   const float2 **xd)
-{
-    return quantize_x(c, x, k, 1, XL_K45, g, act, xq, xd);
-}
-
 bool cuda_xq_reserve(struct cuda_ctx *c, int64_t k, int nr, int8_t **xq, float2 **xd)
 {
     if (c->exact || nr > 16 || k % 256)

@@ -1,7 +1,7 @@
 /*
  * mma_s8.cuh — private to src/cuda: the one tensor-core instruction GEMV v5's lanes use
  * (gemv_mma_lane.h asks its includer for v5_mma), for every kernel that runs those lanes
- * (gemv_mma.cu's launches, mega.cu's persistent kernel).
+ * (gemv_mma.cu's launches).
  */
 #ifndef GLIM_MMA_S8_CUH
 #define GLIM_MMA_S8_CUH

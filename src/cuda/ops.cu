@@ -7,7 +7,6 @@
  * captured in a CUDA graph. Called from backend_cuda.cu on ctx->stream.
  */
 #include "rowops.cuh"
-#include "tma.cuh"
 
 /* ---- RMSNorm: one block per row ---------------------------------------- */
 

@@ -1,6 +1,5 @@
 /*
- * stamps.cu — the summary of a per-CTA stamp trace (diagnosis knobs: GLIM_CUDA_MEGA_TRACE,
- * GLIM_CUDA_SHORT_TRACE). A traced kernel's thread 0 of each CTA writes `per` globaltimer stamps
+ * stamps.cu — the summary of a per-CTA stamp trace (diagnosis knob: GLIM_CUDA_SHORT_TRACE). A traced kernel's thread 0 of each CTA writes `per` globaltimer stamps
  * (ns) in order, CTA b's from b * cta_stride of its launch, launch i's at stamp i * stride; the summary says, for each stamp, its median distance from the same CTA's stamp
  * before it, and when the first and the last CTA reached it, from the launch's first entry
  * (medians over launches).
