@@ -2,7 +2,7 @@
 # dev/gpu_bench.sh — one device call (repo root on the GPU machine): build the CLI, the GPU goldens
 # and the op test; the goldens and chosen op tests; then the 30B preset (glim mkmodel): pp512/tg128
 # by default with graphs, tg128 without, tg128 with kernels left out (GLIM_CUDA_DBG_SKIP bits:
-# 1 attn_prep, 2 attention, 4 add_rmsnorm, 8 quantize_x; wrong output, timing only; 15 = the
+# 1 attn_prep, 2 attention, 4 add_rmsnorm, 8 quantize_x, 16 the output gate's GEMV, 32 the gated Wo; wrong output, timing only; 15 = the
 # GEMVs alone), tg128 under extra settings, and the default again (the spread between runs).
 set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
