@@ -84,8 +84,6 @@ long backend_cuda_att_used(struct backend *be_);
 int backend_cuda_set_attn_short(struct backend *be_, bool on);   /* attn_short.cu at short contexts (default on) */
 int backend_cuda_set_short_poll(struct backend *be_, bool on);   /* ... polling the side gate's flag (default on) */
 long backend_cuda_short_used(struct backend *be_);               /* attentions it took */
-int backend_cuda_set_gwo(struct backend *be_, bool on);   /* the gate and Wo in one launch (gemv_gwo.cu) */
-long backend_cuda_gwo_used(struct backend *be_);          /* its launches */
 int backend_cuda_attention_prep(struct backend *be_, const struct be_attn_prep_args *p,
                                 const struct be_attn_args *a);  /* attention v4 doing attn_prep: 1 = ran */
 int backend_cuda_rope_table(struct backend *be_, float *cs, const int32_t *pos, int n_tokens, int n_rot,
@@ -2113,17 +2111,13 @@ static void test_attn_prep(void)
  * (GLIM_CUDA_PREP_FOLD), SIDE and SIDE_GRAPH the gate part's GEMV on the side stream
  * (GLIM_CUDA_GATE_SIDE) eagerly or from a graph, followed by attention and an op that reads the gate
  * (the join). Pass 0 has the feature on, pass 1 off; want: pass 0 takes it. */
-enum { FOLD, SIDE, SIDE_GRAPH, GFOLD, GFOLD_GRAPH, SHORT, SHORT_GRAPH, GWO, GWO_GRAPH, GWO_ALONE };
+enum { FOLD, SIDE, SIDE_GRAPH, GFOLD, GFOLD_GRAPH, SHORT, SHORT_GRAPH };
 
 static long prep_feature(int mode, bool on)   /* the switch; returns its use count */
 {
     if (mode == FOLD) {
         CHECK_EQ(backend_cuda_set_prep_fold(be, on), GLIM_OK);
         return backend_cuda_prep_used(be);
-    }
-    if (mode >= GWO) {   /* the gate behind the short kernel, with Wo or (GWO_ALONE) alone: the same bits */
-        CHECK_EQ(backend_cuda_set_gwo(be, on), GLIM_OK);
-        return backend_cuda_gwo_used(be);
     }
     if (mode >= SHORT) {   /* the short kernel (attn_short.cu): its bits are its own */
         CHECK_EQ(backend_cuda_set_attn_short(be, on), GLIM_OK);
@@ -2216,9 +2210,9 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     long used[2];
     /* q, k, v, gate, the caches (, attention * sigmoid(gate); with the gate fold attention, then Wo
      * of attention * sigmoid(gate): matmul_glu, whose input the fold makes) */
-    int n_out = mode == FOLD ? 6 : mode >= GFOLD && mode != GWO_ALONE ? 8 : 7;
+    int n_out = mode == FOLD ? 6 : mode >= GFOLD ? 8 : 7;
     struct be_weight hwo = {0}, dwo = {0};
-    if (n_out == 8) {
+    if (mode >= GFOLD) {
         hwo = dwo = make_weight(GLIM_TYPE_Q4_K, rows[0], k);
         ok = be->i->weight_init(be, &dwo, &err) == GLIM_OK && ok;
     }
@@ -2243,13 +2237,12 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
                                   .scale = 1.0f / sqrtf((float)D), .block = 0};
         const struct be_weight *ws[4] = {&dw[0], &dw[1], &dw[2], &dw[3]};
         void *graph = NULL;
-        bool graphed = (mode == SIDE_GRAPH || mode == GFOLD_GRAPH || mode == SHORT_GRAPH || mode == GWO_GRAPH) &&
-                       pass == 0;
-        float *ywo = n_out == 8 ? be->i->alloc(be, (size_t)k * T * 4) : NULL;
+        bool graphed = (mode == SIDE_GRAPH || mode == GFOLD_GRAPH || mode == SHORT_GRAPH) && pass == 0;
+        float *ywo = mode >= GFOLD ? be->i->alloc(be, (size_t)k * T * 4) : NULL;
         if (graphed)
             CHECK_EQ(be->i->graph_begin(be, &err), GLIM_OK);
         be->i->matmul_attn_prep(be, 4, ys, ws, dh, T, &a);
-        if (n_out == 8) {
+        if (mode >= GFOLD) {
             be->i->attention(be, &aa);
             be->i->matmul_glu(be, ywo, &dwo, ys[4], ys[3], BE_GLU_SIGMOID, T);
         } else if (mode != FOLD) {
@@ -2277,22 +2270,19 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     }
     if (ok) {
         char what[160];
-        static const char *mode_names[] = {"prep_fold",  "gate_side",        "gate_side graph", "gate_fold",
-                                           "gate_fold graph", "attn_short", "attn_short graph", "gwo",
-                                           "gwo graph",  "gwo alone"};
+        static const char *mode_names[] = {"prep_fold", "gate_side", "gate_side graph", "gate_fold", "gate_fold graph",
+                                           "attn_short", "attn_short graph"};
         snprintf(what, sizeof what, "%s v %s heads %d/%d dim %d rot %d%s norms %d k %lld tokens %d p0 %d %s",
                  mode_names[mode], quant_type_name(vtype),
                  H, Hkv, D, n_rot, neox ? " neox" : "", norms, (long long)k, T, (int)p0, quant_type_name(kv_type));
         CHECK_EQ(used[0], want ? 1 : 0);
         CHECK_EQ(used[1], 0);
         const char *names[8] = {"q", "k", "v", "gate", "k cache", "v cache", "attention * gate", "Wo"};
-        if (n_out == 8)
+        if (mode >= GFOLD)
             names[6] = "attention";
         for (int i = 0; i < n_out; i++) {
             if (mode >= SHORT && i < 2)    /* q and k: scratch after the attention (backend.h) */
                 ;
-            else if (mode >= GWO)          /* the same kernels' arithmetic in another launch */
-                CHECK(same_bytes(out[0][i], out[1][i], yb[i], what, names[i]));
             else if (mode >= SHORT && i == 6)   /* another summation order; Wo's int8 input may round apart */
                 CHECK(close_floats(out[0][i], out[1][i], yb[i] / 4, 3e-4, what, names[i]));
             else if (mode >= SHORT && i == 7)
@@ -2304,7 +2294,7 @@ static void check_prep_fold_t(int tiled, int mode, uint32_t vtype, int H, int Hk
     }
     be->i->weight_clear(be, &dwq), be->i->weight_clear(be, &dwk);
     weights_free(dw, hw, 4);
-    weights_free(&dwo, &hwo, n_out == 8);
+    weights_free(&dwo, &hwo, mode >= GFOLD);
     free(gq), free(gk), free(h), free(cache0);
 }
 
@@ -2366,28 +2356,6 @@ static void test_gate_side(void)
     }
     check_prep_fold(SIDE, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
     CHECK_EQ(backend_cuda_set_gate_side(be, side0), GLIM_OK);
-}
-
-/* The gate and Wo in one launch (GLIM_CUDA_GWO, gemv_gwo.cu): the q/k/v job leaves the gate's GEMV to a
- * launch behind the short attention that also quantizes attention * sigmoid(gate) and runs Wo; q, k
- * are scratch, everything else bit for bit against the default (the gate beside q/k/v, gated by the
- * short kernel), eagerly and in a graph, and with another op reading the gate (GWO_ALONE: the gate
- * alone, launched by that op). Not taken past the short kernel's keys, or for more tokens. */
-static void test_gwo(void)
-{
-    if (!be->i->matmul_attn_prep || !be->i->matmul_glu || exact_mode || backend_cuda_set_gwo(be, false) != GLIM_OK) {
-        printf("  matmul_attn_prep / matmul_glu: not offered, exact, or no resident grid for gemv_gwo: skipped\n");
-        return;
-    }
-    for (int mode = GWO; mode <= GWO_ALONE; mode++) {
-        check_prep_fold(mode, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 40, GLIM_TYPE_BF16, true);
-        check_prep_fold(mode, GLIM_TYPE_Q4_K, 32, 2, 128, 0, false, true, 2048, 1, 255, GLIM_TYPE_F16, true);
-        check_prep_fold(mode, GLIM_TYPE_Q6_K, 16, 2, 128, 128, false, true, 6656, 1, 0, GLIM_TYPE_BF16, true);
-    }
-    check_prep_fold(GWO, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 1, 4242, GLIM_TYPE_BF16, false);
-    check_prep_fold(GWO, GLIM_TYPE_Q6_K, 32, 2, 128, 128, false, true, 1024, 3, 100, GLIM_TYPE_BF16, false);
-    const char *e = getenv("GLIM_CUDA_GWO");
-    CHECK_EQ(backend_cuda_set_gwo(be, e && !strcmp(e, "1")), GLIM_OK);
 }
 
 /* The gate fold (GLIM_CUDA_GATE_FOLD): attention's combine makes Wo's int8 input, out * sigmoid(gate)
@@ -2761,7 +2729,6 @@ int main(void)
     RUN(test_prep_fold);
     RUN(test_gate_side);
     RUN(test_gate_fold);
-    RUN(test_gwo);
     RUN(test_attn_short);
     RUN(test_norm_qkv);
     RUN(test_attention_prep);

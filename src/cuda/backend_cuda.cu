@@ -129,22 +129,11 @@ static void short_flush(struct cuda_ctx *c)
     short_disarm(c);
 }
 
-/* launch the gate GEMV that matmul_attn_prep left to the gated Wo (gemv_gwo.cu), alone */
-static void gwo_flush(struct cuda_ctx *c)
-{
-    if (!c->gwo_pend)
-        return;
-    c->gwo_pend = false;
-    if (!cuda_gwo(c, c->gwo_w, c->gwo_hq, c->gwo_hd, c->gwo_g, NULL, NULL, NULL))
-        cuda_check(c, cudaErrorInvalidValue, "deferred output gate", __FILE__, __LINE__);
-}
-
-/* the context of any op but attention: a deferred attn_prep runs first, then a deferred gate */
+/* the context of any op but attention: a deferred attn_prep runs first */
 static struct cuda_ctx *ctx_of(struct backend *be)
 {
     struct cuda_ctx *c = ctx_raw(be);
     short_flush(c);
-    gwo_flush(c);
     return c;
 }
 
@@ -467,16 +456,6 @@ static void be_add_rmsnorm_ffn(struct backend *be, const struct be_res_norm *r, 
 static void be_matmul_glu(struct backend *be, float *y, const struct be_weight *w, float *x, const float *g, int act,
                           int n_rows)
 {
-    struct cuda_ctx *c = ctx_raw(be);
-    /* the gate matmul_attn_prep left here, behind the short attention: gate and Wo in one launch */
-    if (c->gwo_pend && !c->short_pending && act == BE_GLU_SIGMOID && n_rows == 1 && g == c->gwo_g &&
-        cuda_gwo_ok(c, c->gwo_w, w)) {
-        c->gwo_pend = false;
-        cuda_xq_forget(c);
-        c->att_x = NULL;
-        if (cuda_gwo(c, c->gwo_w, c->gwo_hq, c->gwo_hd, c->gwo_g, w, x, y))
-            return;
-    }
     cuda_matmul_glu(op_ctx(be), y, w, x, g, act, n_rows);
 }
 
@@ -571,12 +550,11 @@ static void be_attention(struct backend *be, const struct be_attn_args *a)
             c->short_armed = c->short_armed && !ready;   /* the kernel resets what it read */
             c->short_used++;
             short_disarm(c);
-            return;   /* a deferred gate stays for the gated Wo behind it */
+            return;
         }
         cuda_attn_prep(c, &c->short_prep);
         short_disarm(c);
     }
-    gwo_flush(c);   /* it is launched behind the short kernel only */
     cuda_attention(c, a);
 }
 
@@ -627,12 +605,6 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
     struct cuda_ctx *c = op_ctx(be);
     c->prep_req = c->prep_fold && !(c->dbg_skip & CUDA_SKIP_PREP) ? a : NULL;
     c->prep_taken = false;
-    /* GLIM_CUDA_GWO: the gate's GEMV goes behind the short attention, with Wo (gemv_gwo.cu); the short
-     * kernel gates nothing then */
-    bool defer = n == 4 && n_rows == 1 && c->gwo && c->gwo_ctas > 0 && !c->prep_req && cuda_gwo_ok(c, ws[3], NULL) &&
-                 cuda_attn_short_ok(c, a) && !(c->dbg_skip & CUDA_SKIP_GATE);
-    if (defer)
-        n = 3;
     c->short_gate = n == 4 && n_rows == 1 ? ys[3] : NULL;   /* for the short kernel (be_attention) */
     c->short_gate_n = n == 4 ? ws[3]->n : 0;
     c->short_side = false;
@@ -652,12 +624,6 @@ static void be_matmul_attn_prep(struct backend *be, int n, float *const *ys, con
         c->short_armed = ready != NULL;
     }
     cuda_matmul_n(c, n, ys, ws, x, n_rows);
-    if (defer) {   /* the gate reads the job's int8 copy of x later; without one it runs now */
-        c->gwo_w = ws[3], c->gwo_g = ys[3];
-        c->gwo_pend = cuda_xq_of(c, x, ws[3]->k, &c->gwo_hq, &c->gwo_hd);
-        if (!c->gwo_pend)
-            cuda_matmul_n(c, 1, &ys[3], &ws[3], x, n_rows);
-    }
     prep_finish(c, a);
 }
 
@@ -808,7 +774,7 @@ static void be_destroy(struct backend *be)
         if (c->stream) {   /* every scratch buffer of the context */
             struct cuda_buf *bufs[] = {&c->wtile, &c->xbf,     &c->attn_part, &c->xq,       &c->v5_part,
                                        &c->v5_cnt, &c->glu_q,  &c->glu_cnt,   &c->prep_cnt, &c->am_part,
-                                       &c->att_q,  &c->short_ready, &c->v5s_ctr, &c->gwo_cnt};
+                                       &c->att_q,  &c->short_ready, &c->v5s_ctr};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
                 cuda_buf_release(c, bufs[i]);
             cudaStreamSynchronize(c->stream);
@@ -1127,22 +1093,6 @@ extern "C" int backend_cuda_set_gate_side(struct backend *be, int ctas_per_sm)
     return GLIM_OK;
 }
 
-/* a one-token q/k/v/gate job leaves the gate to one launch with Wo behind the short attention
- * (GLIM_CUDA_GWO; gemv_gwo.cu); GLIM_EINVAL where its kernel cannot keep its grid resident */
-extern "C" int backend_cuda_set_gwo(struct backend *be, bool on)
-{
-    if (!is_cuda(be))
-        return GLIM_EINVAL;
-    if (on && ctx_of(be)->gwo_ctas <= 0)
-        return GLIM_EINVAL;
-    return set_switch(be, &cuda_ctx::gwo, on);
-}
-
-extern "C" long backend_cuda_gwo_used(struct backend *be)
-{
-    return get_count(be, &cuda_ctx::gwo_used, 0);
-}
-
 /* attention's combine makes Wo's gated int8 input (GLIM_CUDA_GATE_FOLD; attn_gate_plan) */
 extern "C" int backend_cuda_set_gate_fold(struct backend *be, bool on)
 {
@@ -1351,10 +1301,6 @@ extern "C" int backend_cuda_new(int device, struct backend **out, struct glim_er
     const char *f_gf = getenv("GLIM_CUDA_GATE_FOLD");
     /* default: tg128 172.2 vs 171.0 t/s, --no-graph 161.7 vs 160.4-161.8 (H200, 2026-12-05) */
     c->gate_fold = !(f_gf && strcmp(f_gf, "0") == 0);
-    /* the output gate and Wo in one launch behind the short attention (gemv_gwo.cu; opt-in until timed) */
-    const char *f_gwo = getenv("GLIM_CUDA_GWO");
-    c->gwo_ctas = cuda_gwo_ctas();
-    c->gwo = f_gwo && strcmp(f_gwo, "1") == 0 && c->gwo_ctas > 0;
     const char *f_ns = getenv("GLIM_CUDA_NORM_SCRATCH");
     /* default: tg128 141.42 / 141.28 vs 140.72 / 140.40 / 140.38 t/s, the logits identical (H100, 2026-12-05) */
     c->norm_scratch = !(f_ns && strcmp(f_ns, "0") == 0);

@@ -75,7 +75,7 @@ struct cuda_buf {
 #define CUDA_SKIP_ATTN  2u   /* attention */
 #define CUDA_SKIP_NORM  4u   /* add_rmsnorm */
 #define CUDA_SKIP_QUANT 8u   /* quantize_x (GEMV inputs not made by add_rmsnorm) */
-#define CUDA_SKIP_GATE  16u  /* the output gate's GEMV (the short kernel gates with a stale row) */
+#define CUDA_SKIP_GATE  16u  /* the output gate's GEMV (the short kernel gates with the row as it is) */
 #define CUDA_SKIP_WO    32u  /* one token's gated Wo GEMV (matmul_glu, sigmoid) */
 
 #define V5_TRACE_CAP 512   /* v5 launches the trace keeps (a decode step of the 30B preset: 105) */
@@ -169,15 +169,6 @@ struct cuda_ctx {
     bool            short_poll;    /* the short kernel polls the side gate's ready flag instead of the launch
                                     * waiting for the gate GEMV (GLIM_CUDA_SHORT_POLL=0: waits) */
     struct cuda_buf short_ready;   /* ... the flag: [0] CTAs ended, [1] set, [2] readers done (gemv_job.ready) */
-    bool            gwo;           /* GLIM_CUDA_GWO=1 (opt-in): a one-token q/k/v/gate job leaves the gate to gemv_gwo.cu's */
-    int             gwo_ctas;      /* ... launch with Wo (CTAs an SM it keeps resident; 0: never) */
-    bool            gwo_pend;      /* ... this job's gate is left to it: */
-    const struct be_weight *gwo_w; /* ... its weight, output, and the int8 copy of its input */
-    float          *gwo_g;
-    const int8_t   *gwo_hq;
-    const float2   *gwo_hd;
-    struct cuda_buf gwo_cnt;       /* ... its counts (gemv_gwo.cu) */
-    long            gwo_used;      /* ... launches (tests) */
     bool            short_armed;   /* the side GEMV of the pending prep sets it: a reader must reset it */
     unsigned       *job_ready;     /* gemv_q8.cu: the next one-row job's gemv_job.ready (cuda_matmul_side) */
     bool            job_ready_taken;   /* ... and whether its kernel sets it */
@@ -338,15 +329,6 @@ bool cuda_attn_gate_buf(struct cuda_ctx *c, const struct be_attn_args *x, int8_t
 extern "C" int backend_cuda_set_attn_short(struct backend *be, bool on);
 extern "C" int backend_cuda_set_short_poll(struct backend *be, bool on);
 extern "C" long backend_cuda_short_used(struct backend *be);
-/* gemv_gwo.cu: the gate (and, behind the short attention, the gated Wo) of a deferred gate part */
-bool cuda_gwo_ok(const struct cuda_ctx *c, const struct be_weight *wg, const struct be_weight *wo);
-bool cuda_gwo(struct cuda_ctx *c, const struct be_weight *wg, const int8_t *hq, const float2 *hd, float *g,
-              const struct be_weight *wo, const float *a, float *y);
-int cuda_gwo_ctas(void);
-extern "C" int backend_cuda_set_gwo(struct backend *be, bool on);
-extern "C" long backend_cuda_gwo_used(struct backend *be);
-/* gemv_q8.cu: the int8 copy of x (one row, K45) if the cache holds it, else false */
-bool cuda_xq_of(const struct cuda_ctx *c, const float *x, int64_t k, const int8_t **xq, const float2 **xd);
 /* gemv_q8.cu: y = w x (one row) on ctx->side, forked from ctx->stream after x's int8 copy is made;
  * false = not such a matmul (nothing launched) */
 bool cuda_matmul_side(struct cuda_ctx *c, float *y, const struct be_weight *w, const float *x,

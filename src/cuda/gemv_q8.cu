@@ -30,7 +30,7 @@
  * the row's slots (consecutive lanes read consecutive code bytes), up to
  * NR = 16 activation rows per pass, warp-shuffle reduction.
  */
-#include "gemv3_rows.cuh"
+#include "gemv_slots.cuh"
 
 #include <cuda_fp16.h>
 #include <stdlib.h>
@@ -63,6 +63,40 @@ static __global__ void quantize_x_kernel(const float *__restrict__ x, const floa
 /* ---- GEMV ---------------------------------------------------------------------
  * y[r][row] = sum_k x[r][k] * W[row][k] for r < nr <= NR; RW weight rows per warp
  * share each activation load. */
+/* acc[i][r] += slot s of weight row i . activation row r (r < nr), in every version's order */
+template <class W, int NR, int RW>
+static __device__ __forceinline__ void slot_madd(float (&acc)[RW][NR], const W (&w)[RW], const int8_t *__restrict__ xq,
+                                                 const float2 *__restrict__ xd, int64_t k, int64_t s, int nr)
+{
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        if (r >= nr)
+            break;
+        struct xslot xs;
+        W::xload(xq + r * k, xd + r * (k >> 5), s, &xs);
+#pragma unroll
+        for (int i = 0; i < RW; i++)
+            acc[i][r] += w[i].dot(xs);
+    }
+}
+
+/* sum each accumulator over the warp; lane 0 writes y[r][row0 + i] for the rows that exist */
+template <int NR, int RW>
+static __device__ __forceinline__ void rows_store(const float (&acc)[RW][NR], float *__restrict__ y, int64_t n,
+                                                  int64_t row0, int nr, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float a = acc[i][r];
+            for (int o = 16; o > 0; o >>= 1)
+                a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0 && r < nr && row0 + i < n)
+                y[r * n + row0 + i] = a;
+        }
+}
+
 template <class W, int NR, int RW>
 static __global__ void __launch_bounds__(Q8_WARPS * 32)
 gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, float *__restrict__ y, int nr)
@@ -73,8 +107,15 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
         return;
     int64_t n_slots = v.k / W::SLOT;
     int64_t rows[RW];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+        rows[i] = row0 + i < v.n ? row0 + i : v.n - 1;
     float acc[RW][NR];
-    rows_begin<NR, RW>(row0, v.n, rows, acc);
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            acc[i][r] = 0.0f;
 #pragma unroll 2
     for (int64_t s = lane; s < n_slots; s += 32) {
         W w[RW];
@@ -82,6 +123,58 @@ gemv_q8_kernel(wview8 v, const int8_t *__restrict__ xq, const float2 *__restrict
         for (int i = 0; i < RW; i++)
             slot_load(w[i], v, rows[i], s);
         slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
+    }
+    rows_store<NR, RW>(acc, y, v.n, row0, nr, lane);
+}
+
+/* ---- GEMV v3: deep loads, several weights per launch ----------------------------
+ * WHY (docs/CUDA.md): v2 above keeps about two slots' loads in flight per lane and a
+ * warp owns one 3.7 KB row, so each row costs several serial memory round trips plus
+ * the warp's start and reduction; small matrices (q, k, v, gate: 256..4096 rows) were
+ * one short wave at 4-40% of bandwidth. v3 issues the loads of U slots per lane
+ * (W::U, 4 KB per warp; RW = 2 rows: half as many slots) before decoding any of them, and one launch covers up to
+ * GEMV_MAX_PARTS weights that multiply the same x (q/k/v/gate, FFN gate/up): one
+ * quantize, one launch, one wave. Same per-slot arithmetic as v2, so the results are
+ * bit-equal to v2's. */
+template <class W, int NR, int RW, int U>
+static __device__ __forceinline__ void gemv3_rows(const wview8 &v, int64_t row0, const int8_t *__restrict__ xq,
+                                                  const float2 *__restrict__ xd, float *__restrict__ y, int nr,
+                                                  int lane)
+{
+    int64_t n_slots = v.k / W::SLOT;
+    int64_t rows[RW];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+        rows[i] = row0 + i < v.n ? row0 + i : v.n - 1;
+    float acc[RW][NR];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            acc[i][r] = 0.0f;
+    for (int64_t s0 = 0; s0 < n_slots; s0 += 32 * U) {
+        typename W::raw raw[U][RW];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (s0 + lane + 32 * u < n_slots) {
+#pragma unroll
+                for (int i = 0; i < RW; i++)
+                    W::fetch(v, rows[i], s0 + lane, u, raw[u][i]);
+            }
+        }
+        if (s0 == 0)
+            cuda_pdl_wait();   /* the first weights are on their way; x is the previous kernel's */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t s = s0 + lane + 32 * u;
+            if (s < n_slots) {
+                W w[RW];
+#pragma unroll
+                for (int i = 0; i < RW; i++)
+                    w[i].decode(raw[u][i], s);
+                slot_madd<W, NR, RW>(acc, w, xq, xd, v.k, s, nr);
+            }
+        }
     }
     rows_store<NR, RW>(acc, y, v.n, row0, nr, lane);
 }
@@ -412,15 +505,6 @@ bool cuda_xq_reserve(struct cuda_ctx *c, int64_t k, int nr, int8_t **xq, float2 
         return false;
     *xq = (int8_t *)c->xq.p;
     *xd = (float2 *)((uint8_t *)c->xq.p + q_bytes);
-    return true;
-}
-
-bool cuda_xq_of(const struct cuda_ctx *c, const float *x, int64_t k, const int8_t **xq, const float2 **xd)
-{
-    if (!x || c->xq_src != x || c->xq_k != k || c->xq_nr != 1 || c->xq_layout != XL_K45 || !c->xq.p)
-        return false;
-    *xq = (const int8_t *)c->xq.p;
-    *xd = (const float2 *)((const uint8_t *)c->xq.p + k);
     return true;
 }
 

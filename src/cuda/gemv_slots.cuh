@@ -108,12 +108,11 @@ static __device__ __forceinline__ int dot16_hi(const uint32_t w[4], int4 x)
 }
 
 /* x runs of slot s (32 weights) for the permuted layouts: super-block g = s/8, lane t = s%8 */
-/* activation loads: read-only cache from global memory (NC, written by an earlier kernel), or from L2
- * (written by other CTAs of this kernel: gemv_gwo.cu; an SM's L1 may hold an older copy) */
+/* activation loads: read-only cache from global memory (NC), or plain (shared memory: v4) */
 template <bool NC, class T>
 static __device__ __forceinline__ T ldx(const T *p)
 {
-    return NC ? __ldg(p) : __ldcg(p);
+    return NC ? __ldg(p) : *p;
 }
 
 template <bool NC>
@@ -335,11 +334,10 @@ struct slot_q8_0 {
         q[0] = r.w.x, q[1] = r.w.y, q[2] = r.w.z, q[3] = r.w.w;
         d = h2f8(r.d);
     }
-    template <bool NC = true>
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
-        x->a = ldx<NC>((const int4 *)(xq + 16 * s));
-        x->ds.x = ldx<NC>((const float *)(xd + (s >> 1)));
+        x->a = __ldg((const int4 *)(xq + 16 * s));
+        x->ds.x = __ldg((const float *)(xd + (s >> 1)));
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const
     {
@@ -374,12 +372,11 @@ struct slot_q4_0 {
         }
         d = h2f8(r.d);
     }
-    template <bool NC = true>
     static __device__ __forceinline__ void xload(const int8_t *xq, const float2 *xd, int64_t s, struct xslot *x)
     {
-        x->a = ldx<NC>((const int4 *)(xq + 32 * s));
-        x->b = ldx<NC>((const int4 *)(xq + 32 * s + 16));
-        float2 ds = ldx<NC>(xd + s);
+        x->a = __ldg((const int4 *)(xq + 32 * s));
+        x->b = __ldg((const int4 *)(xq + 32 * s + 16));
+        float2 ds = __ldg(xd + s);
         x->ds = make_float4(ds.x, ds.y, 0.0f, 0.0f);
     }
     __device__ __forceinline__ float dot(const struct xslot &x) const
