@@ -8,7 +8,7 @@ set -u
 # GOLD (env per goldens run), TESTS (op tests; TENV: their env), SKIPS (" ": none), EXTRA (comma-joined env per tg run),
 # NGEXTRA (the same without graphs), TRACE (v5 per-warp trace per env), TL (kernel timeline per env, CUPTI: dev/cuda/kt_trace.c), DEPTH (=1: membw, pp4096, depths, memory):
 # UNITS (more test executables to build and run, e.g. "test_greedy"), GREEDY (=1: tg128 --greedy with and without graphs),
-# HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SWEEPP / TAILP (=1, or only: dev/cuda/sweep_probe.cu / tail_probe.cu first), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
+# HALF (=1: first, the attention-half model dev/cuda/half_model.cu, which needs no build of glim), SWEEPP / TAILP / FFNP (=1, or only: dev/cuda/sweep_probe.cu / tail_probe.cu / ffn_probe.cu first), SMRATE (=1: dev/cuda/sm_rate.cu first), CARVE (=1: dev/cuda/carve_probe.cu first),
 # SMI (=1: clocks, power and throttle reasons during every tg run), KEEP_EXTRA (=1: run EXTRA, NGEXTRA and TRACE even when an op test failed), DEXTRA (tg64 at depth 32768 per env),
 # LCMP (the 30B file's logits under each env against the default's, or LBASE's: identical, or how far), MTRACE (the span's stamps per env),
 # STRACE (the short attention's stamps per env; X=1: the default), GEMVB (args of dev/cuda/gemv_bench.c, run after the tests, e.g. "two"),
@@ -29,6 +29,10 @@ fi
 if [ -n "${SWEEPP:-}" ]; then   # SWEEPP=1: first, dev/cuda/sweep_probe.cu (a warp a range vs the grid sweeping one front)
   nvcc -arch=sm_90 -O3 -o /tmp/sweep_probe dev/cuda/sweep_probe.cu && timeout 90 /tmp/sweep_probe; el "sweep probe rc=$?"
   [ "${SWEEPP}" = "only" ] && exit 0
+fi
+if [ -n "${FFNP:-}" ]; then   # FFNP=1 (or only): first, dev/cuda/ffn_probe.cu (the FFN split along its inner dimension vs two launches)
+  nvcc -arch=sm_90 -O3 -o /tmp/ffn_probe dev/cuda/ffn_probe.cu && timeout 120 /tmp/ffn_probe >$O/ffn_probe.txt; r=$?; cat $O/ffn_probe.txt; el "ffn probe rc=$r"
+  [ "${FFNP}" = "only" ] && exit 0
 fi
 if [ -n "${TAILP:-}" ]; then   # TAILP=1 (or only): first, dev/cuda/tail_probe.cu (a launch's tail; a pool of chunks for its last part)
   nvcc -arch=sm_90 -O3 -o /tmp/tail_probe dev/cuda/tail_probe.cu && timeout 120 /tmp/tail_probe; el "tail probe rc=$?"
