@@ -111,14 +111,9 @@ __global__ void __launch_bounds__(512, 1) ffn_split(const uint8_t *gu, int64_t n
             int64_t n = ph ? n_dn : n_gu, a = s * n / S, b = (s + 1) * n / S;
             int64_t chunks = (b - a + C - 1) / C;
             bool first = true;
-            unsigned k = 0;
-            if (lane == 0)
-                k = atomicAdd(&next[ph], 1u);
-            k = __shfl_sync(0xffffffffu, k, 0);
+            unsigned k = claim_take(claim_issue(&next[ph], lane));
             while ((int64_t)k < chunks) {
-                unsigned nk = 0;
-                if (lane == 0)
-                    nk = atomicAdd(&next[ph], 1u);   /* on its way while this chunk streams */
+                unsigned nk = claim_issue(&next[ph], lane);
                 int64_t x = a + (int64_t)k * C, e = x + C < b ? x + C : b;
                 if (first && ph == 0)
                     acc = stream(m, x, e, lane, spin, acc, [] { pdl_wait(); });
@@ -127,7 +122,7 @@ __global__ void __launch_bounds__(512, 1) ffn_split(const uint8_t *gu, int64_t n
                 else
                     acc = stream(m, x, e, lane, spin, acc, [] {});
                 first = false;
-                k = __shfl_sync(0xffffffffu, nk, 0);
+                k = claim_take(nk);
             }
             if (first) {   /* no chunk for this warp: it still meets the barrier / the wait */
                 if (ph == 0)
@@ -164,21 +159,12 @@ __global__ void reduce_parts(const float *part, int S, float *y)
 /* add_rmsnorm's stand-in: one CTA of 1024 threads, y -> h */
 __global__ void norm_like(const float *y, float *h)
 {
-    __shared__ float ws[32];
     pdl_trigger();
     pdl_wait();
     float ss = 0.0f;
     for (int i = threadIdx.x; i < N_OUT; i += 1024)
         ss += y[i] * y[i];
-    for (int o = 16; o; o >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0)
-        ws[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float t = 0.0f;
-    for (int i = 0; i < 32; i++)
-        t += ws[i];
-    float r = rsqrtf(t / N_OUT + 1e-5f);
+    float r = rsqrtf(block_sum<32>(ss) / N_OUT + 1e-5f);
     for (int i = threadIdx.x; i < N_OUT; i += 1024)
         h[i] = y[i] * r;
 }

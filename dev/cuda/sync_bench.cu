@@ -33,22 +33,6 @@ static __global__ void chain_step(int *buf, int i)
 /* The same with add_rmsnorm's work (1 CTA of 1024 threads): read the 6656 floats the
  * predecessor wrote, one block-wide sum, write 6656 floats for the successor. */
 #define NORM_N 6656
-/* the sum of ss over a block of W warps (every thread gets it) */
-template <int W>
-static __device__ float block_sum(float ss)
-{
-    __shared__ float red[W];
-    for (int k = 16; k; k >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, k);
-    if ((threadIdx.x & 31) == 0)
-        red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float t = 0.0f;
-    for (int w = 0; w < W; w++)
-        t += red[w];
-    __syncthreads();
-    return t;
-}
 
 static __device__ void norm_row_1024(const float *src, float *dst)   /* 1024 threads */
 {

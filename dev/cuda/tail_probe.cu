@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <vector>
 
+#include "cuda_check.h"
 #include "load_shape.cuh"
 
 #define U 2
@@ -63,17 +64,12 @@ __global__ void __launch_bounds__(128, 4) probe(const uint8_t *buf, int64_t unit
     if (p0 < units) {
         int g = (int)(w % G);
         int64_t n_chunks = (units - p0 + C - 1) / C, per = (n_chunks - g + G - 1) / G;
-        unsigned k = 0;
-        if (lane == 0)
-            k = atomicAdd(&cnt[g], 1u);
-        k = __shfl_sync(0xffffffffu, k, 0);
+        unsigned k = claim_take(claim_issue(&cnt[g], lane));
         while ((int64_t)k < per) {
-            unsigned next = 0;
-            if (lane == 0)
-                next = atomicAdd(&cnt[g], 1u);   /* on its way while this chunk streams */
+            unsigned next = claim_issue(&cnt[g], lane);
             int64_t x = p0 + ((int64_t)k * G + g) * C, e = x + C < units ? x + C : units;
             acc ^= stream(buf, x, e, spin, lane);
-            k = __shfl_sync(0xffffffffu, next, 0);
+            k = claim_take(next);
         }
     }
     if (lane == 0)
