@@ -111,11 +111,6 @@ static __device__ __forceinline__ void v5_stamp_w(const v5_job &job, int64_t w, 
     }
 }
 
-static __device__ __forceinline__ void v5_stamp(const v5_job &job, int which)
-{
-    v5_stamp_w(job, (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5), which);
-}
-
 template <class K, int U>
 static __device__ __forceinline__ void v5_fetch_set(const v5_part &P, int64_t lg, int64_t lg8, int64_t n_sb, int64_t s,
                                                     int64_t sb1, int t, typename K::raw *r)
@@ -187,22 +182,24 @@ static __device__ __forceinline__ void v5_run(const v5_job &job, const int8_t *_
     }
 }
 
-template <class KA, int UA, class KB, int UB>
-static __global__ void __launch_bounds__(V5_WARPS * 32, 4)
+/* WPC: warps per CTA (V5_WARPS; GLIM_CUDA_V5_CTA=8|16, a bench knob: the same warps, units and bits
+ * in 2 or 1 CTAs an SM) */
+template <class KA, int UA, class KB, int UB, int WPC = V5_WARPS>
+static __global__ void __launch_bounds__(WPC * 32, 16 / WPC)
 gemv5_kernel(const v5_job job, const int8_t *__restrict__ xq, const float2 *__restrict__ xd, bool trig)
 {
     if (trig)
         cuda_pdl_trigger();
     int lane = threadIdx.x & 31;
-    int64_t w = (int64_t)blockIdx.x * V5_WARPS + (threadIdx.x >> 5);
+    int64_t w = (int64_t)blockIdx.x * WPC + (threadIdx.x >> 5);
     if (job.trace && lane == 0)
-        v5_stamp(job, 0);
+        v5_stamp_w(job, w, 0);
     bool waited = false;   /* the first loads go out before the wait (after it: 156.7 vs 160.0 t/s) */
     v5_run<KA, UA, KB, UB>(job, xq, xd, w, lane, waited);
     if (!waited)
         cuda_pdl_wait();   /* a warp without work still must not end before its predecessor's writes */
     if (job.trace && lane == 0)
-        v5_stamp(job, 2);
+        v5_stamp_w(job, w, 2);
 }
 
 /* ---- GEMV v5s (the default for one-row jobs, chunks of C = 4 units; of two weight kinds with GLIM_CUDA_V5_MIX;
@@ -533,10 +530,23 @@ static void v5_go(struct cuda_ctx *c, v5_job &job, int n, const struct be_weight
 {
     job.trace = v5_trace_slot(c, job, n, ws, mine);
     cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg =
-        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     static int u_forced = -1;   /* GLIM_CUDA_V5_U=1|2|3: super-blocks in flight per lane (one kind) */
     int u = cuda_env_knob("GLIM_CUDA_V5_U", &u_forced);
+    static int cta_forced = -1;   /* GLIM_CUDA_V5_CTA=8|16: warps per CTA (one kind, U 1 or 2) */
+    int wpc = cuda_env_knob("GLIM_CUDA_V5_CTA", &cta_forced), uu = u ? u : KA::U_DEF;
+    if (std::is_same<KA, KB>::value && (wpc == 8 || wpc == 16) && (uu == 1 || uu == 2)) {
+        cudaLaunchConfig_t cfg =
+            cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + wpc - 1) / wpc)), dim3(wpc * 32), 0, attr);
+        if (wpc == 16)
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, uu == 1 ? gemv5_kernel<KA, 1, KA, 1, 16> : gemv5_kernel<KA, 2, KA, 2, 16>,
+                                           job, xq, xd, c->pdl_all));
+        else
+            CUDA_TRY(c, cudaLaunchKernelEx(&cfg, uu == 1 ? gemv5_kernel<KA, 1, KA, 1, 8> : gemv5_kernel<KA, 2, KA, 2, 8>,
+                                           job, xq, xd, c->pdl_all));
+        return;
+    }
+    cudaLaunchConfig_t cfg =
+        cuda_launch_cfg(c, dim3((unsigned)((job.n_warps + V5_WARPS - 1) / V5_WARPS)), dim3(V5_WARPS * 32), 0, attr);
     if (!std::is_same<KA, KB>::value)   /* two kinds: U = 1 each (Q4_K at 2 spills at 128 registers) */
         CUDA_TRY(c, cudaLaunchKernelEx(&cfg, gemv5_kernel<KA, 1, KB, 1>, job, xq, xd, c->pdl_all));
     else if ((u ? u : KA::U_DEF) == 1)
